@@ -1,0 +1,291 @@
+"""Model configuration, built once from the checkpoint's safetensors metadata and validated there.
+
+The official single-file checkpoints carry a JSON `config` metadata entry whose `transformer` section describes the
+AV DiT (spec §8). `TransformerConfig.from_metadata` turns that section into a frozen value; every unsupported value
+is reported in one error that names the key, the value found and what is supported.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ltx2_core.errors import ConfigError, UnknownModelVersionError
+
+
+class ModelVersion(str, enum.Enum):
+    """Model generation; selects defaults (guidance, steps). Architecture flags come from the config itself."""
+
+    V2_0 = "2.0"
+    V2_3 = "2.3"
+
+
+_VERSION_RE = re.compile(r"^2\.(\d+)(?:\D.*)?$")
+
+
+def parse_model_version(value: str | None, section: Mapping[str, Any]) -> ModelVersion:
+    """Reads the `model_version` metadata string; without one, infers the generation from the config keys."""
+    if value is None or value == "":
+        return ModelVersion.V2_3 if section.get("cross_attention_adaln", False) else ModelVersion.V2_0
+    match = _VERSION_RE.match(value.strip())
+    minor = match.group(1) if match else None
+    if minor == "0":
+        return ModelVersion.V2_0
+    if minor == "3":
+        return ModelVersion.V2_3
+    raise UnknownModelVersionError(
+        f"unknown model_version {value!r} in the checkpoint metadata; supported: LTX-2.0 ('2.0…') and LTX-2.3 "
+        "('2.3…'). Use an official LTX-2 / LTX-2.3 checkpoint, or pass an explicit TransformerConfig."
+    )
+
+
+# Values the released LTX-2 transformers use and this implementation assumes (the reference checks the same set).
+FIXED_VALUES: dict[str, Any] = {
+    "dropout": 0.0,
+    "attention_bias": True,
+    "num_vector_embeds": None,
+    "activation_fn": "gelu-approximate",
+    "num_embeds_ada_norm": 1000,
+    "use_linear_projection": False,
+    "only_cross_attention": False,
+    "cross_attention_norm": True,
+    "double_self_attention": False,
+    "upcast_attention": False,
+    "standardization_norm": "rms_norm",
+    "norm_elementwise_affine": False,
+    "qk_norm": "rms_norm",
+    "positional_embedding_type": "rope",
+    "use_audio_video_cross_attention": True,
+    "share_ff": False,
+    "av_cross_ada_norm": True,
+    "use_middle_indices_grid": True,
+}
+
+ROPE_TYPES = ("split", "interleaved")
+FREQUENCY_PRECISIONS = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """One modality stream of the AV transformer (video or audio)."""
+
+    heads: int
+    head_dim: int
+    context_dim: int  # width of the text context the stream cross-attends to
+    in_channels: int  # latent features per token
+    out_channels: int
+    max_pos: tuple[float, ...]  # RoPE max position per axis (video: seconds, px, px; audio: seconds)
+
+    @property
+    def width(self) -> int:
+        return self.heads * self.head_dim
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The AV DiT, both generations. Built with `from_metadata` or `tiny`."""
+
+    version: ModelVersion
+    video: StreamConfig
+    audio: StreamConfig
+    num_layers: int
+    caption_channels: int | None  # Gemma feature width fed to the in-DiT caption projection; None = no projection
+    gated_attention: bool  # 2.3: per-head 2·sigmoid gates on every attention
+    cross_attention_adaln: bool  # 2.3: text cross-attention modulated by AdaLN (9-row tables, prompt AdaLN)
+    norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_type: str = "split"
+    rope_float64: bool = True  # frequency grid computed in float64 (released configs)
+    timestep_scale_multiplier: float = 1000.0
+    av_ca_timestep_scale_multiplier: float = 1000.0
+
+    @property
+    def adaln_rows(self) -> int:
+        """Rows of each block's scale_shift_table: shift/scale/gate for attention and FFN (+3 for text cross-attn)."""
+        return 9 if self.cross_attention_adaln else 6
+
+    @property
+    def cross_pe_max_pos(self) -> float:
+        """Audio-video cross-attention RoPE uses the time axis with the larger of both max positions."""
+        return max(self.video.max_pos[0], self.audio.max_pos[0])
+
+    @property
+    def cross_pe_dim(self) -> int:
+        return self.audio.width
+
+    @classmethod
+    def from_metadata(cls, section: Mapping[str, Any], model_version: str | None = None) -> TransformerConfig:
+        """Builds the config from the `transformer` section of the checkpoint's `config` metadata JSON."""
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"the 'transformer' config section must be a JSON object, found {type(section).__name__}")
+        version = parse_model_version(model_version, section)
+        problems = _check_section(section)
+        if problems:
+            raise ConfigError("unsupported transformer config: " + "; ".join(problems))
+        get = section.get
+        caption_in_dit = not get("caption_proj_before_connector", False)
+        config = cls(
+            version=version,
+            video=StreamConfig(
+                heads=get("num_attention_heads", 32),
+                head_dim=get("attention_head_dim", 128),
+                context_dim=get("cross_attention_dim", 4096),
+                in_channels=get("in_channels", 128),
+                out_channels=get("out_channels", 128),
+                max_pos=tuple(get("positional_embedding_max_pos", [20, 2048, 2048])),
+            ),
+            audio=StreamConfig(
+                heads=get("audio_num_attention_heads", 32),
+                head_dim=get("audio_attention_head_dim", 64),
+                context_dim=get("audio_cross_attention_dim", 2048),
+                in_channels=get("audio_in_channels", 128),
+                out_channels=get("audio_out_channels", 128),
+                max_pos=tuple(get("audio_positional_embedding_max_pos", [20])),
+            ),
+            num_layers=get("num_layers", 48),
+            caption_channels=get("caption_channels", 3840) if caption_in_dit else None,
+            gated_attention=bool(get("apply_gated_attention", False)),
+            cross_attention_adaln=bool(get("cross_attention_adaln", False)),
+            norm_eps=float(get("norm_eps", 1e-6)),
+            rope_theta=float(get("positional_embedding_theta", 10000.0)),
+            rope_type=get("rope_type", "interleaved"),
+            rope_float64=get("frequencies_precision", "float32") == "float64",
+            timestep_scale_multiplier=float(get("timestep_scale_multiplier", 1000)),
+            # the reference's code default is 1 (gate factor 1/1000); the released configs all set 1000
+            av_ca_timestep_scale_multiplier=float(get("av_ca_timestep_scale_multiplier", 1)),
+        )
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        """Cross-field constraints the architecture relies on; raises ConfigError listing every violation."""
+        problems = []
+        v, a = self.video, self.audio
+        if v.context_dim != v.width:
+            problems.append(
+                f"cross_attention_dim={v.context_dim} must equal num_attention_heads*attention_head_dim={v.width}"
+            )
+        if a.context_dim != a.width:
+            problems.append(
+                f"audio_cross_attention_dim={a.context_dim} must equal "
+                f"audio_num_attention_heads*audio_attention_head_dim={a.width}"
+            )
+        if v.heads != a.heads:
+            problems.append(
+                f"num_attention_heads={v.heads} must equal audio_num_attention_heads={a.heads} "
+                "(the audio-video cross-attention RoPE is split into the video head count)"
+            )
+        if len(v.max_pos) != 3:
+            problems.append(f"positional_embedding_max_pos={list(v.max_pos)} must have 3 entries (time, y, x)")
+        if len(a.max_pos) != 1:
+            problems.append(f"audio_positional_embedding_max_pos={list(a.max_pos)} must have 1 entry (time)")
+        for name, head_dim in (("attention_head_dim", v.head_dim), ("audio_attention_head_dim", a.head_dim)):
+            if head_dim % 2:
+                problems.append(f"{name}={head_dim} must be even (RoPE rotates pairs)")
+        if problems:
+            raise ConfigError("inconsistent transformer config: " + "; ".join(problems))
+
+    def to_metadata(self) -> dict[str, Any]:
+        """The `transformer` metadata section in the official layout (inverse of `from_metadata`)."""
+        v, a = self.video, self.audio
+        section: dict[str, Any] = {
+            "_class_name": "AVTransformer3DModel",
+            **FIXED_VALUES,
+            "num_attention_heads": v.heads,
+            "attention_head_dim": v.head_dim,
+            "cross_attention_dim": v.context_dim,
+            "in_channels": v.in_channels,
+            "out_channels": v.out_channels,
+            "positional_embedding_max_pos": list(v.max_pos),
+            "audio_num_attention_heads": a.heads,
+            "audio_attention_head_dim": a.head_dim,
+            "audio_cross_attention_dim": a.context_dim,
+            "audio_in_channels": a.in_channels,
+            "audio_out_channels": a.out_channels,
+            "audio_positional_embedding_max_pos": list(a.max_pos),
+            "num_layers": self.num_layers,
+            "norm_eps": self.norm_eps,
+            "positional_embedding_theta": self.rope_theta,
+            "rope_type": self.rope_type,
+            "frequencies_precision": "float64" if self.rope_float64 else "float32",
+            "timestep_scale_multiplier": self.timestep_scale_multiplier,
+            "av_ca_timestep_scale_multiplier": self.av_ca_timestep_scale_multiplier,
+            "causal_temporal_positioning": True,
+            "use_embeddings_connector": True,
+            "caption_channels": self.caption_channels if self.caption_channels is not None else 3840,
+        }
+        if self.caption_channels is None or self.gated_attention or self.cross_attention_adaln:
+            section.update(
+                apply_gated_attention=self.gated_attention,
+                cross_attention_adaln=self.cross_attention_adaln,
+                caption_proj_before_connector=self.caption_channels is None,
+                caption_projection_first_linear=False,
+                caption_projection_second_linear=False,
+                caption_proj_input_norm=False,
+            )
+        return section
+
+    @classmethod
+    def tiny(cls, version: ModelVersion | str = ModelVersion.V2_0, num_layers: int = 3) -> TransformerConfig:
+        """A few blocks of small width with the released structure; used by every CPU test and the demo."""
+        version = ModelVersion(version)
+        is_23 = version is ModelVersion.V2_3
+        return cls(
+            version=version,
+            video=StreamConfig(heads=2, head_dim=8, context_dim=16, in_channels=128, out_channels=128,
+                               max_pos=(20, 2048, 2048)),
+            audio=StreamConfig(heads=2, head_dim=4, context_dim=8, in_channels=128, out_channels=128, max_pos=(20,)),
+            num_layers=num_layers,
+            caption_channels=None if is_23 else 12,
+            gated_attention=is_23,
+            cross_attention_adaln=is_23,
+            rope_type="split",
+            rope_float64=True,
+        )
+
+
+_POSITIVE_INTS = (
+    "num_attention_heads", "attention_head_dim", "cross_attention_dim", "in_channels", "out_channels",
+    "audio_num_attention_heads", "audio_attention_head_dim", "audio_cross_attention_dim", "audio_in_channels",
+    "audio_out_channels", "num_layers", "caption_channels",
+)
+
+
+def _check_section(section: Mapping[str, Any]) -> list[str]:
+    """Every unsupported value in the section, as 'key=value (supported: …)' strings."""
+    problems = []
+    class_name = section.get("_class_name")
+    if class_name is not None and class_name != "AVTransformer3DModel":
+        problems.append(
+            f"_class_name={class_name!r} (supported: 'AVTransformer3DModel'; this looks like a different model family, "
+            "e.g. LTX-Video 0.9, which this pack does not run)"
+        )
+    for key, expected in FIXED_VALUES.items():
+        if key in section and section[key] != expected:
+            problems.append(f"{key}={section[key]!r} (supported: {expected!r})")
+    for key in _POSITIVE_INTS:
+        value = section.get(key)
+        if key in section and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            problems.append(f"{key}={value!r} (must be a positive integer)")
+    if section.get("rope_type", "interleaved") not in ROPE_TYPES:
+        problems.append(f"rope_type={section['rope_type']!r} (supported: {', '.join(ROPE_TYPES)})")
+    precision = section.get("frequencies_precision", "float32")
+    if precision not in FREQUENCY_PRECISIONS:
+        problems.append(f"frequencies_precision={precision!r} (supported: {', '.join(FREQUENCY_PRECISIONS)})")
+    for key in ("positional_embedding_max_pos", "audio_positional_embedding_max_pos"):
+        value = section.get(key, [1])
+        if not isinstance(value, list) or not all(isinstance(p, (int, float)) and p > 0 for p in value):
+            problems.append(f"{key}={value!r} (must be a list of positive numbers)")
+    for key in ("norm_eps", "positional_embedding_theta", "timestep_scale_multiplier",
+                "av_ca_timestep_scale_multiplier"):
+        value = section.get(key, 1.0)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            problems.append(f"{key}={value!r} (must be a positive number)")
+    if section.get("caption_proj_before_connector", False):
+        for key in ("caption_projection_first_linear", "caption_projection_second_linear", "caption_proj_input_norm"):
+            if section.get(key, False):
+                problems.append(f"{key}={section[key]!r} (supported: False)")
+    return problems

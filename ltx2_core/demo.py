@@ -1,0 +1,72 @@
+"""The built-in tiny random-weight demo model, and inputs of the shapes a real run uses."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ltx2_core.config import TransformerConfig
+from ltx2_core.latents import audio_latent_length, audio_positions, video_positions
+from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.types import RunConstants, StreamInput
+
+TEXT_TOKENS = 1024  # Gemma prompts are padded to 1024 tokens
+
+
+def random_weights_(module: nn.Module, seed: int = 0, std: float = 0.2) -> nn.Module:
+    """Fills every parameter with seeded N(0, std²) values in place (materializing `meta` tensors first)."""
+    if any(t.is_meta for t in module.parameters()):
+        module.to_empty(device="cpu")
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in module.parameters():
+            param.copy_(torch.randn(param.shape, generator=generator) * std)
+    return module
+
+
+def demo_transformer(config: TransformerConfig | None = None, seed: int = 0) -> LTX2Transformer:
+    """The tiny random-weight transformer (LTX-2.0 structure unless a config is given), in eval mode on the CPU."""
+    config = config or TransformerConfig.tiny()
+    with torch.device("meta"):
+        model = LTX2Transformer(config)
+    return random_weights_(model, seed).eval()
+
+
+def demo_inputs(
+    model: LTX2Transformer,
+    *,
+    pixel_frames: int = 17,
+    height: int = 64,
+    width: int = 96,
+    fps: float = 24.0,
+    sigma: float = 0.7,
+    text_tokens: int = 128,
+    seed: int = 0,
+) -> tuple[StreamInput, StreamInput, RunConstants]:
+    """Random latents and text contexts for a clip of `pixel_frames` (8k+1) at height×width pixels."""
+    if (pixel_frames - 1) % 8 or height % 32 or width % 32:
+        raise ValueError(
+            f"frames must be 8k+1 and sizes multiples of 32, got {pixel_frames} frames at {height}x{width}; "
+            "e.g. 17 frames at 64x96"
+        )
+    cfg = model.config
+    param = next(model.parameters())
+    device, dtype = param.device, param.dtype
+    generator = torch.Generator().manual_seed(seed)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(shape, generator=generator).to(device=device, dtype=dtype)
+
+    frames, rows, cols = (pixel_frames - 1) // 8 + 1, height // 32, width // 32
+    audio_tokens = audio_latent_length(pixel_frames, fps)
+    caption = cfg.caption_channels
+    run = model.prepare_run(
+        video_positions(frames, rows, cols, fps, device=device),
+        audio_positions(audio_tokens, device=device),
+        randn(1, text_tokens, caption or cfg.video.context_dim),
+        randn(1, text_tokens, caption or cfg.audio.context_dim),
+    )
+    sigmas = torch.full((1,), sigma, device=device, dtype=torch.float32)
+    video = StreamInput(randn(1, frames * rows * cols, cfg.video.in_channels), sigmas, sigmas[:, None])
+    audio = StreamInput(randn(1, audio_tokens, cfg.audio.in_channels), sigmas, sigmas[:, None])
+    return video, audio, run

@@ -1,0 +1,37 @@
+"""Errors raised by ltx2_core. Every message names what is wrong and how to fix it."""
+
+
+class LTX2Error(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(LTX2Error, ValueError):
+    """A model configuration value is missing, malformed or unsupported."""
+
+
+class UnknownModelVersionError(ConfigError):
+    """The checkpoint declares a model version this package does not know."""
+
+
+class CheckpointError(LTX2Error):
+    """A checkpoint file cannot be used."""
+
+
+class NotSafetensorsError(CheckpointError):
+    """The file is not in safetensors format (e.g. a renamed pickle)."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """The safetensors header or data section is damaged or truncated."""
+
+
+class MissingConfigError(CheckpointError):
+    """The file carries no `config` metadata and no explicit config was given."""
+
+
+class KeyMismatchError(CheckpointError):
+    """Tensors the model needs are missing, or the file has tensors the model does not know."""
+
+
+class ShapeMismatchError(CheckpointError):
+    """A tensor in the file has a different shape than the model expects."""

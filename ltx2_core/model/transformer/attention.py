@@ -1,0 +1,95 @@
+"""Attention of the LTX-2 transformer (spec §1.6): q/k RMSNorm across all heads, RoPE, SDPA, optional per-head gates,
+and the STG "V passthrough" selected per sample of the batch.
+
+The local head count is derived from tensor shapes (`q.shape[-1] // head_dim`), so column-sharded projections
+under tensor parallelism work without changing this code.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ltx2_core.model.transformer.rope import apply_rope
+from ltx2_core.types import Rope
+
+
+class QKNorm(nn.Module):
+    """RMSNorm with a learnable weight over the whole projection width (all heads jointly)."""
+
+    def __init__(self, width: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.empty(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+class Attention(nn.Module):
+    """Multi-head attention; parameter names as in the checkpoint (`to_q`, `to_out.0`, `q_norm`, `to_gate_logits`)."""
+
+    def __init__(
+        self,
+        query_dim: int,
+        context_dim: int,
+        heads: int,
+        head_dim: int,
+        *,
+        gated: bool,
+        rope_type: str,
+        eps: float,
+    ) -> None:
+        super().__init__()
+        inner = heads * head_dim
+        self.head_dim = head_dim
+        self.rope_type = rope_type
+        self.to_q = nn.Linear(query_dim, inner)
+        self.to_k = nn.Linear(context_dim, inner)
+        self.to_v = nn.Linear(context_dim, inner)
+        self.q_norm = QKNorm(inner, eps)
+        self.k_norm = QKNorm(inner, eps)
+        self.to_gate_logits = nn.Linear(query_dim, heads) if gated else None
+        # a list only so the output projection is named `to_out.0` like in the checkpoint
+        self.to_out = nn.ModuleList([nn.Linear(inner, query_dim)])
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        context: torch.Tensor | None = None,
+        *,
+        rope: Rope | None = None,
+        k_rope: Rope | None = None,
+        keep: torch.Tensor | None = None,
+        passthrough: bool = False,
+    ) -> torch.Tensor:
+        """x (B, T, query_dim), context (B, S, context_dim) or None (self-attention) -> (B, T, query_dim).
+
+        keep: (B, 1, 1) per-sample blend, 1 = attention output, 0 = V passthrough (STG); None = attention for all.
+        passthrough: every sample takes the V passthrough, so the q/k path is skipped.
+        """
+        context = x if context is None else context
+        v = self.to_v(context)
+        if passthrough:
+            out = v
+        else:
+            out = self._attend(x, context, v, rope, k_rope if k_rope is not None else rope)
+            if keep is not None:
+                out = torch.lerp(v, out, keep)
+        if self.to_gate_logits is not None:
+            gates = 2.0 * torch.sigmoid(self.to_gate_logits(x))  # (B, T, heads); 1.0 at zero logits
+            out = (out.unflatten(-1, (-1, self.head_dim)) * gates.unsqueeze(-1)).flatten(-2)
+        return self.to_out[0](out)
+
+    def _attend(
+        self, x: torch.Tensor, context: torch.Tensor, v: torch.Tensor, rope: Rope | None, k_rope: Rope | None
+    ) -> torch.Tensor:
+        q = self.q_norm(self.to_q(x)).unflatten(-1, (-1, self.head_dim))  # (B, T, heads, head_dim)
+        k = self.k_norm(self.to_k(context)).unflatten(-1, (-1, self.head_dim))
+        v = v.unflatten(-1, (-1, self.head_dim))
+        if rope is not None:
+            q = apply_rope(q, rope, self.rope_type)
+            k = apply_rope(k, k_rope, self.rope_type)
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        return out.transpose(1, 2).flatten(-2)

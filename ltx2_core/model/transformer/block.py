@@ -1,0 +1,171 @@
+"""One audio+video transformer block (spec §1.5). Parameter names are the checkpoint's.
+
+The forward is the list of steps of the reference, in the same order: per stream self-attention and text
+cross-attention, then the audio<->video cross-attention from the same pre-update norms, then the feed-forwards.
+Every guidance variant (STG, modality isolation, mixed batches of them) goes through this one path.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from ltx2_core.config import StreamConfig, TransformerConfig
+from ltx2_core.model.transformer.adaln import modulation_rows
+from ltx2_core.model.transformer.attention import Attention
+from ltx2_core.model.transformer.layers import FeedForward, rms
+from ltx2_core.model.transformer.perturbations import BatchPerturbations, Skip, SkipPlan, plan_for
+from ltx2_core.types import Rope
+
+# rows of scale_shift_table
+SELF_ATTN, FEED_FORWARD, TEXT_CROSS_ATTN = 0, 3, 6
+# rows of scale_shift_table_a2v_ca_* (note: scale before shift here)
+A2V, V2A, CROSS_GATE = 0, 2, 4
+
+
+class StreamArgs(NamedTuple):
+    """Per-step inputs of one stream shared by every block.
+
+    ada:        (B, 1 or tokens, rows·D) AdaLN modulation from the stream's own timesteps
+    prompt_ada: (B, 1, 2·D) text K/V modulation from the stream's sigma (2.3), else None
+    cross_ada:  (B, 1, 4·D) a2v/v2a scale/shift from the OTHER stream's sigma
+    cross_gate: (B, 1, D) gate of the cross-attention writing into this stream, from the other stream's sigma
+    context:    (B, text_tokens, D) text context
+    rope / cross_rope: self-attention RoPE and this side's audio<->video cross-attention RoPE
+    """
+
+    ada: torch.Tensor
+    prompt_ada: torch.Tensor | None
+    cross_ada: torch.Tensor
+    cross_gate: torch.Tensor
+    context: torch.Tensor
+    rope: Rope
+    cross_rope: Rope
+
+
+class StreamModules(NamedTuple):
+    self_attn: Attention
+    text_attn: Attention
+    ff: FeedForward
+    table: nn.Parameter
+    prompt_table: nn.Parameter | None
+    skip_self_attn: Skip
+
+
+class AVTransformerBlock(nn.Module):
+    def __init__(self, idx: int, config: TransformerConfig) -> None:
+        super().__init__()
+        self.idx = idx
+        self.eps = config.norm_eps
+        self.cross_attention_adaln = config.cross_attention_adaln
+        v, a = config.video, config.audio
+
+        def attention(query_dim: int, context_dim: int, stream: StreamConfig) -> Attention:
+            return Attention(query_dim, context_dim, stream.heads, stream.head_dim, gated=config.gated_attention,
+                             rope_type=config.rope_type, eps=config.norm_eps)
+
+        self.attn1 = attention(v.width, v.width, v)
+        self.attn2 = attention(v.width, v.context_dim, v)
+        self.ff = FeedForward(v.width)
+        self.scale_shift_table = nn.Parameter(torch.empty(config.adaln_rows, v.width))
+        self.audio_attn1 = attention(a.width, a.width, a)
+        self.audio_attn2 = attention(a.width, a.context_dim, a)
+        self.audio_ff = FeedForward(a.width)
+        self.audio_scale_shift_table = nn.Parameter(torch.empty(config.adaln_rows, a.width))
+        # both cross-modal attentions use the audio geometry (heads × audio head_dim)
+        self.audio_to_video_attn = attention(v.width, a.width, a)
+        self.video_to_audio_attn = attention(a.width, v.width, a)
+        self.scale_shift_table_a2v_ca_video = nn.Parameter(torch.empty(5, v.width))
+        self.scale_shift_table_a2v_ca_audio = nn.Parameter(torch.empty(5, a.width))
+        if config.cross_attention_adaln:
+            self.prompt_scale_shift_table = nn.Parameter(torch.empty(2, v.width))
+            self.audio_prompt_scale_shift_table = nn.Parameter(torch.empty(2, a.width))
+
+    def forward(
+        self,
+        vx: torch.Tensor,
+        ax: torch.Tensor,
+        video: StreamArgs,
+        audio: StreamArgs,
+        perturbations: BatchPerturbations | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """vx (B, video_tokens, Dv), ax (B, audio_tokens, Da) -> updated (vx, ax)."""
+        video_modules, audio_modules = self._streams()
+        vx = vx + self._self_attention(video_modules, vx, video, perturbations)
+        vx = vx + self._text_cross_attention(video_modules, vx, video)
+        ax = ax + self._self_attention(audio_modules, ax, audio, perturbations)
+        ax = ax + self._text_cross_attention(audio_modules, ax, audio)
+        vx, ax = self._audio_video_cross_attention(vx, ax, video, audio, perturbations)
+        vx = vx + self._feed_forward(video_modules, vx, video)
+        ax = ax + self._feed_forward(audio_modules, ax, audio)
+        return vx, ax
+
+    def _streams(self) -> tuple[StreamModules, StreamModules]:
+        return (
+            StreamModules(self.attn1, self.attn2, self.ff, self.scale_shift_table,
+                          getattr(self, "prompt_scale_shift_table", None), Skip.VIDEO_SELF_ATTN),
+            StreamModules(self.audio_attn1, self.audio_attn2, self.audio_ff, self.audio_scale_shift_table,
+                          getattr(self, "audio_prompt_scale_shift_table", None), Skip.AUDIO_SELF_ATTN),
+        )
+
+    def _self_attention(
+        self, m: StreamModules, x: torch.Tensor, args: StreamArgs, perturbations: BatchPerturbations | None
+    ) -> torch.Tensor:
+        shift, scale, gate = modulation_rows(m.table, args.ada, SELF_ATTN, 3)
+        plan = plan_for(perturbations, m.skip_self_attn, self.idx)
+        h = rms(x, self.eps) * (1 + scale) + shift
+        return m.self_attn(h, rope=args.rope, keep=plan.keep, passthrough=plan.skip_all) * gate
+
+    def _text_cross_attention(self, m: StreamModules, x: torch.Tensor, args: StreamArgs) -> torch.Tensor:
+        if not self.cross_attention_adaln:
+            return m.text_attn(rms(x, self.eps), args.context)
+        shift_q, scale_q, gate = modulation_rows(m.table, args.ada, TEXT_CROSS_ATTN, 3)
+        shift_kv, scale_kv = modulation_rows(m.prompt_table, args.prompt_ada, 0, 2)
+        q_in = rms(x, self.eps) * (1 + scale_q) + shift_q
+        return m.text_attn(q_in, args.context * (1 + scale_kv) + shift_kv) * gate
+
+    def _audio_video_cross_attention(
+        self,
+        vx: torch.Tensor,
+        ax: torch.Tensor,
+        video: StreamArgs,
+        audio: StreamArgs,
+        perturbations: BatchPerturbations | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        nv, na = rms(vx, self.eps), rms(ax, self.eps)  # both directions read the same pre-update norms
+        a2v = plan_for(perturbations, Skip.A2V, self.idx)
+        v2a = plan_for(perturbations, Skip.V2A, self.idx)
+        vx_new, ax_new = vx, ax
+        if not a2v.skip_all:
+            vx_new = vx + self._cross(self.audio_to_video_attn, A2V, nv, video, self.scale_shift_table_a2v_ca_video,
+                                      na, audio, self.scale_shift_table_a2v_ca_audio, a2v)
+        if not v2a.skip_all:
+            ax_new = ax + self._cross(self.video_to_audio_attn, V2A, na, audio, self.scale_shift_table_a2v_ca_audio,
+                                      nv, video, self.scale_shift_table_a2v_ca_video, v2a)
+        return vx_new, ax_new
+
+    @staticmethod
+    def _cross(
+        attn: Attention,
+        rows: int,
+        q_norm: torch.Tensor,
+        q_args: StreamArgs,
+        q_table: nn.Parameter,
+        kv_norm: torch.Tensor,
+        kv_args: StreamArgs,
+        kv_table: nn.Parameter,
+        plan: SkipPlan,
+    ) -> torch.Tensor:
+        """One direction of the audio<->video cross-attention, written into the query stream."""
+        q_scale, q_shift = modulation_rows(q_table[:CROSS_GATE], q_args.cross_ada, rows, 2)
+        kv_scale, kv_shift = modulation_rows(kv_table[:CROSS_GATE], kv_args.cross_ada, rows, 2)
+        (gate,) = modulation_rows(q_table[CROSS_GATE:], q_args.cross_gate, 0, 1)
+        out = attn(q_norm * (1 + q_scale) + q_shift, kv_norm * (1 + kv_scale) + kv_shift,
+                   rope=q_args.cross_rope, k_rope=kv_args.cross_rope) * gate
+        return out if plan.keep is None else out * plan.keep
+
+    def _feed_forward(self, m: StreamModules, x: torch.Tensor, args: StreamArgs) -> torch.Tensor:
+        shift, scale, gate = modulation_rows(m.table, args.ada, FEED_FORWARD, 3)
+        return m.ff(rms(x, self.eps) * (1 + scale) + shift) * gate

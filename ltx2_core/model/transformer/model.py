@@ -1,0 +1,133 @@
+"""The LTX-2 audio+video DiT (spec §1) with the checkpoint's parameter names.
+
+Usage: `run = model.prepare_run(positions…, contexts…)` once, then `model(video, audio, run, perturbations)` every
+step; it returns velocities, `to_x0` turns them into denoised latents.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ltx2_core.config import StreamConfig, TransformerConfig
+from ltx2_core.model.transformer.adaln import AdaLayerNormSingle
+from ltx2_core.model.transformer.block import AVTransformerBlock, StreamArgs
+from ltx2_core.model.transformer.layers import CaptionProjection
+from ltx2_core.model.transformer.perturbations import BatchPerturbations
+from ltx2_core.model.transformer.rope import rope_tables
+from ltx2_core.types import Rope, RunConstants, StreamInput
+
+
+class LTX2Transformer(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        v, a = config.video, config.audio
+        self.patchify_proj = nn.Linear(v.in_channels, v.width)
+        self.audio_patchify_proj = nn.Linear(a.in_channels, a.width)
+        if config.caption_channels is not None:
+            self.caption_projection = CaptionProjection(config.caption_channels, v.width)
+            self.audio_caption_projection = CaptionProjection(config.caption_channels, a.width)
+        self.adaln_single = AdaLayerNormSingle(v.width, config.adaln_rows)
+        self.audio_adaln_single = AdaLayerNormSingle(a.width, config.adaln_rows)
+        if config.cross_attention_adaln:
+            self.prompt_adaln_single = AdaLayerNormSingle(v.width, 2)
+            self.audio_prompt_adaln_single = AdaLayerNormSingle(a.width, 2)
+        self.av_ca_video_scale_shift_adaln_single = AdaLayerNormSingle(v.width, 4)
+        self.av_ca_audio_scale_shift_adaln_single = AdaLayerNormSingle(a.width, 4)
+        self.av_ca_a2v_gate_adaln_single = AdaLayerNormSingle(v.width, 1)
+        self.av_ca_v2a_gate_adaln_single = AdaLayerNormSingle(a.width, 1)
+        self.transformer_blocks = nn.ModuleList(AVTransformerBlock(i, config) for i in range(config.num_layers))
+        self.scale_shift_table = nn.Parameter(torch.empty(2, v.width))
+        self.audio_scale_shift_table = nn.Parameter(torch.empty(2, a.width))
+        self.proj_out = nn.Linear(v.width, v.out_channels)
+        self.audio_proj_out = nn.Linear(a.width, a.out_channels)
+
+    # ---------------------------------------------------------------- once per run
+    def prepare_run(
+        self,
+        video_positions: torch.Tensor,
+        audio_positions: torch.Tensor,
+        video_context: torch.Tensor,
+        audio_context: torch.Tensor,
+        dtype: torch.dtype | None = None,
+    ) -> RunConstants:
+        """Positions `(1 or B, axes, tokens, 2)` [start, end) bounds (video: seconds, px, px; audio: seconds) and
+        text contexts `(B, text_tokens, ·)` from the connectors -> the per-run constants of every forward."""
+        cfg = self.config
+        dtype = dtype or self.patchify_proj.weight.dtype
+        if hasattr(self, "caption_projection"):
+            video_context = self.caption_projection(video_context)
+            audio_context = self.audio_caption_projection(audio_context)
+        return RunConstants(
+            video_rope=self._rope(video_positions, cfg.video, cfg.video.max_pos, cfg.video.width, dtype),
+            audio_rope=self._rope(audio_positions, cfg.audio, cfg.audio.max_pos, cfg.audio.width, dtype),
+            video_cross_rope=self._rope(video_positions[:, :1], cfg.video, (cfg.cross_pe_max_pos,), cfg.cross_pe_dim,
+                                        dtype),
+            audio_cross_rope=self._rope(audio_positions[:, :1], cfg.audio, (cfg.cross_pe_max_pos,), cfg.cross_pe_dim,
+                                        dtype),
+            video_context=video_context.to(dtype),
+            audio_context=audio_context.to(dtype),
+        )
+
+    def _rope(self, positions: torch.Tensor, stream: StreamConfig, max_pos: tuple[float, ...], dim: int,
+              dtype: torch.dtype) -> Rope:
+        cfg = self.config
+        return rope_tables(positions, dim=dim, heads=stream.heads, max_pos=max_pos, theta=cfg.rope_theta,
+                           rope_type=cfg.rope_type, float64=cfg.rope_float64, dtype=dtype)
+
+    # ---------------------------------------------------------------- every step
+    def forward(
+        self,
+        video: StreamInput,
+        audio: StreamInput,
+        run: RunConstants,
+        perturbations: BatchPerturbations | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> velocities (B, video_tokens, out_channels), (B, audio_tokens, out_channels) in the latents' dtype."""
+        video_args, video_embedded = self._stream_args(video, audio, run.video_context, run.video_rope,
+                                                       run.video_cross_rope, audio_side=False)
+        audio_args, audio_embedded = self._stream_args(audio, video, run.audio_context, run.audio_rope,
+                                                       run.audio_cross_rope, audio_side=True)
+        vx = self.patchify_proj(video.latent)
+        ax = self.audio_patchify_proj(audio.latent)
+        for block in self.transformer_blocks:
+            vx, ax = block(vx, ax, video_args, audio_args, perturbations)
+        return (
+            self._output(vx, video_embedded, self.scale_shift_table, self.proj_out),
+            self._output(ax, audio_embedded, self.audio_scale_shift_table, self.audio_proj_out),
+        )
+
+    def _stream_args(
+        self, own: StreamInput, other: StreamInput, context: torch.Tensor, rope: Rope, cross_rope: Rope,
+        *, audio_side: bool,
+    ) -> tuple[StreamArgs, torch.Tensor]:
+        """AdaLN inputs of one stream: its own timesteps, its own sigma (text K/V, 2.3), the other stream's sigma
+        (audio<->video cross-attention)."""
+        cfg = self.config
+        prefix = "audio_" if audio_side else ""
+        dtype = own.latent.dtype
+        scale = cfg.timestep_scale_multiplier
+        ada, embedded = getattr(self, prefix + "adaln_single")(own.timesteps * scale, dtype)
+        prompt_ada = None
+        if cfg.cross_attention_adaln:
+            prompt_ada, _ = getattr(self, prefix + "prompt_adaln_single")(own.sigma[:, None] * scale, dtype)
+        cross_t = other.sigma[:, None] * scale
+        side = "audio" if audio_side else "video"
+        gate_name = "av_ca_v2a_gate_adaln_single" if audio_side else "av_ca_a2v_gate_adaln_single"
+        cross_ada, _ = getattr(self, f"av_ca_{side}_scale_shift_adaln_single")(cross_t, dtype)
+        cross_gate, _ = getattr(self, gate_name)(cross_t * (cfg.av_ca_timestep_scale_multiplier / scale), dtype)
+        args = StreamArgs(ada, prompt_ada, cross_ada, cross_gate, context, rope, cross_rope)
+        return args, embedded
+
+    def _output(self, x: torch.Tensor, embedded: torch.Tensor, table: torch.Tensor, proj: nn.Linear) -> torch.Tensor:
+        shift, scale = (table.to(embedded.dtype) + embedded.unsqueeze(2)).unbind(dim=2)  # (B, n, D) each
+        x = F.layer_norm(x, (x.shape[-1],), eps=self.config.norm_eps)
+        return proj(x * (1 + scale) + shift)
+
+
+def to_x0(latent: torch.Tensor, velocity: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
+    """Denoised latent x0 = x − v·t per token (fp32 math), timesteps (B, tokens) or (B, 1)."""
+    x0 = latent.float() - velocity.float() * timesteps.float().unsqueeze(-1)
+    return x0.to(latent.dtype)

@@ -1,0 +1,82 @@
+"""Per-sample guidance perturbations as tensors, so cond / uncond / STG / isolated passes share one batched forward.
+
+Built once per run from one `PassPerturbation` per sample. Which blocks are touched is known on the host (no device
+reads); the per-sample keep flags live on the device as one `(kinds, blocks, B)` tensor moved there in a single copy.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+from ltx2_core.types import Blocks, PassPerturbation
+
+
+class Skip(enum.IntEnum):
+    VIDEO_SELF_ATTN = 0
+    AUDIO_SELF_ATTN = 1
+    A2V = 2
+    V2A = 3
+
+
+_FIELDS = {
+    Skip.VIDEO_SELF_ATTN: "skip_video_self_attn",
+    Skip.AUDIO_SELF_ATTN: "skip_audio_self_attn",
+    Skip.A2V: "skip_a2v",
+    Skip.V2A: "skip_v2a",
+}
+
+
+class SkipPlan(NamedTuple):
+    """How one block treats one attention for the whole batch."""
+
+    skip_all: bool  # every sample skips: do not compute it at all
+    keep: torch.Tensor | None  # (B, 1, 1) 1 = run, 0 = skip, for mixed batches; None when no sample skips
+
+
+_RUN_ALL = SkipPlan(False, None)
+_SKIP_ALL = SkipPlan(True, None)
+
+
+def _skipped(blocks: Blocks, block: int) -> bool:
+    return blocks == "all" or block in blocks
+
+
+class BatchPerturbations:
+    """Perturbations of a batch whose sample b is the guidance pass `passes[b]`."""
+
+    def __init__(
+        self, passes: Sequence[PassPerturbation], num_blocks: int, device: torch.device | str, dtype: torch.dtype
+    ) -> None:
+        for p in passes:
+            for field in _FIELDS.values():
+                blocks = getattr(p, field)
+                if blocks != "all" and any(not 0 <= b < num_blocks for b in blocks):
+                    raise ValueError(f"{field}={blocks} names a block outside 0..{num_blocks - 1}")
+        skipped = [
+            [[_skipped(getattr(p, _FIELDS[kind]), block) for p in passes] for block in range(num_blocks)]
+            for kind in Skip
+        ]
+        self.batch_size = len(passes)
+        self._counts = [[sum(row) for row in per_kind] for per_kind in skipped]  # host-side, per kind and block
+        keep = 1.0 - torch.tensor(skipped, dtype=torch.float32)  # (kinds, blocks, B)
+        self._keep = keep.to(device=device, dtype=dtype)
+
+    def plan(self, kind: Skip, block: int) -> SkipPlan:
+        count = self._counts[kind][block]
+        if count == 0:
+            return _RUN_ALL
+        if count == self.batch_size:
+            return _SKIP_ALL
+        return SkipPlan(False, self._keep[kind, block].view(-1, 1, 1))
+
+    @property
+    def is_empty(self) -> bool:
+        return all(c == 0 for per_kind in self._counts for c in per_kind)
+
+
+def plan_for(perturbations: BatchPerturbations | None, kind: Skip, block: int) -> SkipPlan:
+    return _RUN_ALL if perturbations is None else perturbations.plan(kind, block)

@@ -1,0 +1,75 @@
+"""Values passed between the pieces of ltx2_core: plain NamedTuples / frozen dataclasses of tensors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import torch
+
+Blocks = tuple[int, ...] | Literal["all"]
+
+
+class Rope(NamedTuple):
+    """cos/sin tables of one rotary embedding.
+
+    split:       (B or 1, tokens, heads, head_dim // 2) each
+    interleaved: (B or 1, tokens, heads * head_dim) each
+    """
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+
+
+class StreamInput(NamedTuple):
+    """What changes every denoising step for one modality.
+
+    latent:    (B, tokens, in_channels) patchified latent tokens
+    sigma:     (B,) current noise level of the sample (drives the other stream's cross-attention AdaLN and, in 2.3,
+               the text cross-attention modulation)
+    timesteps: (B, tokens) per-token noise level (sigma·denoise_mask; conditioned tokens 0) or (B, 1) when uniform
+    """
+
+    latent: torch.Tensor
+    sigma: torch.Tensor
+    timesteps: torch.Tensor
+
+
+class RunConstants(NamedTuple):
+    """Everything a forward needs that stays fixed for a whole run: build once, pass every step.
+
+    video_context / audio_context: (B, text_tokens, width) text context after the in-DiT caption projection.
+    video_cross_rope / audio_cross_rope: the time-only RoPE of the audio<->video cross-attention, per side
+    (a2v queries use the video side and keys the audio side; v2a the other way round).
+    """
+
+    video_rope: Rope
+    audio_rope: Rope
+    video_cross_rope: Rope
+    audio_cross_rope: Rope
+    video_context: torch.Tensor
+    audio_context: torch.Tensor
+
+
+@dataclass(frozen=True)
+class PassPerturbation:
+    """What one sample of the batch (one guidance pass) removes from the transformer.
+
+    skip_video_self_attn / skip_audio_self_attn: blocks whose self-attention is replaced by the V passthrough (STG).
+    skip_a2v / skip_v2a: blocks without the audio->video / video->audio cross-attention ("all" = modality isolation).
+    """
+
+    skip_video_self_attn: Blocks = ()
+    skip_audio_self_attn: Blocks = ()
+    skip_a2v: Blocks = ()
+    skip_v2a: Blocks = ()
+
+    @classmethod
+    def stg(cls, video_blocks: Blocks = (), audio_blocks: Blocks = ()) -> PassPerturbation:
+        return cls(skip_video_self_attn=tuple(video_blocks) if video_blocks != "all" else "all",
+                   skip_audio_self_attn=tuple(audio_blocks) if audio_blocks != "all" else "all")
+
+    @classmethod
+    def isolated(cls) -> PassPerturbation:
+        """Modality isolation: no audio<->video cross-attention anywhere."""
+        return cls(skip_a2v="all", skip_v2a="all")

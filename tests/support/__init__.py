@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: the reference implementation and synthetic checkpoints."""

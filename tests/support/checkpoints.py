@@ -1,0 +1,101 @@
+"""Tiny synthetic checkpoints in the official single-file layout (spec §8), written to real safetensors files.
+
+The DiT tensors come from our model; the other components (text connectors, text projection, video VAE, audio VAE,
+vocoder) are built from the reference `ltx_core` at tiny sizes, so their key names and the metadata sections are
+exactly what the released files use and each loader must pick its own prefix out of the bundle.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from ltx2_core.config import ModelVersion, TransformerConfig
+from support.configs import TINY_AUDIO_VAE, TINY_VAE, TINY_VOCODERS
+from support.reference import import_ltx_core
+
+MODEL_VERSIONS = {ModelVersion.V2_0: "2.0.0", ModelVersion.V2_3: "2.3.0"}
+
+
+def _random_(module: torch.nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    if any(t.is_meta for t in module.state_dict().values()):
+        module = module.to_empty(device="cpu")
+    generator = torch.Generator().manual_seed(seed)
+    return {k: torch.randn(v.shape, generator=generator) * 0.05 if v.is_floating_point() else v
+            for k, v in module.state_dict().items()}
+
+
+def _prefixed(prefix: str, state: dict[str, torch.Tensor], stats_prefix: str | None = None) -> dict[str, torch.Tensor]:
+    out = {}
+    for key, value in state.items():
+        if stats_prefix and key.startswith("per_channel_statistics."):
+            out[stats_prefix + key[len("per_channel_statistics."):]] = value
+        else:
+            out[prefix + key] = value
+    return out
+
+
+@functools.lru_cache(maxsize=2)
+def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
+    """Tensors of every non-DiT component of a tiny bundle, under their official keys."""
+    import_ltx_core()
+    from ltx_core.model.audio_vae import AudioDecoderConfigurator, VocoderConfigurator
+    from ltx_core.model.transformer.rope import LTXRopeType
+    from ltx_core.model.video_vae import VideoDecoderConfigurator, VideoEncoderConfigurator
+    from ltx_core.text_encoders.gemma.embeddings_connector import Embeddings1DConnector
+
+    is_23 = version is ModelVersion.V2_3
+    tensors: dict[str, torch.Tensor] = {}
+    for i, side in enumerate(("video", "audio")):
+        connector = Embeddings1DConnector(
+            attention_head_dim=6, num_attention_heads=2, num_layers=1, positional_embedding_max_pos=[4096],
+            num_learnable_registers=4, rope_type=LTXRopeType.SPLIT, double_precision_rope=True,
+            apply_gated_attention=is_23,
+        )
+        tensors |= _prefixed(f"model.diffusion_model.{side}_embeddings_connector.", _random_(connector, 10 + i))
+    generator = torch.Generator().manual_seed(20)
+    if is_23:
+        for side, width in (("video", 16), ("audio", 8)):
+            tensors[f"text_embedding_projection.{side}_aggregate_embed.weight"] = torch.randn(width, 60, generator=generator)
+            tensors[f"text_embedding_projection.{side}_aggregate_embed.bias"] = torch.randn(width, generator=generator)
+    else:
+        tensors["text_embedding_projection.aggregate_embed.weight"] = torch.randn(12, 60, generator=generator)
+    vae = {"vae": TINY_VAE}
+    tensors |= _prefixed("vae.decoder.", _random_(VideoDecoderConfigurator.from_config(vae), 21), "vae.per_channel_statistics.")
+    tensors |= _prefixed("vae.encoder.", _random_(VideoEncoderConfigurator.from_config(vae), 22), "vae.per_channel_statistics.")
+    audio_vae = AudioDecoderConfigurator.from_config({"audio_vae": TINY_AUDIO_VAE})
+    tensors |= _prefixed("audio_vae.decoder.", _random_(audio_vae, 23), "audio_vae.per_channel_statistics.")
+    vocoder = VocoderConfigurator.from_config({"vocoder": TINY_VOCODERS[version.value]})
+    tensors |= _prefixed("vocoder.", _random_(vocoder, 24))
+    return tensors
+
+
+def checkpoint_metadata(config: TransformerConfig, model_version: str | None) -> dict[str, str]:
+    sections = {"transformer": config.to_metadata(), "vae": TINY_VAE, "audio_vae": TINY_AUDIO_VAE,
+                "vocoder": TINY_VOCODERS[config.version.value]}
+    metadata = {"config": json.dumps(sections)}
+    if model_version is not None:
+        metadata["model_version"] = model_version
+    return metadata
+
+
+def write_checkpoint(
+    path: Path,
+    transformer_state: dict[str, torch.Tensor],
+    config: TransformerConfig,
+    *,
+    metadata: dict[str, str] | None = None,
+    with_other_components: bool = True,
+) -> Path:
+    """Writes a single-file bundle: `model.diffusion_model.<key>` for the DiT plus the other components."""
+    tensors = {"model.diffusion_model." + k: v.contiguous() for k, v in transformer_state.items()}
+    if with_other_components:
+        tensors |= other_components(config.version)
+    if metadata is None:
+        metadata = checkpoint_metadata(config, MODEL_VERSIONS[config.version])
+    save_file(tensors, str(path), metadata=metadata)
+    return path

@@ -1,0 +1,97 @@
+"""TransformerConfig from checkpoint metadata: round trip, released sizes, and rejection of unsupported values."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltx2_core.config import ModelVersion, TransformerConfig, parse_model_version
+from ltx2_core.errors import ConfigError, UnknownModelVersionError
+from ltx2_core.model.transformer import LTX2Transformer
+from support.reference import import_ltx_core
+
+# the transformer section of ltx-2-19b-dev as quoted in the spec (§8); 2.3 adds the keys below
+RELEASED_2_0 = {
+    "_class_name": "AVTransformer3DModel", "activation_fn": "gelu-approximate", "attention_bias": True,
+    "attention_head_dim": 128, "num_attention_heads": 32, "cross_attention_dim": 4096,
+    "audio_num_attention_heads": 32, "audio_attention_head_dim": 64, "audio_cross_attention_dim": 2048,
+    "audio_in_channels": 128, "audio_out_channels": 128, "audio_positional_embedding_max_pos": [20],
+    "av_ca_timestep_scale_multiplier": 1000.0, "av_cross_ada_norm": True, "caption_channels": 3840,
+    "causal_temporal_positioning": True, "frequencies_precision": "float64", "in_channels": 128, "out_channels": 128,
+    "norm_eps": 1e-6, "norm_elementwise_affine": False, "num_layers": 48, "positional_embedding_max_pos": [20, 2048, 2048],
+    "positional_embedding_theta": 10000.0, "positional_embedding_type": "rope", "qk_norm": "rms_norm",
+    "rope_type": "split", "standardization_norm": "rms_norm", "timestep_scale_multiplier": 1000,
+    "use_audio_video_cross_attention": True, "use_embeddings_connector": True, "use_middle_indices_grid": True,
+    "dropout": 0.0, "num_embeds_ada_norm": 1000, "share_ff": False, "num_vector_embeds": None,
+    "use_linear_projection": False, "only_cross_attention": False, "cross_attention_norm": True,
+    "double_self_attention": False, "upcast_attention": False,
+}
+RELEASED_2_3 = {
+    **RELEASED_2_0, "apply_gated_attention": True, "cross_attention_adaln": True, "caption_proj_before_connector": True,
+    "caption_projection_first_linear": False, "caption_projection_second_linear": False,
+    "caption_proj_input_norm": False,
+}
+
+
+@pytest.mark.parametrize("version", list(ModelVersion))
+def test_tiny_round_trips_through_metadata(version):
+    tiny = TransformerConfig.tiny(version)
+    assert TransformerConfig.from_metadata(tiny.to_metadata(), version.value + ".0") == tiny
+
+
+@pytest.mark.parametrize(("section", "version", "params"), [
+    (RELEASED_2_0, "2.0.0", 18.876e9), (RELEASED_2_3, "2.3.0", 18.989e9)])
+def test_released_config_builds_the_reference_parameter_set(section, version, params):
+    """On `meta`: every parameter name and shape equals the reference model built from the same section."""
+    config = TransformerConfig.from_metadata(section, version)
+    assert config.version.value == version[:3]
+    with torch.device("meta"):
+        ours = LTX2Transformer(config)
+    import_ltx_core()
+    from ltx_core.model.transformer import LTXModelConfigurator
+
+    with torch.device("meta"):
+        ref = LTXModelConfigurator.from_config({"transformer": section})
+    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in ref.state_dict().items()}
+    assert sum(p.numel() for p in ours.parameters()) == pytest.approx(params, rel=1e-3)
+
+
+def test_every_unsupported_value_is_named_once():
+    section = {**RELEASED_2_0, "qk_norm": "layer_norm", "rope_type": "spiral", "num_layers": 0}
+    with pytest.raises(ConfigError) as info:
+        TransformerConfig.from_metadata(section, "2.0.0")
+    message = str(info.value)
+    assert "qk_norm='layer_norm'" in message and "rms_norm" in message
+    assert "rope_type='spiral'" in message and "num_layers=0" in message
+
+
+def test_other_model_family_is_rejected():
+    with pytest.raises(ConfigError, match="Transformer3DModel.*different model family"):
+        TransformerConfig.from_metadata({"_class_name": "Transformer3DModel"}, None)
+
+
+def test_inconsistent_widths_are_rejected():
+    section = {**RELEASED_2_0, "cross_attention_dim": 3840}
+    with pytest.raises(ConfigError, match="cross_attention_dim=3840 must equal"):
+        TransformerConfig.from_metadata(section, "2.0.0")
+    with pytest.raises(ConfigError, match="audio_num_attention_heads=16"):
+        TransformerConfig.from_metadata({**RELEASED_2_0, "audio_num_attention_heads": 16,
+                                         "audio_attention_head_dim": 128}, "2.0.0")
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("2.0.0", ModelVersion.V2_0), ("2.3.0", ModelVersion.V2_3), ("2.3", ModelVersion.V2_3),
+    ("2.3.1-distilled", ModelVersion.V2_3)])
+def test_model_version_strings(value, expected):
+    assert parse_model_version(value, {}) is expected
+
+
+def test_model_version_inferred_from_config_when_absent():
+    assert parse_model_version(None, RELEASED_2_3) is ModelVersion.V2_3
+    assert parse_model_version("", RELEASED_2_0) is ModelVersion.V2_0
+
+
+@pytest.mark.parametrize("value", ["3.0.0", "0.9.8", "2.1", "2.30", "ltx"])
+def test_unknown_model_version(value):
+    with pytest.raises(UnknownModelVersionError, match=repr(value)):
+        parse_model_version(value, {})

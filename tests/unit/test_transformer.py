@@ -1,0 +1,70 @@
+"""Behaviour of our transformer that the reference does not cover: shapes, batching rules and host syncs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ltx2_core import BatchPerturbations, PassPerturbation, StreamInput, TransformerConfig
+from ltx2_core.demo import demo_inputs, demo_transformer
+from ltx2_core.model.transformer import rope as rope_module
+
+SYNC_OPS = ("aten._local_scalar_dense", "aten.nonzero", "aten.is_nonzero", "aten.item")
+
+
+class OpCensus(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func.overloadpacket)
+        self.counts[name] = self.counts.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+    def syncs(self) -> int:
+        return sum(self.counts.get(op, 0) for op in SYNC_OPS)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_output_shapes_and_dtype(version):
+    model = demo_transformer(TransformerConfig.tiny(version))
+    video, audio, run = demo_inputs(model, pixel_frames=17, height=64, width=96)
+    v, a = model(video, audio, run)
+    assert v.shape == (1, 3 * 2 * 3, 128) and a.shape == (1, 18, 128)
+    assert v.dtype == video.latent.dtype and torch.isfinite(v).all() and torch.isfinite(a).all()
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_forward_with_mixed_guidance_batch_has_no_host_sync(version, monkeypatch):
+    """One batched forward of [cond, uncond, STG, isolated]: 0 device->host reads, and RoPE is not rebuilt."""
+    model = demo_transformer(TransformerConfig.tiny(version))
+    video, audio, run = demo_inputs(model)
+    batch = lambda t: t.expand(4, *t.shape[1:])  # noqa: E731
+    video = StreamInput(*(batch(t) for t in video))
+    audio = StreamInput(*(batch(t) for t in audio))
+    run = run._replace(video_context=batch(run.video_context), audio_context=batch(run.audio_context))
+    passes = [PassPerturbation(), PassPerturbation(), PassPerturbation.stg([1], [1]), PassPerturbation.isolated()]
+    pert = BatchPerturbations(passes, model.config.num_layers, "cpu", torch.float32)
+
+    def no_rope(*args, **kwargs):
+        raise AssertionError("RoPE tables must come from RunConstants, not be rebuilt in forward")
+
+    monkeypatch.setattr(rope_module, "rope_tables", no_rope)
+    with OpCensus() as census:
+        model(video, audio, run, pert)
+    assert census.syncs() == 0, {op: census.counts.get(op) for op in SYNC_OPS}
+    # no dtype/device copies either: per-run tensors (masks, tables) are already where the forward needs them
+    assert census.counts.get("aten._to_copy", 0) == 0, census.counts
+
+
+def test_perturbation_blocks_are_validated():
+    with pytest.raises(ValueError, match="skip_video_self_attn=.*outside 0..2"):
+        BatchPerturbations([PassPerturbation.stg([5])], 3, "cpu", torch.float32)
+
+
+def test_demo_inputs_reject_bad_sizes():
+    model = demo_transformer()
+    with pytest.raises(ValueError, match="8k\\+1"):
+        demo_inputs(model, pixel_frames=16)
