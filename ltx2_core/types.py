@@ -66,10 +66,14 @@ class PassPerturbation:
 
     @classmethod
     def stg(cls, video_blocks: Blocks = (), audio_blocks: Blocks = ()) -> PassPerturbation:
-        return cls(skip_video_self_attn=tuple(video_blocks) if video_blocks != "all" else "all",
-                   skip_audio_self_attn=tuple(audio_blocks) if audio_blocks != "all" else "all")
+        """Spatio-temporal guidance pass: self-attention skipped in the given video and audio blocks."""
+        return cls(skip_video_self_attn=_blocks(video_blocks), skip_audio_self_attn=_blocks(audio_blocks))
 
     @classmethod
     def isolated(cls) -> PassPerturbation:
         """Modality isolation: no audio<->video cross-attention anywhere."""
         return cls(skip_a2v="all", skip_v2a="all")
+
+
+def _blocks(blocks: Blocks) -> Blocks:
+    return "all" if blocks == "all" else tuple(int(b) for b in blocks)

@@ -19,6 +19,14 @@ from ltx2_core.model.transformer.rope import rope_tables
 from ltx2_core.types import Rope, RunConstants, StreamInput
 
 
+# AdaLN modules of each stream: own timesteps, own sigma (2.3 text K/V), other stream's sigma (cross scale/shift, gate)
+_ADALN = {
+    False: ("adaln_single", "prompt_adaln_single", "av_ca_video_scale_shift_adaln_single", "av_ca_a2v_gate_adaln_single"),
+    True: ("audio_adaln_single", "audio_prompt_adaln_single", "av_ca_audio_scale_shift_adaln_single",
+           "av_ca_v2a_gate_adaln_single"),
+}
+
+
 class LTX2Transformer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -106,20 +114,15 @@ class LTX2Transformer(nn.Module):
         """AdaLN inputs of one stream: its own timesteps, its own sigma (text K/V, 2.3), the other stream's sigma
         (audio<->video cross-attention)."""
         cfg = self.config
-        prefix = "audio_" if audio_side else ""
+        adaln, prompt_adaln, cross_adaln, gate_adaln = (getattr(self, name, None) for name in _ADALN[audio_side])
         dtype = own.latent.dtype
         scale = cfg.timestep_scale_multiplier
-        ada, embedded = getattr(self, prefix + "adaln_single")(own.timesteps * scale, dtype)
-        prompt_ada = None
-        if cfg.cross_attention_adaln:
-            prompt_ada, _ = getattr(self, prefix + "prompt_adaln_single")(own.sigma[:, None] * scale, dtype)
+        ada, embedded = adaln(own.timesteps * scale, dtype)
+        prompt_ada = prompt_adaln(own.sigma[:, None] * scale, dtype)[0] if prompt_adaln is not None else None
         cross_t = other.sigma[:, None] * scale
-        side = "audio" if audio_side else "video"
-        gate_name = "av_ca_v2a_gate_adaln_single" if audio_side else "av_ca_a2v_gate_adaln_single"
-        cross_ada, _ = getattr(self, f"av_ca_{side}_scale_shift_adaln_single")(cross_t, dtype)
-        cross_gate, _ = getattr(self, gate_name)(cross_t * (cfg.av_ca_timestep_scale_multiplier / scale), dtype)
-        args = StreamArgs(ada, prompt_ada, cross_ada, cross_gate, context, rope, cross_rope)
-        return args, embedded
+        cross_ada, _ = cross_adaln(cross_t, dtype)
+        cross_gate, _ = gate_adaln(cross_t * (cfg.av_ca_timestep_scale_multiplier / scale), dtype)
+        return StreamArgs(ada, prompt_ada, cross_ada, cross_gate, context, rope, cross_rope), embedded
 
     def _output(self, x: torch.Tensor, embedded: torch.Tensor, table: torch.Tensor, proj: nn.Linear) -> torch.Tensor:
         shift, scale = (table.to(embedded.dtype) + embedded.unsqueeze(2)).unbind(dim=2)  # (B, n, D) each
