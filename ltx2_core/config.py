@@ -83,6 +83,25 @@ class StreamConfig:
     def width(self) -> int:
         return self.heads * self.head_dim
 
+    @classmethod
+    def from_metadata(cls, section: Mapping[str, Any], prefix: str, defaults: StreamConfig) -> StreamConfig:
+        """Reads `<prefix>num_attention_heads` etc.; the audio keys are the video keys with an `audio_` prefix."""
+        get = section.get
+        return cls(
+            heads=get(prefix + "num_attention_heads", defaults.heads),
+            head_dim=get(prefix + "attention_head_dim", defaults.head_dim),
+            context_dim=get(prefix + "cross_attention_dim", defaults.context_dim),
+            in_channels=get(prefix + "in_channels", defaults.in_channels),
+            out_channels=get(prefix + "out_channels", defaults.out_channels),
+            max_pos=tuple(get(prefix + "positional_embedding_max_pos", defaults.max_pos)),
+        )
+
+
+# the released sizes, used for keys a metadata section leaves out
+VIDEO_DEFAULTS = StreamConfig(heads=32, head_dim=128, context_dim=4096, in_channels=128, out_channels=128,
+                              max_pos=(20, 2048, 2048))
+AUDIO_DEFAULTS = StreamConfig(heads=32, head_dim=64, context_dim=2048, in_channels=128, out_channels=128, max_pos=(20,))
+
 
 @dataclass(frozen=True)
 class TransformerConfig:
@@ -129,22 +148,8 @@ class TransformerConfig:
         caption_in_dit = not get("caption_proj_before_connector", False)
         config = cls(
             version=version,
-            video=StreamConfig(
-                heads=get("num_attention_heads", 32),
-                head_dim=get("attention_head_dim", 128),
-                context_dim=get("cross_attention_dim", 4096),
-                in_channels=get("in_channels", 128),
-                out_channels=get("out_channels", 128),
-                max_pos=tuple(get("positional_embedding_max_pos", [20, 2048, 2048])),
-            ),
-            audio=StreamConfig(
-                heads=get("audio_num_attention_heads", 32),
-                head_dim=get("audio_attention_head_dim", 64),
-                context_dim=get("audio_cross_attention_dim", 2048),
-                in_channels=get("audio_in_channels", 128),
-                out_channels=get("audio_out_channels", 128),
-                max_pos=tuple(get("audio_positional_embedding_max_pos", [20])),
-            ),
+            video=StreamConfig.from_metadata(section, "", VIDEO_DEFAULTS),
+            audio=StreamConfig.from_metadata(section, "audio_", AUDIO_DEFAULTS),
             num_layers=get("num_layers", 48),
             caption_channels=get("caption_channels", 3840) if caption_in_dit else None,
             gated_attention=bool(get("apply_gated_attention", False)),
