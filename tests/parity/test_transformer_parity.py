@@ -6,6 +6,8 @@ a few elementwise ops (RoPE, modulation), measured at ~2e-6 on outputs of magnit
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -19,9 +21,13 @@ FRAMES, ROWS, COLS, AUDIO_TOKENS, TEXT_TOKENS = 3, 2, 3, 17, 8
 STG_BLOCK = 1
 
 
-@pytest.fixture(scope="module", params=["2.0", "2.3"])
+@pytest.fixture(scope="module", params=["2.0", "2.3", "2.0-interleaved-fp32-freqs"])
 def models(request):
-    config = TransformerConfig.tiny(request.param)
+    """Both released structures, plus the reference's code-default RoPE (interleaved, fp32 frequency grid)."""
+    version, _, variant = request.param.partition("-")
+    config = TransformerConfig.tiny(version)
+    if variant:
+        config = dataclasses.replace(config, rope_type="interleaved", rope_float64=False)
     ours = demo_transformer(config, seed=1)
     ref = reference_transformer({k: v.clone() for k, v in ours.state_dict().items()}, config.to_metadata())
     return ours, ref

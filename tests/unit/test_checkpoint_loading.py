@@ -158,3 +158,37 @@ def test_config_without_transformer_section(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(CheckpointError, match="not found"):
         load_transformer(tmp_path / "nowhere.safetensors")
+
+
+def test_reads_only_the_transformer_tensors_and_never_unpickles(bundle, monkeypatch):
+    model, path = bundle
+    import pickle as pickle_module
+
+    import safetensors
+
+    read: list[str] = []
+    real_open = safetensors.safe_open
+
+    class RecordingOpen:
+        def __init__(self, *args, **kwargs):
+            self._inner = real_open(*args, **kwargs)
+
+        def __enter__(self):
+            self._file = self._inner.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self._inner.__exit__(*exc)
+
+        def get_tensor(self, name):
+            read.append(name)
+            return self._file.get_tensor(name)
+
+    def no_unpickling(*args, **kwargs):
+        raise AssertionError("a checkpoint loader must never unpickle")
+
+    monkeypatch.setattr("ltx2_core.loader.safetensors_file.safe_open", RecordingOpen)
+    monkeypatch.setattr(pickle_module, "Unpickler", no_unpickling)
+    monkeypatch.setattr(torch, "load", no_unpickling)
+    load_transformer(path)
+    assert sorted(read) == sorted(PREFIX + k for k in model.state_dict())
