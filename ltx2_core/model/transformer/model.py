@@ -65,6 +65,7 @@ class LTX2Transformer(nn.Module):
         text contexts `(B, text_tokens, ·)` from the connectors -> the per-run constants of every forward."""
         cfg = self.config
         dtype = dtype or self.patchify_proj.weight.dtype
+        video_context, audio_context = video_context.to(dtype), audio_context.to(dtype)
         if hasattr(self, "caption_projection"):
             video_context = self.caption_projection(video_context)
             audio_context = self.audio_caption_projection(audio_context)
@@ -75,8 +76,8 @@ class LTX2Transformer(nn.Module):
                                         dtype),
             audio_cross_rope=self._rope(audio_positions[:, :1], cfg.audio, (cfg.cross_pe_max_pos,), cfg.cross_pe_dim,
                                         dtype),
-            video_context=video_context.to(dtype),
-            audio_context=audio_context.to(dtype),
+            video_context=video_context,
+            audio_context=audio_context,
         )
 
     def _rope(self, positions: torch.Tensor, stream: StreamConfig, max_pos: tuple[float, ...], dim: int,
