@@ -105,27 +105,31 @@ def test_corrupt_header(bundle, tmp_path):
         load_transformer(bad)
 
 
-def test_missing_and_unexpected_keys(bundle, tmp_path):
-    model, _ = bundle
-    state = _state(model)
+def _drop_one(state, config):
     del state["transformer_blocks.1.attn1.to_q.weight"]
-    path = write_checkpoint(tmp_path / "missing.safetensors", state, model.config)
-    with pytest.raises(KeyMismatchError, match=r"1 missing \(e\.g\. transformer_blocks\.1\.attn1\.to_q\.weight\)"):
-        load_transformer(path)
-    state = _state(model) | {"transformer_blocks.0.attn1.extra.weight": torch.zeros(3)}
-    path = write_checkpoint(tmp_path / "extra.safetensors", state, model.config)
-    with pytest.raises(KeyMismatchError, match=r"1 unexpected \(e\.g\. model\.diffusion_model\.transformer_blocks\.0"
-                                               r"\.attn1\.extra\.weight\)"):
-        load_transformer(path)
 
 
-def test_shape_mismatch(bundle, tmp_path):
+def _add_one(state, config):
+    state["transformer_blocks.0.attn1.extra.weight"] = torch.zeros(3)
+
+
+def _reshape_one(state, config):
+    state["proj_out.weight"] = torch.zeros(64, config.video.width)
+
+
+@pytest.mark.parametrize(("edit", "error", "message"), [
+    (_drop_one, KeyMismatchError, r"1 missing \(e\.g\. transformer_blocks\.1\.attn1\.to_q\.weight\)"),
+    (_add_one, KeyMismatchError,
+     r"1 unexpected \(e\.g\. model\.diffusion_model\.transformer_blocks\.0\.attn1\.extra\.weight\)"),
+    (_reshape_one, ShapeMismatchError,
+     r"'model\.diffusion_model\.proj_out\.weight' has shape \[64, 16\] but .* expects \[128, 16\]"),
+], ids=["missing", "unexpected", "shape"])
+def test_tensor_set_mismatch(bundle, tmp_path, edit, error, message):
     model, _ = bundle
     state = _state(model)
-    state["proj_out.weight"] = torch.zeros(64, model.config.video.width)
-    path = write_checkpoint(tmp_path / "shape.safetensors", state, model.config)
-    with pytest.raises(ShapeMismatchError, match=r"'model\.diffusion_model\.proj_out\.weight' has shape \[64, 16\] "
-                                                 r"but .* expects \[128, 16\]"):
+    edit(state, model.config)
+    path = write_checkpoint(tmp_path / "edited.safetensors", state, model.config)
+    with pytest.raises(error, match=message):
         load_transformer(path)
 
 
