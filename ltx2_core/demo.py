@@ -7,10 +7,11 @@ from torch import nn
 
 from ltx2_core.config import TransformerConfig
 from ltx2_core.latents import audio_latent_length, audio_positions, video_positions
+from ltx2_core.model.text import PromptEncoder, PromptTokenizer, TextProjection
+from ltx2_core.model.text import gemma as gemma_lm
 from ltx2_core.model.transformer import LTX2Transformer
-from ltx2_core.types import RunConstants, StreamInput
-
-TEXT_TOKENS = 1024  # Gemma prompts are padded to 1024 tokens
+from ltx2_core.text_config import TextConfig
+from ltx2_core.types import RunConstants, StreamInput, TextEmbeddings
 
 
 def random_weights_(module: nn.Module, seed: int = 0, std: float = 0.2) -> nn.Module:
@@ -32,6 +33,46 @@ def demo_transformer(config: TransformerConfig | None = None, seed: int = 0) -> 
     return random_weights_(model, seed).eval()
 
 
+# a Gemma 3 text model at toy size (the other settings are Gemma 3 12B's), and text to train its tokenizer on
+DEMO_GEMMA = {"vocab_size": 384, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+              "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "query_pre_attn_scalar": 16}
+_DEMO_CORPUS = (
+    "A cat walks along the beach at sunset while waves roll in and gulls call overhead.",
+    "blurry, low quality, distorted, watermark, static, jittery motion, bad anatomy, noise",
+    "A red car drives through a rainy city at night; neon lights reflect on the wet street.",
+)
+
+
+def demo_tokenizer(max_length: int = 128) -> PromptTokenizer:
+    """A SentencePiece BPE model trained on a few sentences, with Gemma's special ids (pad 0, eos 1, bos 2)."""
+    import io
+
+    import sentencepiece
+
+    buffer = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(_DEMO_CORPUS * 8), model_writer=buffer, vocab_size=DEMO_GEMMA["vocab_size"] - 64,
+        model_type="bpe", byte_fallback=True, character_coverage=1.0, add_dummy_prefix=False, minloglevel=2,
+        pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
+        unk_piece="<unk>", num_threads=1)
+    return PromptTokenizer.from_sentencepiece(buffer.getvalue(), "demo tokenizer", max_length=max_length)
+
+
+def demo_prompt_encoder(config: TransformerConfig | None = None, seed: int = 0, max_length: int = 128
+                        ) -> PromptEncoder:
+    """Tiny random-weight Gemma 3 + text projection fitting `demo_transformer(config)`; prompts padded to
+    `max_length` tokens (1024 in real runs)."""
+    config = config or TransformerConfig.tiny()
+    gemma = gemma_lm.build_on_meta(gemma_lm.text_config({**gemma_lm.GEMMA3_12B_TEXT, **DEMO_GEMMA}))
+    random_weights_(gemma, seed, std=0.05)
+    gemma_lm.materialize_buffers(gemma, "cpu")
+    with torch.device("meta"):
+        projection = TextProjection(TextConfig.tiny(config), DEMO_GEMMA["hidden_size"],
+                                    DEMO_GEMMA["num_hidden_layers"] + 1)
+    random_weights_(projection, seed + 1, std=0.05)
+    return PromptEncoder(demo_tokenizer(max_length), gemma, projection.eval())
+
+
 def demo_inputs(
     model: LTX2Transformer,
     *,
@@ -41,9 +82,11 @@ def demo_inputs(
     fps: float = 24.0,
     sigma: float = 0.7,
     text_tokens: int = 128,
+    text: TextEmbeddings | None = None,
     seed: int = 0,
 ) -> tuple[StreamInput, StreamInput, RunConstants]:
-    """Random latents and text contexts for a clip of `pixel_frames` (8k+1) at height×width pixels."""
+    """Random latents for a clip of `pixel_frames` (8k+1) at height×width pixels, one sample per prompt of `text`
+    (encoded prompts), or one sample with random text contexts of `text_tokens` tokens."""
     if (pixel_frames - 1) % 8 or height % 32 or width % 32:
         raise ValueError(
             f"frames must be 8k+1 and sizes multiples of 32, got {pixel_frames} frames at {height}x{width}; "
@@ -60,13 +103,18 @@ def demo_inputs(
     frames, rows, cols = (pixel_frames - 1) // 8 + 1, height // 32, width // 32
     audio_tokens = audio_latent_length(pixel_frames, fps)
     caption = cfg.caption_channels
+    if text is None:
+        text = TextEmbeddings(randn(1, text_tokens, caption or cfg.video.context_dim),
+                              randn(1, text_tokens, caption or cfg.audio.context_dim))
+    batch = text.video.shape[0]
     run = model.prepare_run(
         video_positions(frames, rows, cols, fps, device=device),
         audio_positions(audio_tokens, device=device),
-        randn(1, text_tokens, caption or cfg.video.context_dim),
-        randn(1, text_tokens, caption or cfg.audio.context_dim),
+        text.video.to(device=device, dtype=dtype),
+        text.audio.to(device=device, dtype=dtype),
     )
-    sigmas = torch.full((1,), sigma, device=device, dtype=torch.float32)
-    video = StreamInput(randn(1, frames * rows * cols, cfg.video.in_channels), sigmas, sigmas[:, None])
-    audio = StreamInput(randn(1, audio_tokens, cfg.audio.in_channels), sigmas, sigmas[:, None])
+    sigmas = torch.full((batch,), sigma, device=device, dtype=torch.float32)
+    video = StreamInput(randn(1, frames * rows * cols, cfg.video.in_channels).expand(batch, -1, -1), sigmas,
+                        sigmas[:, None])
+    audio = StreamInput(randn(1, audio_tokens, cfg.audio.in_channels).expand(batch, -1, -1), sigmas, sigmas[:, None])
     return video, audio, run

@@ -77,3 +77,21 @@ class PassPerturbation:
 
 def _blocks(blocks: Blocks) -> Blocks:
     return "all" if blocks == "all" else tuple(int(b) for b in blocks)
+
+
+class TextEmbeddings(NamedTuple):
+    """A batch of encoded prompts, as the DiT's text contexts (all tokens valid: padding became registers).
+
+    video: (B, tokens, video context width)   audio: (B, tokens, audio context width)
+    """
+
+    video: torch.Tensor
+    audio: torch.Tensor
+
+    def select(self, index: int | slice) -> TextEmbeddings:
+        """Prompts `index` of the batch, keeping the batch dim."""
+        index = index if isinstance(index, slice) else slice(index, index + 1)
+        return TextEmbeddings(self.video[index], self.audio[index])
+
+    def to(self, device: torch.device | str) -> TextEmbeddings:
+        return TextEmbeddings(self.video.to(device), self.audio.to(device))

@@ -9,3 +9,28 @@ def _no_grad_and_seed():
     torch.manual_seed(0)
     with torch.no_grad():
         yield
+
+
+@pytest.fixture(scope="session")
+def gemma_files(tmp_path_factory):
+    """A tiny Gemma 3 in both layouts: (ComfyUI single file, Hugging Face folder), same weights and tokenizer."""
+    from support.gemma import write_comfyui_file, write_hf_folder
+
+    root = tmp_path_factory.mktemp("text_encoders")
+    return write_comfyui_file(root / "gemma_3_12B_it.safetensors"), write_hf_folder(root / "gemma-3-12b-it")
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory):
+    """Tiny single-file LTX-2.0 and LTX-2.3 bundles, by version string."""
+    from ltx2_core import TransformerConfig
+    from ltx2_core.demo import demo_transformer
+    from support.checkpoints import write_checkpoint
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    paths = {}
+    for version in ("2.0", "2.3"):
+        config = TransformerConfig.tiny(version)
+        paths[version] = write_checkpoint(root / f"ltx-{version}-tiny.safetensors",
+                                          demo_transformer(config).state_dict(), config)
+    return paths

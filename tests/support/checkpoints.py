@@ -15,8 +15,9 @@ import torch
 from safetensors.torch import save_file
 
 from ltx2_core.config import ModelVersion, TransformerConfig
-from support.configs import TINY_AUDIO_VAE, TINY_VAE, TINY_VOCODERS
-from support.reference import import_ltx_core
+from ltx2_core.text_config import FeatureExtractorKind, TextConfig
+from support.configs import TINY_AUDIO_VAE, TINY_GEMMA_FEATURES, TINY_VAE, TINY_VOCODERS
+from support.reference import import_ltx_core, reference_connector
 
 MODEL_VERSIONS = {ModelVersion.V2_0: "2.0.0", ModelVersion.V2_3: "2.3.0"}
 
@@ -44,26 +45,22 @@ def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
     """Tensors of every non-DiT component of a tiny bundle, under their official keys."""
     import_ltx_core()
     from ltx_core.model.audio_vae import AudioDecoderConfigurator, VocoderConfigurator
-    from ltx_core.model.transformer.rope import LTXRopeType
     from ltx_core.model.video_vae import VideoDecoderConfigurator, VideoEncoderConfigurator
-    from ltx_core.text_encoders.gemma.embeddings_connector import Embeddings1DConnector
 
-    is_23 = version is ModelVersion.V2_3
+    text = TextConfig.tiny(TransformerConfig.tiny(version))
     tensors: dict[str, torch.Tensor] = {}
-    for i, side in enumerate(("video", "audio")):
-        connector = Embeddings1DConnector(
-            attention_head_dim=6, num_attention_heads=2, num_layers=1, positional_embedding_max_pos=[4096],
-            num_learnable_registers=4, rope_type=LTXRopeType.SPLIT, double_precision_rope=True,
-            apply_gated_attention=is_23,
-        )
+    for i, (side, c) in enumerate((("video", text.video), ("audio", text.audio))):
+        connector = reference_connector(c)
         tensors |= _prefixed(f"model.diffusion_model.{side}_embeddings_connector.", _random_(connector, 10 + i))
     generator = torch.Generator().manual_seed(20)
-    if is_23:
-        for side, width in (("video", 16), ("audio", 8)):
-            tensors[f"text_embedding_projection.{side}_aggregate_embed.weight"] = torch.randn(width, 60, generator=generator)
-            tensors[f"text_embedding_projection.{side}_aggregate_embed.bias"] = torch.randn(width, generator=generator)
+    if text.kind is FeatureExtractorKind.PER_TOKEN_RMS:
+        for side, c in (("video", text.video), ("audio", text.audio)):
+            weight = torch.randn(c.width, TINY_GEMMA_FEATURES, generator=generator) / TINY_GEMMA_FEATURES**0.5
+            tensors[f"text_embedding_projection.{side}_aggregate_embed.weight"] = weight
+            tensors[f"text_embedding_projection.{side}_aggregate_embed.bias"] = torch.randn(c.width, generator=generator)
     else:
-        tensors["text_embedding_projection.aggregate_embed.weight"] = torch.randn(12, 60, generator=generator)
+        weight = torch.randn(text.video.width, TINY_GEMMA_FEATURES, generator=generator) / TINY_GEMMA_FEATURES**0.5
+        tensors["text_embedding_projection.aggregate_embed.weight"] = weight
     vae = {"vae": TINY_VAE}
     tensors |= _prefixed("vae.decoder.", _random_(VideoDecoderConfigurator.from_config(vae), 21), "vae.per_channel_statistics.")
     tensors |= _prefixed("vae.encoder.", _random_(VideoEncoderConfigurator.from_config(vae), 22), "vae.per_channel_statistics.")
@@ -75,7 +72,8 @@ def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
 
 
 def checkpoint_metadata(config: TransformerConfig, model_version: str | None) -> dict[str, str]:
-    sections = {"transformer": config.to_metadata(), "vae": TINY_VAE, "audio_vae": TINY_AUDIO_VAE,
+    transformer = config.to_metadata() | TextConfig.tiny(config).to_metadata()
+    sections = {"transformer": transformer, "vae": TINY_VAE, "audio_vae": TINY_AUDIO_VAE,
                 "vocoder": TINY_VOCODERS[config.version.value]}
     metadata = {"config": json.dumps(sections)}
     if model_version is not None:

@@ -46,3 +46,36 @@ def reference_transformer(state_dict: dict[str, torch.Tensor], transformer_secti
         model = LTXModelConfigurator.from_config({"transformer": transformer_section})
     model.load_state_dict(state_dict, strict=True, assign=True)
     return model.eval()
+
+
+def reference_connector(config) -> torch.nn.Module:
+    """ltx_core's Embeddings1DConnector for our ConnectorConfig (random bf16 registers until weights are loaded)."""
+    import_ltx_core()
+    from ltx_core.model.transformer.rope import LTXRopeType
+    from ltx_core.text_encoders.gemma.embeddings_connector import Embeddings1DConnector
+
+    return Embeddings1DConnector(
+        attention_head_dim=config.head_dim, num_attention_heads=config.heads, num_layers=config.num_layers,
+        positional_embedding_max_pos=list(config.max_pos), num_learnable_registers=config.num_registers,
+        rope_type=LTXRopeType(config.rope_type), double_precision_rope=config.rope_float64,
+        apply_gated_attention=config.gated_attention,
+    )
+
+
+def reference_text_processor(config, hidden_size: int, num_hidden_states: int) -> torch.nn.Module:
+    """ltx_core's EmbeddingsProcessor (FeatureExtractorV1/V2 + both connectors) for our TextConfig, fp32."""
+    import_ltx_core()
+    from ltx_core.text_encoders.gemma.embeddings_processor import EmbeddingsProcessor
+    from ltx_core.text_encoders.gemma.feature_extractor import FeatureExtractorV1, FeatureExtractorV2
+
+    from ltx2_core.text_config import FeatureExtractorKind
+
+    features = hidden_size * num_hidden_states
+    if config.kind is FeatureExtractorKind.MEAN_RANGE:
+        extractor = FeatureExtractorV1(torch.nn.Linear(features, config.video.width, bias=False), is_av=True)
+    else:
+        extractor = FeatureExtractorV2(torch.nn.Linear(features, config.video.width), hidden_size,
+                                       torch.nn.Linear(features, config.audio.width))
+    processor = EmbeddingsProcessor(feature_extractor=extractor, video_connector=reference_connector(config.video),
+                                    audio_connector=reference_connector(config.audio))
+    return processor.float().eval()

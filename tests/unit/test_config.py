@@ -8,30 +8,8 @@ import torch
 from ltx2_core.config import ModelVersion, TransformerConfig, parse_model_version
 from ltx2_core.errors import ConfigError, UnknownModelVersionError
 from ltx2_core.model.transformer import LTX2Transformer
+from support.configs import RELEASED_2_0, RELEASED_2_3
 from support.reference import import_ltx_core
-
-# the transformer section of ltx-2-19b-dev as quoted in the spec (§8); 2.3 adds the keys below
-RELEASED_2_0 = {
-    "_class_name": "AVTransformer3DModel", "activation_fn": "gelu-approximate", "attention_bias": True,
-    "attention_head_dim": 128, "num_attention_heads": 32, "cross_attention_dim": 4096,
-    "audio_num_attention_heads": 32, "audio_attention_head_dim": 64, "audio_cross_attention_dim": 2048,
-    "audio_in_channels": 128, "audio_out_channels": 128, "audio_positional_embedding_max_pos": [20],
-    "av_ca_timestep_scale_multiplier": 1000.0, "av_cross_ada_norm": True, "caption_channels": 3840,
-    "causal_temporal_positioning": True, "frequencies_precision": "float64", "in_channels": 128, "out_channels": 128,
-    "norm_eps": 1e-6, "norm_elementwise_affine": False, "num_layers": 48, "positional_embedding_max_pos": [20, 2048, 2048],
-    "positional_embedding_theta": 10000.0, "positional_embedding_type": "rope", "qk_norm": "rms_norm",
-    "rope_type": "split", "standardization_norm": "rms_norm", "timestep_scale_multiplier": 1000,
-    "use_audio_video_cross_attention": True, "use_embeddings_connector": True, "use_middle_indices_grid": True,
-    "dropout": 0.0, "num_embeds_ada_norm": 1000, "share_ff": False, "num_vector_embeds": None,
-    "use_linear_projection": False, "only_cross_attention": False, "cross_attention_norm": True,
-    "double_self_attention": False, "upcast_attention": False,
-}
-RELEASED_2_3 = {
-    **RELEASED_2_0, "apply_gated_attention": True, "cross_attention_adaln": True, "caption_proj_before_connector": True,
-    "caption_projection_first_linear": False, "caption_projection_second_linear": False,
-    "caption_proj_input_norm": False,
-}
-
 
 @pytest.mark.parametrize("version", list(ModelVersion))
 def test_tiny_round_trips_through_metadata(version):

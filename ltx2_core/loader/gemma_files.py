@@ -1,0 +1,198 @@
+"""Locating Gemma 3's language model in the two layouts users have (spec §2), from headers only:
+
+* ComfyUI's single file (`models/text_encoders/gemma_3_12B_it*.safetensors`): keys `model.layers.N.…`, the
+  SentencePiece model as the uint8 tensor `spiece_model`, no config (sizes come from the weight shapes, the rest
+  from Gemma 3 12B's settings);
+* a Hugging Face model folder: `config.json`, safetensors shards (keys `language_model.model.…` or
+  `model.language_model.…`), tokenizer files.
+
+Only the language-model tensors are ever read; the vision tower and projector stay on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ltx2_core.errors import CheckpointError, KeyMismatchError, NotSafetensorsError, ShapeMismatchError
+from ltx2_core.loader.checkpoint import check_tensors
+from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
+from ltx2_core.model.text import gemma
+from ltx2_core.model.text.tokenizer import PromptTokenizer
+
+# where the language model sits in each layout, most specific first
+LM_PREFIXES = ("model.language_model.", "language_model.model.", "model.")
+TOKENIZER_KEY = "spiece_model"
+_LAYER = re.compile(r"^layers\.(\d+)\.")
+_FLOAT_DTYPES = ("F32", "F16", "BF16")
+
+
+@dataclass(frozen=True)
+class GemmaSource:
+    """A Gemma 3 language model found on disk: its config values and, per shard, model key -> file key."""
+
+    path: Path
+    layout: str  # "comfyui" (single file) or "huggingface" (folder)
+    config: Mapping[str, Any]
+    shards: tuple[tuple[SafetensorsFile, Mapping[str, str]], ...] = field(repr=False)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.config["hidden_size"])
+
+    @property
+    def num_hidden_states(self) -> int:
+        """Layers + 1: the embeddings and every layer's output."""
+        return int(self.config["num_hidden_layers"]) + 1
+
+    def tokenizer(self, max_length: int | None = None) -> PromptTokenizer:
+        kwargs = {} if max_length is None else {"max_length": max_length}
+        if self.layout == "huggingface":
+            return PromptTokenizer.from_folder(self.path, **kwargs)
+        file, _ = self.shards[0]
+        if TOKENIZER_KEY not in file.tensors:
+            raise CheckpointError(f"{self.path}: no embedded tokenizer ('{TOKENIZER_KEY}'); use ComfyUI's "
+                                  "gemma_3_12B_it*.safetensors text encoder or a Hugging Face Gemma 3 folder")
+        blob = read_tensors(file, {"spm": TOKENIZER_KEY})["spm"]
+        return PromptTokenizer.from_sentencepiece(blob.numpy().tobytes(), str(self.path), **kwargs)
+
+
+def find_gemma(path: str | os.PathLike) -> GemmaSource:
+    """Inspects a ComfyUI text-encoder file or a Hugging Face folder (headers only) and checks it is Gemma 3."""
+    path = Path(path)
+    if path.is_dir():
+        return _from_folder(path)
+    file = read_header(path)
+    prefix = _lm_prefix(file, path)
+    keys = _lm_keys(file, prefix)
+    return GemmaSource(path, "comfyui", _config_from_shapes(file, keys, path), ((file, keys),))
+
+
+def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None):
+    """`transformers.Gemma3TextModel` holding the file's weights (cast to `dtype`), checked before any read."""
+    config = gemma.text_config(source.config)
+    model = gemma.build_on_meta(config)
+    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    found = {key: file_key for _, keys in source.shards for key, file_key in keys.items()}
+    for file, keys in source.shards:
+        _check_dtypes(file, keys)
+    _check_union(source, found, expected)
+    state: dict[str, torch.Tensor] = {}
+    for file, keys in source.shards:
+        state |= read_tensors(file, keys, device=device, dtype=dtype)
+    model.load_state_dict(state, strict=True, assign=True)
+    gemma.materialize_buffers(model, device)
+    return model
+
+
+def _lm_prefix(file: SafetensorsFile, path: Path) -> str:
+    for prefix in LM_PREFIXES:
+        if prefix + "embed_tokens.weight" in file.tensors:
+            return prefix
+    raise CheckpointError(f"{path}: not a Gemma 3 text encoder (no 'model.embed_tokens.weight'); "
+                          f"{_what_is_it(file.tensors)}. LTX-2 needs Gemma 3 12B: ComfyUI's "
+                          "text_encoders/gemma_3_12B_it*.safetensors or a Hugging Face google/gemma-3-12b-it folder")
+
+
+def _what_is_it(names: Mapping[str, object]) -> str:
+    if any(n.startswith("model.diffusion_model.") for n in names):
+        return "this is an LTX-2 model checkpoint; choose it as ckpt_name and the Gemma file as text_encoder"
+    if "shared.weight" in names or any(n.startswith("encoder.block.") for n in names):
+        return "this looks like a T5 encoder (LTX-Video 0.9 used T5; LTX-2 uses Gemma 3)"
+    if any(n.startswith(("text_model.", "transformer.text_model.")) for n in names):
+        return "this looks like a CLIP text encoder"
+    return f"its tensors start with {sorted({n.split('.')[0] for n in names})[:5]}"
+
+
+def _lm_keys(file: SafetensorsFile, prefix: str) -> dict[str, str]:
+    keys = {}
+    for name in file.tensors:
+        if name.startswith(prefix):
+            key = name[len(prefix):]
+            # under the bare "model." prefix of a folder layout, nested vision parts are not language-model keys
+            if not key.startswith(("vision_tower.", "multi_modal_projector.", "language_model.")):
+                keys[key] = name
+    return keys
+
+
+def _config_from_shapes(file: SafetensorsFile, keys: Mapping[str, str], path: Path) -> dict[str, Any]:
+    """Gemma 3 12B's settings with every size read from the weight shapes (ComfyUI's file has no config)."""
+    shape = lambda key: file.tensors[keys[key]].shape  # noqa: E731
+    if "layers.0.self_attn.q_norm.weight" not in keys or "layers.0.pre_feedforward_layernorm.weight" not in keys:
+        raise CheckpointError(f"{path}: a decoder without Gemma 3's q/k norms and four layer norms (Gemma 1/2 or "
+                              "Llama?); LTX-2 needs Gemma 3 12B (gemma_3_12B_it*.safetensors)")
+    vocab, hidden = shape("embed_tokens.weight")
+    head_dim = shape("layers.0.self_attn.q_norm.weight")[0]
+    config = dict(gemma.GEMMA3_12B_TEXT)
+    config.update(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=shape("layers.0.mlp.gate_proj.weight")[0],
+        num_hidden_layers=1 + max(int(m.group(1)) for key in keys if (m := _LAYER.match(key))),
+        num_attention_heads=shape("layers.0.self_attn.q_proj.weight")[0] // head_dim,
+        num_key_value_heads=shape("layers.0.self_attn.k_proj.weight")[0] // head_dim,
+        head_dim=head_dim,
+        query_pre_attn_scalar=head_dim,  # Gemma 3 12B: 256 = head_dim
+    )
+    return config
+
+
+def _from_folder(folder: Path) -> GemmaSource:
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise CheckpointError(f"{folder}: no config.json; pass a Hugging Face Gemma 3 model folder or ComfyUI's "
+                              "single-file gemma_3_12B_it*.safetensors")
+    raw = json.loads(config_file.read_text())
+    values = raw.get("text_config", raw) if raw.get("model_type") == "gemma3" else raw
+    if values.get("model_type", "gemma3_text") != "gemma3_text":
+        raise CheckpointError(f"{config_file}: model_type {raw.get('model_type')!r} is not Gemma 3 "
+                              "(expected 'gemma3' or 'gemma3_text'); LTX-2 needs Gemma 3 12B")
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        pickles = sorted(p.name for p in folder.glob("*.bin"))
+        raise NotSafetensorsError(f"{folder}: no .safetensors weights" + (f" (found {pickles[:3]})" if pickles else "")
+                                  + "; only safetensors are loaded, never pickles: download the safetensors release")
+    shards = []
+    for path in files:
+        file = read_header(path)
+        prefix = next((p for p in LM_PREFIXES if any(n.startswith(p) for n in file.tensors)), None)
+        keys = _lm_keys(file, prefix) if prefix else {}
+        if keys:
+            shards.append((file, keys))
+    if not shards:
+        raise CheckpointError(f"{folder}: its safetensors files hold no Gemma language-model tensors "
+                              f"(expected keys under one of {LM_PREFIXES})")
+    defaults = dict(gemma.GEMMA3_12B_TEXT)
+    if "rope_parameters" in values:  # transformers 5 layout: the legacy rope keys must not be merged over it
+        for key in ("rope_theta", "rope_local_base_freq", "rope_scaling"):
+            defaults.pop(key)
+    config = {**defaults, **values, "model_type": "gemma3_text"}
+    return GemmaSource(folder, "huggingface", config, tuple(shards))
+
+
+def _check_dtypes(file: SafetensorsFile, keys: Mapping[str, str]) -> None:
+    odd = sorted({file.tensors[k].dtype for k in keys.values()} - set(_FLOAT_DTYPES))
+    if odd:
+        raise CheckpointError(f"{file.path}: language-model weights stored as {odd}; quantized (fp8-scaled) text "
+                              "encoders are not supported yet, use the bf16 gemma_3_12B_it.safetensors")
+
+
+def _check_union(source: GemmaSource, found: Mapping[str, str], expected: Mapping[str, tuple[int, ...]]) -> None:
+    """Key and shape check over all shards, naming the file of each offending tensor."""
+    owner = {file_key: file for file, keys in source.shards for file_key in keys.values()}
+    try:
+        if len(source.shards) == 1:
+            check_tensors(source.shards[0][0], found, expected, component="Gemma 3 language model")
+            return
+        merged = SafetensorsFile(source.path, {}, {fk: owner[fk].tensors[fk] for fk in found.values()})
+        check_tensors(merged, found, expected, component="Gemma 3 language model")
+    except (KeyMismatchError, ShapeMismatchError) as exc:
+        raise type(exc)(f"{exc} (config: {source.layout} layout, {source.config.get('num_hidden_layers')} layers, "
+                        f"hidden size {source.config.get('hidden_size')})") from exc

@@ -1,0 +1,25 @@
+"""The main job (`python -m ltx2_core`): the demo run, a run from files, and bad input exiting with status 2."""
+
+from __future__ import annotations
+
+from ltx2_core.__main__ import main
+
+
+def test_demo_run_encodes_both_prompts_in_one_pass_and_runs_the_batched_forward(capsys):
+    assert main(["--version", "2.3"]) == 0
+    out = capsys.readouterr().out
+    assert "positive + negative in one Gemma pass" in out and "video context (2, 128, 16)" in out
+    assert "one batched forward (2 passes)" in out
+
+
+def test_run_from_checkpoint_and_comfyui_text_encoder(capsys, gemma_files, tiny_checkpoints):
+    assert main(["--checkpoint", str(tiny_checkpoints["2.0"]), "--text-encoder", str(gemma_files[0])]) == 0
+    out = capsys.readouterr().out
+    assert "video context (2, 1024, 12)" in out and "velocity (2, 18, 128)" in out
+
+
+def test_bad_input_exits_2_with_the_fix(capsys, tmp_path):
+    assert main(["--text-encoder", str(tmp_path / "gemma.safetensors")]) == 2
+    assert "--text-encoder needs --checkpoint" in capsys.readouterr().err
+    assert main(["--checkpoint", str(tmp_path / "missing.safetensors")]) == 2
+    assert "checkpoint not found" in capsys.readouterr().err

@@ -1,0 +1,101 @@
+"""Bad text-encoder inputs fail early, with a message naming the file and the reason, before weights are read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from ltx2_core import TransformerConfig
+from ltx2_core.demo import demo_transformer
+from ltx2_core.errors import CheckpointError, KeyMismatchError, NotSafetensorsError
+from ltx2_core.loader import gemma_files as gemma_loader
+from ltx2_core.loader import text_weights
+from ltx2_core.loader.text_weights import load_prompt_encoder
+from support.checkpoints import write_checkpoint
+from support.gemma import gemma_state, write_comfyui_file
+
+
+@pytest.fixture
+def no_weight_reads(monkeypatch):
+    """Every failure below must happen on headers alone."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("tensors were read before the inputs were validated")
+
+    monkeypatch.setattr(gemma_loader, "read_tensors", refuse)
+    monkeypatch.setattr(text_weights, "read_tensors", refuse)
+
+
+def _comfy(tmp_path, name="gemma.safetensors", drop=(), dtype=torch.float32, **kwargs):
+    state = {k: v for k, v in gemma_state(**kwargs).items() if not any(k.startswith(d) or k.endswith(d) for d in drop)}
+    return write_comfyui_file(tmp_path / name, state, dtype=dtype)
+
+
+def test_gemma_of_another_size_is_rejected_naming_both_files(tmp_path, tiny_checkpoints, no_weight_reads):
+    wide = _comfy(tmp_path, "gemma_3_4b_it.safetensors", hidden_size=48)
+    with pytest.raises(CheckpointError) as error:
+        load_prompt_encoder(wide, tiny_checkpoints["2.0"], max_length=32)
+    message = str(error.value)
+    assert str(wide) in message and str(tiny_checkpoints["2.0"]) in message
+    assert "hidden size 48 × 3 hidden states gives 144 features" in message and "takes 96" in message
+
+
+@pytest.mark.parametrize("tensors, reason", [
+    ({"model.diffusion_model.patchify_proj.weight": torch.zeros(2, 2)}, "this is an LTX-2 model checkpoint"),
+    ({"shared.weight": torch.zeros(2, 2), "encoder.block.0.layer.0.SelfAttention.q.weight": torch.zeros(2, 2)},
+     "looks like a T5 encoder"),
+    ({"text_model.embeddings.token_embedding.weight": torch.zeros(2, 2)}, "looks like a CLIP text encoder"),
+], ids=["ltx-checkpoint", "t5", "clip"])
+def test_other_families_are_named(tmp_path, tiny_checkpoints, no_weight_reads, tensors, reason):
+    path = tmp_path / "text_encoder.safetensors"
+    save_file(tensors, str(path))
+    with pytest.raises(CheckpointError, match=reason) as error:
+        load_prompt_encoder(path, tiny_checkpoints["2.3"])
+    assert str(path) in str(error.value) and "not a Gemma 3 text encoder" in str(error.value)
+
+
+def test_gemma_without_gemma3_norms_is_rejected(tmp_path, tiny_checkpoints, no_weight_reads):
+    path = _comfy(tmp_path, drop=("q_norm.weight", "k_norm.weight"))
+    with pytest.raises(CheckpointError, match="Gemma 1/2 or Llama"):
+        load_prompt_encoder(path, tiny_checkpoints["2.3"], max_length=32)
+
+
+def test_missing_tensor_is_named(tmp_path, no_weight_reads):
+    path = _comfy(tmp_path, drop=("layers.1.mlp.up_proj.weight",))
+    with pytest.raises(KeyMismatchError, match=r"1 missing \(e.g. layers.1.mlp.up_proj.weight\)") as error:
+        gemma_loader.load_gemma(gemma_loader.find_gemma(path))
+    assert str(path) in str(error.value)
+
+
+def test_quantized_gemma_is_rejected_with_the_supported_file(tmp_path, tiny_checkpoints):
+    path = _comfy(tmp_path, "gemma_3_12B_it_fp8_scaled.safetensors", dtype=torch.float8_e4m3fn)
+    with pytest.raises(CheckpointError, match="fp8-scaled.*not supported yet.*gemma_3_12B_it.safetensors"):
+        load_prompt_encoder(path, tiny_checkpoints["2.3"], max_length=32)
+
+
+def test_file_without_embedded_tokenizer_names_the_fix(tmp_path, tiny_checkpoints):
+    path = write_comfyui_file(tmp_path / "gemma.safetensors", with_tokenizer=False)
+    with pytest.raises(CheckpointError, match="no embedded tokenizer \\('spiece_model'\\)"):
+        load_prompt_encoder(path, tiny_checkpoints["2.3"], max_length=32)
+
+
+def test_checkpoint_without_text_projection_is_rejected(tmp_path, gemma_files, no_weight_reads):
+    config = TransformerConfig.tiny("2.0")
+    bare = write_checkpoint(tmp_path / "dit-only.safetensors", demo_transformer(config).state_dict(), config,
+                            with_other_components=False)
+    with pytest.raises(CheckpointError, match="no text projection"):
+        load_prompt_encoder(gemma_files[0], bare, max_length=32)
+
+
+def test_hf_folders_need_safetensors_and_gemma3(tmp_path, tiny_checkpoints):
+    folder = tmp_path / "pickled"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "gemma3", "text_config": {}}))
+    (folder / "pytorch_model.bin").write_bytes(b"\x80\x04")
+    with pytest.raises(NotSafetensorsError, match="pytorch_model.bin.*never pickles"):
+        load_prompt_encoder(folder, tiny_checkpoints["2.0"])
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pytest.raises(CheckpointError, match="model_type 'llama' is not Gemma 3"):
+        load_prompt_encoder(folder, tiny_checkpoints["2.0"])
