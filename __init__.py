@@ -8,7 +8,13 @@ if _PACK_DIR not in sys.path:
     # appended, not prepended: ComfyUI's own top-level modules (e.g. its `nodes`) keep precedence
     sys.path.append(_PACK_DIR)
 
-from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS  # noqa: E402
+if __package__ and __package__ in sys.modules:
+    from .nodes import NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS
+else:
+    # executed outside an importable package, not the way ComfyUI loads a pack (it registers the package in
+    # sys.modules first): e.g. pytest importing the root `__init__.py` of a checkout whose folder name is not an
+    # identifier (`custom_nodes/ComfyUI-LTX2`); there are no nodes to register then
+    NODE_CLASS_MAPPINGS, NODE_DISPLAY_NAME_MAPPINGS = {}, {}
 
 WEB_DIRECTORY = "./web"
 

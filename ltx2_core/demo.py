@@ -43,19 +43,25 @@ _DEMO_CORPUS = (
 )
 
 
-def demo_tokenizer(max_length: int = 128) -> PromptTokenizer:
-    """A SentencePiece BPE model trained on a few sentences, with Gemma's special ids (pad 0, eos 1, bos 2)."""
+def sentencepiece_model(corpus: tuple[str, ...] | list[str], vocab_size: int) -> bytes:
+    """A serialized SentencePiece BPE model trained on `corpus`, with Gemma's special ids (pad 0, eos 1, bos 2,
+    unk 3) and byte fallback, like the model ComfyUI embeds as `spiece_model`."""
     import io
 
     import sentencepiece
 
     buffer = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(_DEMO_CORPUS * 8), model_writer=buffer, vocab_size=DEMO_GEMMA["vocab_size"] - 64,
-        model_type="bpe", byte_fallback=True, character_coverage=1.0, add_dummy_prefix=False, minloglevel=2,
+        sentence_iterator=iter(list(corpus) * 8), model_writer=buffer, vocab_size=vocab_size, model_type="bpe",
+        byte_fallback=True, character_coverage=1.0, add_dummy_prefix=False, minloglevel=2, num_threads=1,
         pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
-        unk_piece="<unk>", num_threads=1)
-    return PromptTokenizer.from_sentencepiece(buffer.getvalue(), "demo tokenizer", max_length=max_length)
+        unk_piece="<unk>")
+    return buffer.getvalue()
+
+
+def demo_tokenizer(max_length: int = 128) -> PromptTokenizer:
+    model = sentencepiece_model(_DEMO_CORPUS, DEMO_GEMMA["vocab_size"] - 64)
+    return PromptTokenizer.from_sentencepiece(model, "demo tokenizer", max_length=max_length)
 
 
 def demo_prompt_encoder(config: TransformerConfig | None = None, seed: int = 0, max_length: int = 128

@@ -187,11 +187,8 @@ def _check_dtypes(file: SafetensorsFile, keys: Mapping[str, str]) -> None:
 def _check_union(source: GemmaSource, found: Mapping[str, str], expected: Mapping[str, tuple[int, ...]]) -> None:
     """Key and shape check over all shards, naming the file of each offending tensor."""
     owner = {file_key: file for file, keys in source.shards for file_key in keys.values()}
+    merged = SafetensorsFile(source.path, {}, {fk: owner[fk].tensors[fk] for fk in found.values()})
     try:
-        if len(source.shards) == 1:
-            check_tensors(source.shards[0][0], found, expected, component="Gemma 3 language model")
-            return
-        merged = SafetensorsFile(source.path, {}, {fk: owner[fk].tensors[fk] for fk in found.values()})
         check_tensors(merged, found, expected, component="Gemma 3 language model")
     except (KeyMismatchError, ShapeMismatchError) as exc:
         raise type(exc)(f"{exc} (config: {source.layout} layout, {source.config.get('num_hidden_layers')} layers, "

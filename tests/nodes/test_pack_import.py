@@ -22,3 +22,12 @@ def test_pack_imports_without_comfyui():
     assert set(module.NODE_DISPLAY_NAME_MAPPINGS) <= set(module.NODE_CLASS_MAPPINGS)
     assert (ROOT / module.WEB_DIRECTORY).is_dir()
     assert all(name.startswith("LTX2") for name in module.NODE_CLASS_MAPPINGS)
+
+
+def test_root_module_loads_outside_a_package():
+    """pytest imports the root `__init__.py` as a plain module when the checkout's folder name is not a Python
+    identifier (e.g. `custom_nodes/ComfyUI-LTX2`); that must not fail."""
+    spec = importlib.util.spec_from_file_location("ComfyUI-LTX2", ROOT / "__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.NODE_CLASS_MAPPINGS == {} and module.WEB_DIRECTORY == "./web"

@@ -10,13 +10,13 @@
 from __future__ import annotations
 
 import functools
-import io
 import json
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
+from ltx2_core.demo import sentencepiece_model
 from support.configs import TINY_GEMMA
 
 CORPUS = [
@@ -31,16 +31,7 @@ CORPUS = [
 @functools.lru_cache(maxsize=1)
 def spiece_model() -> bytes:
     """Serialized SentencePiece BPE model (byte fallback, Gemma's special ids)."""
-    import sentencepiece
-
-    buffer = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(CORPUS * 8), model_writer=buffer, vocab_size=TINY_GEMMA["vocab_size"] - 20,
-        model_type="bpe", byte_fallback=True, character_coverage=1.0, add_dummy_prefix=False, minloglevel=2,
-        pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>", eos_piece="<eos>", bos_piece="<bos>",
-        unk_piece="<unk>", num_threads=1,
-    )
-    return buffer.getvalue()
+    return sentencepiece_model(CORPUS, TINY_GEMMA["vocab_size"] - 20)
 
 
 def text_config_values(hidden_size: int = TINY_GEMMA["hidden_size"]) -> dict:

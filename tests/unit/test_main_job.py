@@ -1,15 +1,9 @@
-"""The main job (`python -m ltx2_core`): the demo run, a run from files, and bad input exiting with status 2."""
+"""The main job (`python -m ltx2_core`) from files (the demo run is in test_repository): checkpoint + ComfyUI text
+encoder, and bad input exiting with status 2."""
 
 from __future__ import annotations
 
 from ltx2_core.__main__ import main
-
-
-def test_demo_run_encodes_both_prompts_in_one_pass_and_runs_the_batched_forward(capsys):
-    assert main(["--version", "2.3"]) == 0
-    out = capsys.readouterr().out
-    assert "positive + negative in one Gemma pass" in out and "video context (2, 128, 16)" in out
-    assert "one batched forward (2 passes)" in out
 
 
 def test_run_from_checkpoint_and_comfyui_text_encoder(capsys, gemma_files, tiny_checkpoints):

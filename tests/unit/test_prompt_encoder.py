@@ -124,3 +124,15 @@ def test_prompt_length_must_fit_the_registers_before_any_weight_is_read(gemma_fi
 
 def _must_not_load(*args, **kwargs):
     raise AssertionError("weights were read before the inputs were validated")
+
+
+def test_transformers5_rope_parameters_translate_to_the_legacy_keys():
+    """A folder saved by transformers 5 has only `rope_parameters`; transformers 4.x ignores that key, so it is
+    translated (else the global layers would silently lose their ×8 linear RoPE scaling)."""
+    from ltx2_core.model.text.gemma import _legacy_rope
+
+    values = {"hidden_size": 32, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1_000_000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}}}
+    assert _legacy_rope(values) == {"hidden_size": 32, "rope_theta": 1_000_000.0, "rope_local_base_freq": 10_000.0,
+                                    "rope_scaling": {"rope_type": "linear", "factor": 8.0}}

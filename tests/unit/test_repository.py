@@ -30,7 +30,8 @@ def test_main_job_runs_the_demo_forward():
     out = subprocess.run([sys.executable, "-m", "ltx2_core", "--version", "2.3"], cwd=ROOT, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "velocity (1, 18, 128)" in out.stdout and "LTX-2.3 structure" in out.stdout
+    assert "velocity (2, 18, 128)" in out.stdout and "LTX-2.3 structure" in out.stdout
+    assert "positive + negative in one Gemma pass" in out.stdout
 
 
 def test_main_job_rejects_bad_sizes_early():

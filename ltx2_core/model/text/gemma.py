@@ -7,6 +7,7 @@ which is all the LTX-2 text path uses.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,9 +48,26 @@ def text_config(values: Mapping[str, Any]):
     from transformers import Gemma3TextConfig
 
     values = {k: v for k, v in values.items() if k not in ("architectures", "torch_dtype", "dtype")}
+    if "rope_parameters" in values and "rope_parameters" not in inspect.signature(Gemma3TextConfig).parameters:
+        values = _legacy_rope(values)  # a folder saved by transformers 5 read by 4.x, which ignores rope_parameters
     config = Gemma3TextConfig(**values)
     config._attn_implementation = "sdpa"
     return config
+
+
+def _legacy_rope(values: Mapping[str, Any]) -> dict[str, Any]:
+    """transformers 5's per-layer-type `rope_parameters` as the legacy keys that transformers 4.x reads."""
+    values = dict(values)
+    rope = values.pop("rope_parameters") or {}
+    full, local = (rope.get("full_attention", {}), rope.get("sliding_attention", {})) if "full_attention" in rope \
+        else (rope, {})
+    if "rope_theta" in full:
+        values["rope_theta"] = full["rope_theta"]
+    if "rope_theta" in local:
+        values["rope_local_base_freq"] = local["rope_theta"]
+    scaling = {k: v for k, v in full.items() if k != "rope_theta"}
+    values["rope_scaling"] = None if scaling.get("rope_type", "default") == "default" else scaling
+    return values
 
 
 def build_on_meta(config) -> nn.Module:
