@@ -86,7 +86,8 @@ class TextConfig:
             num_layers=get("audio_connector_num_layers", video.num_layers),
             **shared,
         )
-        kind = FeatureExtractorKind.PER_TOKEN_RMS if _V2_KEYS.keys() & section.keys() else FeatureExtractorKind.MEAN_RANGE
+        v2 = bool(_V2_KEYS.keys() & section.keys())
+        kind = FeatureExtractorKind.PER_TOKEN_RMS if v2 else FeatureExtractorKind.MEAN_RANGE
         config = cls(kind, video, audio)
         config.validate()
         return config

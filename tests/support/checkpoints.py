@@ -53,13 +53,14 @@ def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
         connector = reference_connector(c)
         tensors |= _prefixed(f"model.diffusion_model.{side}_embeddings_connector.", _random_(connector, 10 + i))
     generator = torch.Generator().manual_seed(20)
+    randn = lambda *shape: torch.randn(shape, generator=generator)  # noqa: E731
     if text.kind is FeatureExtractorKind.PER_TOKEN_RMS:
         for side, c in (("video", text.video), ("audio", text.audio)):
-            weight = torch.randn(c.width, TINY_GEMMA_FEATURES, generator=generator) / TINY_GEMMA_FEATURES**0.5
-            tensors[f"text_embedding_projection.{side}_aggregate_embed.weight"] = weight
-            tensors[f"text_embedding_projection.{side}_aggregate_embed.bias"] = torch.randn(c.width, generator=generator)
+            prefix = f"text_embedding_projection.{side}_aggregate_embed."
+            tensors[prefix + "weight"] = randn(c.width, TINY_GEMMA_FEATURES) / TINY_GEMMA_FEATURES**0.5
+            tensors[prefix + "bias"] = randn(c.width)
     else:
-        weight = torch.randn(text.video.width, TINY_GEMMA_FEATURES, generator=generator) / TINY_GEMMA_FEATURES**0.5
+        weight = randn(text.video.width, TINY_GEMMA_FEATURES) / TINY_GEMMA_FEATURES**0.5
         tensors["text_embedding_projection.aggregate_embed.weight"] = weight
     vae = {"vae": TINY_VAE}
     tensors |= _prefixed("vae.decoder.", _random_(VideoDecoderConfigurator.from_config(vae), 21), "vae.per_channel_statistics.")

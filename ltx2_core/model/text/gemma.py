@@ -59,8 +59,10 @@ def _legacy_rope(values: Mapping[str, Any]) -> dict[str, Any]:
     """transformers 5's per-layer-type `rope_parameters` as the legacy keys that transformers 4.x reads."""
     values = dict(values)
     rope = values.pop("rope_parameters") or {}
-    full, local = (rope.get("full_attention", {}), rope.get("sliding_attention", {})) if "full_attention" in rope \
-        else (rope, {})
+    if "full_attention" in rope:  # per layer type; a flat dict applies to the global layers only
+        full, local = rope["full_attention"] or {}, rope.get("sliding_attention") or {}
+    else:
+        full, local = rope, {}
     if "rope_theta" in full:
         values["rope_theta"] = full["rope_theta"]
     if "rope_theta" in local:
