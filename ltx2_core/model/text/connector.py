@@ -3,8 +3,8 @@ pre-norm transformer blocks with 1-D RoPE over the token index, then a parameter
 
 Register substitution is vectorised for a batch of prompts of different lengths: every token gets a destination
 index computed with cumulative sums (valid tokens to the front in order, padding after them) and is moved there
-with one scatter. No boolean indexing, `nonzero` or `.item()`: the reference's version reads the mask on the host
-and works for one prompt only.
+with one scatter, so the shapes never depend on the mask's values. The reference's version indexes with the boolean
+mask (a device-to-host read) and works for one prompt only.
 """
 
 from __future__ import annotations

@@ -46,8 +46,12 @@ def _project_chunks(
         valid = attention_mask[:, rows].bool()[..., None, None]  # (B, t, 1, 1)
         stacked = torch.stack([normalize(l, h[:, rows].float()) for l, h in enumerate(hidden_states)], dim=-1)
         flat = torch.where(valid, stacked, 0.0).flatten(2)  # (B, t, D·L), layer index fastest
+        flat = flat.to(projections[0][0].weight.dtype)  # one cast per chunk, shared by the projections
         for out, (linear, scale) in zip(outputs, projections):
-            out.append(F.linear((flat * scale).to(linear.weight.dtype), linear.weight, linear.bias))
+            # linear(scale·x) = scale·(x Wᵀ) + b: scaling the (B, t, out) result avoids a (B, t, D·L) copy
+            projected = F.linear(flat, linear.weight)
+            projected = projected if scale == 1.0 else projected * scale
+            out.append(projected if linear.bias is None else projected + linear.bias)
     return [torch.cat(chunks, dim=1) for chunks in outputs]
 
 
