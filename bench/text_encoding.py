@@ -28,6 +28,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from bench.memory import peak_extra_mib, reset_peak  # noqa: E402
 from ltx2_core import TransformerConfig  # noqa: E402
 from ltx2_core.demo import demo_tokenizer, random_weights_  # noqa: E402
 from ltx2_core.model.text import PromptEncoder, TextProjection  # noqa: E402
@@ -70,13 +71,6 @@ def build(args) -> tuple[PromptEncoder, torch.nn.Module]:
     return PromptEncoder(demo_tokenizer(1024), model, projection.eval()), reference
 
 
-def _rss_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(field)
-
-
 def run_side(args) -> dict:
     """One side in this process: warm up, reset the RSS peak, then time `repeats` encodings."""
     torch.set_num_threads(args.threads)
@@ -96,14 +90,13 @@ def run_side(args) -> dict:
 
     fn = ours if args.side == "ours" else theirs
     result = fn()
-    Path("/proc/self/clear_refs").write_text("5")
-    base = _rss_kib("VmRSS")
+    base = reset_peak()
     times = []
     for _ in range(args.repeats):
         start = time.perf_counter()
         fn()
         times.append((time.perf_counter() - start) * 1000)
-    peak = _rss_kib("VmHWM") - base
+    peak = peak_extra_mib(base)
     with OpCensus() as census:
         fn()
     if args.side == "ours":
@@ -111,7 +104,7 @@ def run_side(args) -> dict:
     else:
         video = torch.cat([r.video_encoding for r in result])
     torch.save(video, args.output)
-    return {"ms": statistics.median(times), "peak_mib": peak / 1024, "ops": sum(census.counts.values()),
+    return {"ms": statistics.median(times), "peak_mib": peak, "ops": sum(census.counts.values()),
             "syncs": sum(census.syncs().values())}
 
 

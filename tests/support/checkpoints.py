@@ -16,7 +16,7 @@ from safetensors.torch import save_file
 
 from ltx2_core.config import ModelVersion, TransformerConfig
 from ltx2_core.text_config import FeatureExtractorKind, TextConfig
-from support.configs import TINY_AUDIO_VAE, TINY_GEMMA_FEATURES, TINY_VAE, TINY_VOCODERS
+from support.configs import TINY_AUDIO_VAE, TINY_GEMMA_FEATURES, TINY_VAES, TINY_VOCODERS
 from support.reference import import_ltx_core, reference_connector
 
 MODEL_VERSIONS = {ModelVersion.V2_0: "2.0.0", ModelVersion.V2_3: "2.3.0"}
@@ -62,9 +62,13 @@ def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
     else:
         weight = randn(text.video.width, TINY_GEMMA_FEATURES) / TINY_GEMMA_FEATURES**0.5
         tensors["text_embedding_projection.aggregate_embed.weight"] = weight
-    vae = {"vae": TINY_VAE}
+    vae = {"vae": TINY_VAES[version.value]}
     tensors |= _prefixed("vae.decoder.", _random_(VideoDecoderConfigurator.from_config(vae), 21), "vae.per_channel_statistics.")
     tensors |= _prefixed("vae.encoder.", _random_(VideoEncoderConfigurator.from_config(vae), 22), "vae.per_channel_statistics.")
+    # the released files carry more statistics than the two the models use; loaders must leave them alone
+    for prefix in ("vae.per_channel_statistics.", "audio_vae.per_channel_statistics."):
+        for extra in ("channel", "mean-of-stds", "mean-of-stds_over_std-of-means"):
+            tensors[prefix + extra] = randn(128)
     audio_vae = AudioDecoderConfigurator.from_config({"audio_vae": TINY_AUDIO_VAE})
     tensors |= _prefixed("audio_vae.decoder.", _random_(audio_vae, 23), "audio_vae.per_channel_statistics.")
     vocoder = VocoderConfigurator.from_config({"vocoder": TINY_VOCODERS[version.value]})
@@ -74,7 +78,7 @@ def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
 
 def checkpoint_metadata(config: TransformerConfig, model_version: str | None) -> dict[str, str]:
     transformer = config.to_metadata() | TextConfig.tiny(config).to_metadata()
-    sections = {"transformer": transformer, "vae": TINY_VAE, "audio_vae": TINY_AUDIO_VAE,
+    sections = {"transformer": transformer, "vae": TINY_VAES[config.version.value], "audio_vae": TINY_AUDIO_VAE,
                 "vocoder": TINY_VOCODERS[config.version.value]}
     metadata = {"config": json.dumps(sections)}
     if model_version is not None:

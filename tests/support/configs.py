@@ -3,6 +3,8 @@
 _RES = {"num_layers": 1}
 _UP = {"residual": True, "multiplier": 2}
 
+# the released block structures (spec §3) at toy widths: 2.0 = residual ×2×2×2 stages and reflect padding,
+# 2.3 = time and space upsampled separately, non-residual, zeros padding
 TINY_VAE = {
     "dims": 3, "in_channels": 3, "out_channels": 3, "latent_channels": 16, "patch_size": 4,
     "norm_layer": "pixel_norm", "latent_log_var": "uniform", "causal_decoder": False, "decoder_base_channels": 8,
@@ -15,6 +17,40 @@ TINY_VAE = {
                        ["res_x", {**_RES, "inject_noise": False}], ["compress_all", _UP],
                        ["res_x", {**_RES, "inject_noise": False}], ["compress_all", _UP],
                        ["res_x", {**_RES, "inject_noise": False}]],
+}
+TINY_VAE_2_3 = {
+    **TINY_VAE, "spatial_padding_mode": "zeros",
+    "encoder_blocks": [["res_x", _RES], ["compress_space_res", {"multiplier": 2}], ["res_x", {"num_layers": 2}],
+                       ["compress_time_res", {"multiplier": 2}], ["res_x", _RES],
+                       ["compress_all_res", {"multiplier": 2}], ["res_x", _RES],
+                       ["compress_all_res", {"multiplier": 1}], ["res_x", _RES]],
+    "decoder_blocks": [["res_x", _RES], ["compress_space", {"multiplier": 2}], ["res_x", {"num_layers": 2}],
+                       ["compress_time", {"multiplier": 2}], ["res_x", _RES], ["compress_all", {"multiplier": 1}],
+                       ["res_x", _RES], ["compress_all", {"multiplier": 2}], ["res_x", _RES]],
+}
+TINY_VAES = {"2.0": TINY_VAE, "2.3": TINY_VAE_2_3}
+
+
+def _released_vae(res: list[int], last_multiplier: int, decoder: list) -> dict:
+    counts = iter(res)
+    encoder = [["res_x", {"num_layers": next(counts)}]]
+    for name, multiplier in (("compress_space_res", 2), ("compress_time_res", 2), ("compress_all_res", 2),
+                             ("compress_all_res", last_multiplier)):
+        encoder += [[name, {"multiplier": multiplier}], ["res_x", {"num_layers": next(counts)}]]
+    return {"dims": 3, "in_channels": 3, "out_channels": 3, "latent_channels": 128, "patch_size": 4,
+            "norm_layer": "pixel_norm", "latent_log_var": "uniform", "causal_decoder": False,
+            "timestep_conditioning": False, "encoder_blocks": encoder, "decoder_blocks": decoder}
+
+
+_RES5 = ["res_x", {"num_layers": 5, "inject_noise": False}]
+# the `vae` sections of ltx-2-19b-dev and ltx-2.3-22b-dev (spec §3, §8)
+RELEASED_VAE_2_0 = _released_vae([4, 6, 6, 2, 2], 2, [_RES5, ["compress_all", _UP]] * 3 + [_RES5])
+RELEASED_VAE_2_3 = {
+    **_released_vae([4, 6, 4, 2, 2], 1, [
+        ["res_x", {"num_layers": 4}], ["compress_space", {"multiplier": 2}], ["res_x", {"num_layers": 6}],
+        ["compress_time", {"multiplier": 2}], ["res_x", {"num_layers": 4}], ["compress_all", {"multiplier": 1}],
+        ["res_x", {"num_layers": 2}], ["compress_all", {"multiplier": 2}], ["res_x", {"num_layers": 2}]]),
+    "spatial_padding_mode": "zeros", "decoder_base_channels": 128,
 }
 
 TINY_AUDIO_VAE = {

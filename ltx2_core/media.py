@@ -1,0 +1,180 @@
+"""Writing generated video (and its audio) to an mp4 file: H.264 yuv420p video and AAC stereo audio, via PyAV.
+
+Every input is checked before a file is created. The file is written under a temporary name in the target folder
+and renamed onto the target only when complete, so a failure never leaves a partial file or touches an existing one.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import secrets
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import torch
+
+# a float frame rate is read as the nearest fraction with a denominator up to 1001, so 29.97002997 -> 30000/1001
+FPS_MAX_DENOMINATOR = 1001
+MAX_CRF = 51  # the H.264 quality scale: 0 lossless .. 51 worst
+MAX_TIMESCALE = 2**31 - 1  # the mp4 muxer's movie_timescale is a 32-bit int
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def video_to_frames(video: torch.Tensor) -> torch.Tensor:
+    """Decoded video (B, 3, F, H, W) in [−1, 1] -> frames (B, F, H, W, 3) float32 in [0, 1] (ComfyUI IMAGE rows).
+
+    Values are clamped: a decoder's output may overshoot [−1, 1] slightly.
+    """
+    if video.dim() != 5 or video.shape[1] != 3:
+        raise ValueError(f"video must be (B, 3, F, H, W) as the VAE decoder returns it, got {tuple(video.shape)}")
+    return video.permute(0, 2, 3, 4, 1).float().add(1).div_(2).clamp_(0, 1)
+
+
+def write_mp4(
+    path: str | os.PathLike,
+    frames: torch.Tensor,
+    fps: float | Fraction,
+    audio: torch.Tensor | None = None,
+    sample_rate: int | None = None,
+    *,
+    crf: int = 18,
+) -> Path:
+    """Writes `frames` (F, H, W, 3), float in [0, 1] (ComfyUI IMAGE) or uint8, at exactly `fps` frames per second.
+
+    `audio` is (2, S) or (1, S) float in [-1, 1] at `sample_rate` Hz (LTX-2.0: 24000, 2.3: 48000); mono is
+    written as two equal channels, as long as given (not cut or padded to the video). H and W must be even
+    (yuv420p halves the colour planes); odd sizes are an error rather than a silent pad or crop. Errors in the
+    inputs are raised before any file is created. Returns the path written.
+    """
+    target = Path(path)
+    rate = _check_fps(fps)
+    _check_frames(frames)
+    if audio is not None:
+        _check_audio(audio, sample_rate)
+    _check_output(target, crf)
+    partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
+    try:
+        _encode(partial, frames, rate, crf, audio, sample_rate)
+        os.replace(partial, target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def _check_fps(fps: float | Fraction) -> Fraction:
+    """The frame rate as an exact positive fraction."""
+    if isinstance(fps, bool) or not isinstance(fps, numbers.Real) or not math.isfinite(fps) or fps <= 0:
+        raise ValueError(f"fps must be a positive number (e.g. 24, 25 or Fraction(30000, 1001)), got {fps!r}")
+    if isinstance(fps, numbers.Rational):
+        return Fraction(fps.numerator, fps.denominator)
+    return Fraction(fps).limit_denominator(FPS_MAX_DENOMINATOR)
+
+
+def _check_frames(frames: torch.Tensor) -> None:
+    """(F, H, W, 3) uint8 or float in [0, 1], F ≥ 1, H and W even."""
+    if not isinstance(frames, torch.Tensor) or frames.dim() != 4 or frames.shape[-1] != 3:
+        shape = tuple(frames.shape) if isinstance(frames, torch.Tensor) else type(frames).__name__
+        raise ValueError(f"frames must be a (F, H, W, 3) RGB tensor (ComfyUI IMAGE layout), got {shape}")
+    count, height, width, _ = frames.shape
+    if count == 0 or height == 0 or width == 0:
+        raise ValueError(f"frames {tuple(frames.shape)} hold no pixels; there is nothing to write")
+    if height % 2 or width % 2:
+        raise ValueError(f"frame size {width}x{height} must be even in both dimensions for H.264 yuv420p; crop or "
+                         "pad the frames by one pixel (LTX-2 sizes are multiples of 32)")
+    if frames.dtype in FLOAT_DTYPES:
+        _check_range("frames", frames, 0.0, 1.0)
+    elif frames.dtype != torch.uint8:
+        raise ValueError(f"frames must be float in [0, 1] or uint8, got {frames.dtype}")
+
+
+def _check_audio(audio: torch.Tensor, sample_rate: int | None) -> None:
+    """(1 or 2, S) float in [-1, 1], S ≥ 1, at a sample rate AAC supports."""
+    if not isinstance(audio, torch.Tensor) or audio.dim() != 2 or audio.shape[0] not in (1, 2) or audio.shape[1] == 0:
+        shape = tuple(audio.shape) if isinstance(audio, torch.Tensor) else type(audio).__name__
+        raise ValueError(f"audio must be a (channels, samples) tensor with 1 or 2 channels and at least one sample, "
+                         f"got {shape}; for a ComfyUI AUDIO dict pass waveform[0]")
+    if audio.dtype not in FLOAT_DTYPES:
+        raise ValueError(f"audio must be a float tensor in [-1, 1], got {audio.dtype}")
+    rates = av.Codec("aac", "w").audio_rates or ()
+    if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate not in rates:
+        raise ValueError(f"sample_rate must be given with the audio and be one AAC supports (LTX-2.0: 24000, "
+                         f"LTX-2.3: 48000; any of {sorted(rates)}), got {sample_rate!r}")
+    _check_range("audio", audio, -1.0, 1.0)
+
+
+def _check_range(name: str, values: torch.Tensor, low: float, high: float) -> None:
+    lo, hi = (bound.item() for bound in torch.aminmax(values))
+    # NaN fails both comparisons, so non-finite values are caught here too
+    if not (lo >= low and hi <= high):
+        raise ValueError(f"{name} values must lie in [{low:g}, {high:g}] with no NaN/inf, found [{lo:g}, {hi:g}]; "
+                         "clamp them first")
+
+
+def _check_output(target: Path, crf: int) -> None:
+    if isinstance(crf, bool) or not isinstance(crf, int) or not 0 <= crf <= MAX_CRF:
+        raise ValueError(f"crf must be an integer in [0, {MAX_CRF}] (lower = better quality), got {crf!r}")
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"output folder {target.parent} does not exist; create it first")
+    if target.is_dir():
+        raise IsADirectoryError(f"{target} is a folder; give a file name such as {target / 'video.mp4'}")
+
+
+def _encode(
+    path: Path, frames: torch.Tensor, rate: Fraction, crf: int, audio: torch.Tensor | None, sample_rate: int | None
+) -> None:
+    """The whole mp4; both streams are added before the first packet, since the header is written then."""
+    options = _timescale_option(rate, sample_rate if audio is not None else None)
+    with av.open(str(path), "w", format="mp4", options=options) as container:
+        video = _video_stream(container, frames, rate, crf)
+        sound = None if audio is None else container.add_stream("aac", rate=sample_rate, layout="stereo")
+        # not `video.time_base`: the muxer changes that to the mp4 timescale once it writes the header
+        frame_time = 1 / rate
+        for index, frame in enumerate(frames):
+            picture = _video_frame(frame)
+            picture.pts, picture.time_base = index, frame_time
+            container.mux(video.encode(picture))
+        container.mux(video.encode())  # flush the encoder's delayed frames
+        if sound is not None:
+            container.mux(sound.encode(_audio_frame(audio, sample_rate)))
+            container.mux(sound.encode())
+
+
+def _timescale_option(rate: Fraction, sample_rate: int | None) -> dict[str, str]:
+    """An mp4 movie timescale in which both durations, F / rate and S / sample_rate, are whole numbers.
+
+    The edit lists (B-frame delay, AAC priming) give track durations in the movie timescale; the default 1000 rounds
+    them to milliseconds (9 frames at 30000/1001 would last 0.300 s instead of 0.3003 s).
+    """
+    scale = math.lcm(rate.numerator, sample_rate or 1)
+    return {"movie_timescale": str(scale)} if scale <= MAX_TIMESCALE else {}
+
+
+def _video_stream(
+    container: av.container.OutputContainer, frames: torch.Tensor, rate: Fraction, crf: int
+) -> av.video.stream.VideoStream:
+    """H.264 yuv420p; time base 1/rate and pts = frame index, so the duration is exactly F / rate."""
+    stream = container.add_stream("libx264", rate=rate, options={"crf": str(crf)})
+    stream.height, stream.width = frames.shape[1], frames.shape[2]
+    stream.pix_fmt = "yuv420p"
+    stream.time_base = 1 / rate
+    return stream
+
+
+def _video_frame(frame: torch.Tensor) -> av.VideoFrame:
+    """(H, W, 3) float in [0, 1] or uint8, on any device -> an rgb24 frame (converted one frame at a time)."""
+    if frame.dtype != torch.uint8:
+        frame = (frame.float() * 255).round().to(torch.uint8)
+    return av.VideoFrame.from_ndarray(np.ascontiguousarray(frame.cpu().numpy()), format="rgb24")
+
+
+def _audio_frame(audio: torch.Tensor, sample_rate: int) -> av.AudioFrame:
+    """(1 or 2, S) -> one planar stereo frame; the encoder cuts it into AAC's 1024-sample frames."""
+    samples = audio.detach().float().cpu().expand(2, -1).contiguous().numpy()
+    frame = av.AudioFrame.from_ndarray(samples, format="fltp", layout="stereo")
+    frame.sample_rate, frame.pts = sample_rate, 0
+    return frame
