@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ltx2_core.config import TransformerConfig
-from ltx2_core.latents import audio_latent_length, audio_positions, video_positions
+from ltx2_core.latents import audio_latent_length, audio_positions, check_video_size, video_positions
 from ltx2_core.model.text import PromptEncoder, PromptTokenizer, TextProjection
 from ltx2_core.model.text import gemma as gemma_lm
 from ltx2_core.model.transformer import LTX2Transformer
@@ -93,11 +93,7 @@ def demo_inputs(
 ) -> tuple[StreamInput, StreamInput, RunConstants]:
     """Random latents for a clip of `pixel_frames` (8k+1) at height×width pixels, one sample per prompt of `text`
     (encoded prompts), or one sample with random text contexts of `text_tokens` tokens."""
-    if (pixel_frames - 1) % 8 or height % 32 or width % 32:
-        raise ValueError(
-            f"frames must be 8k+1 and sizes multiples of 32, got {pixel_frames} frames at {height}x{width}; "
-            "e.g. 17 frames at 64x96"
-        )
+    check_video_size(pixel_frames, height, width)
     cfg = model.config
     param = next(model.parameters())
     device, dtype = param.device, param.dtype

@@ -15,6 +15,16 @@ AUDIO_HOP = 160  # mel frames every 10 ms
 AUDIO_DOWNSAMPLE = 4  # mel frames per audio latent -> 25 latents per second
 
 
+def check_video_size(frames: int, height: int, width: int) -> None:
+    """ValueError naming the fix unless frames = 8k+1 and height, width are positive multiples of 32."""
+    if frames < 1 or (frames - 1) % VIDEO_TIME_SCALE or height % VIDEO_SPACE_SCALE or width % VIDEO_SPACE_SCALE \
+            or min(height, width) <= 0:
+        raise ValueError(
+            f"frames must be 8k+1 and sizes multiples of 32, got {frames} frames at {height}x{width}; "
+            "e.g. 17 frames at 64x96 or 121 frames at 768x1280"
+        )
+
+
 def patchify_video(latent: torch.Tensor) -> torch.Tensor:
     """(B, C, F, H, W) -> (B, F·H·W, C)."""
     return latent.flatten(2).transpose(1, 2)

@@ -1,14 +1,22 @@
 """Checkpoint reading: safetensors only, config from metadata, per-component prefixes, validated before loading."""
 
+from ltx2_core.loader.audio_weights import load_audio_decoder, load_vocoder
 from ltx2_core.loader.checkpoint import TRANSFORMER_PREFIX, config_metadata, transformer_config, transformer_keys
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
+from ltx2_core.loader.upsampler_weights import load_upsampler
+from ltx2_core.loader.vae_weights import load_video_decoder, load_video_encoder
 from ltx2_core.loader.weights import load_transformer
 
 __all__ = [
     "TRANSFORMER_PREFIX",
     "SafetensorsFile",
     "config_metadata",
+    "load_audio_decoder",
     "load_transformer",
+    "load_upsampler",
+    "load_video_decoder",
+    "load_video_encoder",
+    "load_vocoder",
     "read_header",
     "read_tensors",
     "transformer_config",

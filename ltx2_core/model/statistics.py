@@ -19,8 +19,9 @@ class PerChannelStatistics(nn.Module):
     def __init__(self, channels: int) -> None:
         super().__init__()
         self.channels = channels
-        for name in STATISTICS:
-            self.register_buffer(name, torch.zeros(channels))
+        # identity until loaded (mean 0, std 1)
+        self.register_buffer("mean-of-means", torch.zeros(channels))
+        self.register_buffer("std-of-means", torch.ones(channels))
 
     def _stats(self, x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
         if x.shape[dim] != self.channels:

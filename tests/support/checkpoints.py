@@ -16,18 +16,33 @@ from safetensors.torch import save_file
 
 from ltx2_core.config import ModelVersion, TransformerConfig
 from ltx2_core.text_config import FeatureExtractorKind, TextConfig
-from support.configs import TINY_AUDIO_VAE, TINY_GEMMA_FEATURES, TINY_VAES, TINY_VOCODERS
+from support.configs import CHECKPOINT_VAES, TINY_AUDIO_VAE, TINY_GEMMA_FEATURES, TINY_VOCODERS
 from support.reference import import_ltx_core, reference_connector
 
 MODEL_VERSIONS = {ModelVersion.V2_0: "2.0.0", ModelVersion.V2_3: "2.3.0"}
 
 
 def _random_(module: torch.nn.Module, seed: int) -> dict[str, torch.Tensor]:
+    """Random parameters; constant buffers (anti-alias filters, mel bases) as the module built them; latent
+    statistics with std around 1 and mean around 0, as in the released files."""
     if any(t.is_meta for t in module.state_dict().values()):
         module = module.to_empty(device="cpu")
     generator = torch.Generator().manual_seed(seed)
-    return {k: torch.randn(v.shape, generator=generator) * 0.05 if v.is_floating_point() else v
-            for k, v in module.state_dict().items()}
+    parameters = {name for name, _ in module.named_parameters()}
+    state = {}
+    for name, value in module.state_dict().items():
+        noise = torch.randn(value.shape, generator=generator) if value.is_floating_point() else None
+        if noise is None:
+            state[name] = value
+        elif name.endswith("std-of-means"):
+            state[name] = 1.0 + 0.3 * noise.abs()
+        elif name.endswith("mean-of-means"):
+            state[name] = 0.3 * noise
+        elif name in parameters or not bool(torch.isfinite(value).all()):
+            state[name] = noise * 0.05
+        else:
+            state[name] = value.clone()
+    return state
 
 
 def _prefixed(prefix: str, state: dict[str, torch.Tensor], stats_prefix: str | None = None) -> dict[str, torch.Tensor]:
@@ -62,7 +77,7 @@ def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
     else:
         weight = randn(text.video.width, TINY_GEMMA_FEATURES) / TINY_GEMMA_FEATURES**0.5
         tensors["text_embedding_projection.aggregate_embed.weight"] = weight
-    vae = {"vae": TINY_VAES[version.value]}
+    vae = {"vae": CHECKPOINT_VAES[version.value]}
     tensors |= _prefixed("vae.decoder.", _random_(VideoDecoderConfigurator.from_config(vae), 21), "vae.per_channel_statistics.")
     tensors |= _prefixed("vae.encoder.", _random_(VideoEncoderConfigurator.from_config(vae), 22), "vae.per_channel_statistics.")
     # the released files carry more statistics than the two the models use; loaders must leave them alone
@@ -78,7 +93,7 @@ def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
 
 def checkpoint_metadata(config: TransformerConfig, model_version: str | None) -> dict[str, str]:
     transformer = config.to_metadata() | TextConfig.tiny(config).to_metadata()
-    sections = {"transformer": transformer, "vae": TINY_VAES[config.version.value], "audio_vae": TINY_AUDIO_VAE,
+    sections = {"transformer": transformer, "vae": CHECKPOINT_VAES[config.version.value], "audio_vae": TINY_AUDIO_VAE,
                 "vocoder": TINY_VOCODERS[config.version.value]}
     metadata = {"config": json.dumps(sections)}
     if model_version is not None:

@@ -1,5 +1,7 @@
 """Tiny metadata sections of the non-DiT components (the released layout at toy sizes)."""
 
+from ltx2_core.demo_decoders import DEMO_AUDIO_VAE, DEMO_VAES, DEMO_VOCODERS
+
 _RES = {"num_layers": 1}
 _UP = {"residual": True, "multiplier": 2}
 
@@ -28,7 +30,8 @@ TINY_VAE_2_3 = {
                        ["compress_time", {"multiplier": 2}], ["res_x", _RES], ["compress_all", {"multiplier": 1}],
                        ["res_x", _RES], ["compress_all", {"multiplier": 2}], ["res_x", _RES]],
 }
-TINY_VAES = {"2.0": TINY_VAE, "2.3": TINY_VAE_2_3}
+TINY_VAES = {"2.0": TINY_VAE, "2.3": TINY_VAE_2_3}  # 16 latent channels: the parity tests' fast VAEs
+CHECKPOINT_VAES = DEMO_VAES  # 128 latent channels, as the tiny transformers' latents: the tiny checkpoints' VAEs
 
 
 def _released_vae(res: list[int], last_multiplier: int, decoder: list) -> dict:
@@ -53,30 +56,9 @@ RELEASED_VAE_2_3 = {
     "spatial_padding_mode": "zeros", "decoder_base_channels": 128,
 }
 
-TINY_AUDIO_VAE = {
-    "model": {"params": {"ddconfig": {
-        "ch": 128, "out_ch": 2, "ch_mult": [1, 2, 4], "num_res_blocks": 1, "attn_resolutions": [],
-        "resolution": 256, "z_channels": 8, "norm_type": "pixel", "causality_axis": "height", "dropout": 0.0,
-        "mid_block_add_attention": False, "mel_bins": 64}, "sampling_rate": 16000}},
-    "preprocessing": {"stft": {"hop_length": 160, "causal": True}},
-}
-
-_AMP = {"resblock": "AMP1", "stereo": True, "activation": "snakebeta", "resblock_kernel_sizes": [3, 7, 11],
-        "resblock_dilation_sizes": [[1, 3, 5]] * 3, "use_tanh_at_final": False, "use_bias_at_final": False}
-
-TINY_VOCODERS = {
-    "2.0": {"resblock": "1", "stereo": True, "upsample_initial_channel": 32, "upsample_rates": [6, 5, 2, 2, 2],
-            "upsample_kernel_sizes": [16, 15, 8, 4, 4], "resblock_kernel_sizes": [3, 7, 11],
-            "resblock_dilation_sizes": [[1, 3, 5]] * 3, "output_sampling_rate": 24000},
-    "2.3": {
-        "vocoder": {**_AMP, "upsample_initial_channel": 64, "upsample_rates": [5, 2, 2, 2, 2, 2],
-                    "upsample_kernel_sizes": [11, 4, 4, 4, 4, 4]},
-        "bwe": {**_AMP, "upsample_initial_channel": 32, "upsample_rates": [6, 5, 2, 2, 2],
-                "upsample_kernel_sizes": [12, 11, 4, 4, 4], "apply_final_activation": False,
-                "input_sampling_rate": 16000, "output_sampling_rate": 48000, "hop_length": 80, "n_fft": 512,
-                "win_size": 512, "num_mels": 64},
-    },
-}
+# the audio sections of the demo model: the released structure at toy widths
+TINY_AUDIO_VAE = DEMO_AUDIO_VAE
+TINY_VOCODERS = DEMO_VOCODERS
 
 # Gemma 3's text model at toy size: only the sizes differ from Gemma 3 12B (see ltx2_core.model.text.gemma)
 TINY_GEMMA = {"vocab_size": 320, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,

@@ -6,10 +6,15 @@ from __future__ import annotations
 from ltx2_core.__main__ import main
 
 
-def test_run_from_checkpoint_and_comfyui_text_encoder(capsys, gemma_files, tiny_checkpoints):
-    assert main(["--checkpoint", str(tiny_checkpoints["2.0"]), "--text-encoder", str(gemma_files[0])]) == 0
+def test_run_from_checkpoint_and_comfyui_text_encoder(capsys, gemma_files, tiny_checkpoints, tmp_path):
+    """Every component from the files: DiT, Gemma + connectors, video VAE, audio VAE, vocoder."""
+    output = tmp_path / "out.mp4"
+    args = ["--checkpoint", str(tiny_checkpoints["2.0"]), "--text-encoder", str(gemma_files[0]), "--output",
+            str(output), "--fps", "25"]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "video context (2, 1024, 12)" in out and "velocity (2, 18, 128)" in out
+    assert f"wrote {output}" in out and output.stat().st_size > 0
 
 
 def test_bad_input_exits_2_with_the_fix(capsys, tmp_path):

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import av
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,15 +28,24 @@ def test_requirements_leave_torch_unpinned():
     assert "torch" in lines
 
 
-def test_main_job_runs_the_demo_forward():
-    out = subprocess.run([sys.executable, "-m", "ltx2_core", "--version", "2.3"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+def test_main_job_runs_the_demo_and_writes_an_mp4_with_audio(tmp_path):
+    output = tmp_path / "demo.mp4"
+    out = subprocess.run([sys.executable, "-m", "ltx2_core", "--version", "2.3", "--output", str(output)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "velocity (2, 18, 128)" in out.stdout and "LTX-2.3 structure" in out.stdout
     assert "positive + negative in one Gemma pass" in out.stdout
+    with av.open(str(output)) as container:
+        video, audio = container.streams.video[0], container.streams.audio[0]
+        assert (video.frames, video.average_rate, video.width, video.height) == (17, 24, 96, 64)
+        assert (audio.rate, audio.channels) == (48000, 2)
 
 
-def test_main_job_rejects_bad_sizes_early():
-    out = subprocess.run([sys.executable, "-m", "ltx2_core", "--frames", "16"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 2 and "8k+1" in out.stderr
+def test_main_job_rejects_bad_sizes_early(tmp_path):
+    output = tmp_path / "bad.mp4"
+    for flags, message in ((["--frames", "16"], "8k+1"), (["--output", str(tmp_path / "no" / "x.mp4")], "folder")):
+        out = subprocess.run([sys.executable, "-m", "ltx2_core", "--output", str(output), *flags], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 2 and message in out.stderr
+        assert "prompts:" not in out.stdout  # nothing ran
+    assert not output.exists()

@@ -13,7 +13,7 @@ from ltx2_core.errors import ConfigError, KeyMismatchError, MissingConfigError
 from ltx2_core.loader.vae_weights import load_video_decoder, load_video_encoder
 from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
 from support.checkpoints import other_components
-from support.configs import RELEASED_VAE_2_0, RELEASED_VAE_2_3, TINY_VAE, TINY_VAES
+from support.configs import CHECKPOINT_VAES, RELEASED_VAE_2_0, RELEASED_VAE_2_3, TINY_VAE, TINY_VAES
 from support.reference import import_ltx_core
 from support.video_vae import video_vae_pair
 
@@ -70,20 +70,20 @@ def test_loading_from_the_checkpoint_matches_the_reference(version, tiny_checkpo
              for s in ("mean-of-means", "std-of-means")}
     for ours, configurator, part in ((decoder, VideoDecoderConfigurator, "decoder"),
                                      (encoder, VideoEncoderConfigurator, "encoder")):
-        ref = configurator.from_config({"vae": TINY_VAES[version]})
+        ref = configurator.from_config({"vae": CHECKPOINT_VAES[version]})
         prefix = f"vae.{part}."
         ref.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)} | stats)
         for name, value in ref.state_dict().items():
             torch.testing.assert_close(ours.state_dict()[name], value, atol=0, rtol=0)
-    latent = torch.randn(1, 16, 2, 2, 3)
+    latent = torch.randn(1, 128, 2, 2, 3)
     assert decoder(latent).shape == (1, 3, 9, 64, 96)
-    assert encoder(torch.rand(1, 3, 9, 64, 32) * 2 - 1).shape == (1, 16, 2, 2, 1)
+    assert encoder(torch.rand(1, 3, 9, 64, 32) * 2 - 1).shape == (1, 128, 2, 2, 1)
 
 
 def test_bf16_load(tiny_checkpoints):
     decoder = load_video_decoder(tiny_checkpoints["2.0"], dtype=torch.bfloat16)
     assert {t.dtype for t in decoder.state_dict().values()} == {torch.bfloat16}
-    assert decoder(torch.randn(1, 16, 2, 2, 2, dtype=torch.bfloat16)).dtype == torch.bfloat16
+    assert decoder(torch.randn(1, 128, 2, 2, 2, dtype=torch.bfloat16)).dtype == torch.bfloat16
 
 
 def test_files_without_a_vae_are_rejected(tmp_path, tiny_checkpoints):
@@ -94,7 +94,7 @@ def test_files_without_a_vae_are_rejected(tmp_path, tiny_checkpoints):
     tensors = dict(other_components(ModelVersion.V2_0))
     del tensors["vae.decoder.conv_in.conv.weight"]
     broken = tmp_path / "broken.safetensors"
-    save_file(tensors, str(broken), metadata={"config": json.dumps({"vae": TINY_VAE})})
+    save_file(tensors, str(broken), metadata={"config": json.dumps({"vae": CHECKPOINT_VAES["2.0"]})})
     with pytest.raises(KeyMismatchError, match="conv_in.conv.weight"):
         load_video_decoder(broken)
 

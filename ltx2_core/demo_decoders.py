@@ -1,0 +1,76 @@
+"""The tiny random-weight decoders of the demo model: video VAE decoder, audio VAE decoder and vocoder.
+
+Their metadata sections have the released structure (spec §3, §4) at toy widths; the tests' tiny checkpoints
+bundle the same sections, so a checkpoint's VAE fits the 128-channel latents of the tiny transformers.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, Vocoder, VocoderConfig, build_vocoder
+from ltx2_core.model.video_vae import VideoDecoder, VideoVaeConfig
+
+_ONE = {"num_layers": 1}
+# the encoder's width starts at the latent width (128); multiplier 1 keeps it there instead of growing to 2048
+_ENCODER_BLOCKS = [["res_x", _ONE], ["compress_space_res", {"multiplier": 1}], ["res_x", _ONE],
+                   ["compress_time_res", {"multiplier": 1}], ["res_x", _ONE], ["compress_all_res", {"multiplier": 1}],
+                   ["res_x", _ONE], ["compress_all_res", {"multiplier": 1}], ["res_x", _ONE]]
+_VAE = {"dims": 3, "in_channels": 3, "out_channels": 3, "latent_channels": 128, "patch_size": 4,
+        "norm_layer": "pixel_norm", "latent_log_var": "uniform", "causal_decoder": False, "decoder_base_channels": 8,
+        "timestep_conditioning": False, "encoder_blocks": _ENCODER_BLOCKS}
+DEMO_VAES = {
+    # 2.0: three residual ×2 stages, reflect padding; 2.3: time and space upsampled separately, zeros padding
+    "2.0": {**_VAE, "decoder_blocks": [["res_x", _ONE], ["compress_all", {"residual": True, "multiplier": 2}]] * 3
+            + [["res_x", _ONE]]},
+    "2.3": {**_VAE, "spatial_padding_mode": "zeros", "decoder_blocks": [
+        ["res_x", _ONE], ["compress_space", {"multiplier": 2}], ["res_x", _ONE], ["compress_time", {"multiplier": 2}],
+        ["res_x", _ONE], ["compress_all", {"multiplier": 1}], ["res_x", _ONE], ["compress_all", {"multiplier": 2}],
+        ["res_x", _ONE]]},
+}
+
+DEMO_AUDIO_VAE = {
+    "model": {"params": {"ddconfig": {
+        "ch": 128, "out_ch": 2, "ch_mult": [1, 2, 4], "num_res_blocks": 1, "attn_resolutions": [],
+        "resolution": 256, "z_channels": 8, "norm_type": "pixel", "causality_axis": "height", "dropout": 0.0,
+        "mid_block_add_attention": False, "mel_bins": 64}, "sampling_rate": 16000}},
+    "preprocessing": {"stft": {"hop_length": 160, "causal": True}},
+}
+
+_AMP = {"resblock": "AMP1", "stereo": True, "activation": "snakebeta", "resblock_kernel_sizes": [3, 7, 11],
+        "resblock_dilation_sizes": [[1, 3, 5]] * 3, "use_tanh_at_final": False, "use_bias_at_final": False}
+DEMO_VOCODERS = {
+    "2.0": {"resblock": "1", "stereo": True, "upsample_initial_channel": 32, "upsample_rates": [6, 5, 2, 2, 2],
+            "upsample_kernel_sizes": [16, 15, 8, 4, 4], "resblock_kernel_sizes": [3, 7, 11],
+            "resblock_dilation_sizes": [[1, 3, 5]] * 3, "output_sampling_rate": 24000},
+    "2.3": {
+        "vocoder": {**_AMP, "upsample_initial_channel": 64, "upsample_rates": [5, 2, 2, 2, 2, 2],
+                    "upsample_kernel_sizes": [11, 4, 4, 4, 4, 4]},
+        "bwe": {**_AMP, "upsample_initial_channel": 32, "upsample_rates": [6, 5, 2, 2, 2],
+                "upsample_kernel_sizes": [12, 11, 4, 4, 4], "apply_final_activation": False,
+                "input_sampling_rate": 16000, "output_sampling_rate": 48000, "hop_length": 80, "n_fft": 512,
+                "win_size": 512, "num_mels": 64},
+    },
+}
+
+
+class Decoders(NamedTuple):
+    video: VideoDecoder
+    audio: AudioDecoder
+    vocoder: Vocoder
+
+
+def demo_decoders(version: str = "2.0", seed: int = 0) -> Decoders:
+    """Random-weight decoders of the given structure, in eval mode on the CPU (statistics: identity)."""
+    generator = torch.Generator().manual_seed(seed)
+    decoders = Decoders(VideoDecoder(VideoVaeConfig.from_metadata(DEMO_VAES[version])),
+                        AudioDecoder(AudioDecoderConfig.from_metadata(DEMO_AUDIO_VAE)),
+                        build_vocoder(VocoderConfig.from_metadata(DEMO_VOCODERS[version])))
+    with torch.no_grad():
+        for module, gain in zip(decoders, (1.0, 1.0, 0.5)):
+            for param in module.parameters():
+                fan_in = param[0].numel() if param.dim() > 1 else 100
+                param.copy_(torch.randn(param.shape, generator=generator) * gain / fan_in**0.5)
+    return Decoders(*(module.eval() for module in decoders))

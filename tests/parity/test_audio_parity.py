@@ -1,0 +1,189 @@
+"""Audio VAE decoder, HiFi-GAN and BigVGAN+BWE vocoders against the reference ltx_core: same weights, fp32."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from safetensors import safe_open
+from support.configs import TINY_AUDIO_VAE, TINY_VOCODERS
+from support.reference import import_ltx_core
+
+from ltx2_core.loader.audio_weights import load_audio_decoder, load_vocoder
+from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, VocoderConfig, build_vocoder, decode_audio
+from ltx2_core.model.audio_vae.bigvgan import SincResampler
+
+# fp32 on CPU with the same operations in the same order; only convolution kernels may sum in another order
+TOLERANCE = {"atol": 1e-5, "rtol": 1e-5}
+
+# the released decoder layout (2 res blocks per level) at a width where ch = z_channels × mel_bins / 4 stays small
+SMALL_AUDIO_VAE = {
+    "model": {"params": {"ddconfig": {
+        **TINY_AUDIO_VAE["model"]["params"]["ddconfig"], "ch": 32, "z_channels": 2, "num_res_blocks": 2},
+        "sampling_rate": 16000}},
+    "preprocessing": {"stft": {"hop_length": 160, "causal": True}},
+}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """These tiny convolutions are dominated by thread hand-offs: one thread is several times faster on 2 cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _dft_bases(shape: torch.Size) -> torch.Tensor:
+    """Hann-windowed DFT rows (real, then imaginary), so the BWE's mel input is a real spectrum."""
+    n_fft = shape[-1]
+    angle = 2 * math.pi * torch.arange(n_fft // 2 + 1)[:, None] * torch.arange(n_fft)[None] / n_fft
+    window = torch.hann_window(n_fft)
+    return torch.cat([torch.cos(angle) * window, -torch.sin(angle) * window])[:, None]
+
+
+def _random_state(module: torch.nn.Module, seed: int, gain: float) -> dict[str, torch.Tensor]:
+    """Weights at a scale where every layer matters and nothing saturates; anti-alias filters keep their values.
+
+    `gain` scales the 1/sqrt(fan-in) weights: high enough that the early layers are not drowned by the late biases
+    (a 10 % change of a leaky-ReLU slope must show), low enough that SnakeBeta's DC and the tanh/clamp do not saturate.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    randn = lambda shape: torch.randn(shape, generator=generator)  # noqa: E731
+    state = {}
+    for name, value in module.state_dict().items():
+        leaf = name.rsplit(".", 1)[-1]
+        if leaf == "weight":
+            # ConvTranspose1d weights are (in, out, k): each output sample sees in·k/stride of them, ~in·k/2
+            fan_in = value.shape[0] * value.shape[2] / 2 if ".ups." in f".{name}" else value[0].numel()
+            state[name] = randn(value.shape) * gain / math.sqrt(fan_in)
+        elif leaf in ("bias", "alpha", "beta", "mean-of-means"):
+            state[name] = randn(value.shape) * (0.02 if leaf == "bias" else 0.5)
+        elif leaf == "std-of-means":
+            state[name] = 0.5 + torch.rand(value.shape, generator=generator)
+        elif leaf == "mel_basis":
+            # a few empty filters put their log-mel at the floor, so the clamp value is exercised too
+            state[name] = torch.rand(value.shape, generator=generator) * 0.05
+            state[name][-4:] = 0
+        elif leaf in ("forward_basis", "inverse_basis"):
+            state[name] = _dft_bases(value.shape)
+        else:
+            state[name] = value.clone()
+    return state
+
+
+def _reference_decoder(section: dict) -> torch.nn.Module:
+    import_ltx_core()
+    from ltx_core.model.audio_vae import AudioDecoderConfigurator
+
+    return AudioDecoderConfigurator.from_config({"audio_vae": section}).eval()
+
+
+def _reference_vocoder(section: dict) -> torch.nn.Module:
+    import_ltx_core()
+    from ltx_core.model.audio_vae import VocoderConfigurator
+
+    return VocoderConfigurator.from_config({"vocoder": section}).eval()
+
+
+def _same_weights(ours: torch.nn.Module, reference: torch.nn.Module, seed: int, gain: float) -> None:
+    state = _random_state(reference, seed, gain)
+    reference.load_state_dict(state, strict=True)
+    ours.load_state_dict(state, strict=True)
+
+
+@pytest.mark.parametrize("frames", [1, 5])
+def test_decoder_matches_reference(frames):
+    ours = AudioDecoder(AudioDecoderConfig.from_metadata(SMALL_AUDIO_VAE)).eval()
+    reference = _reference_decoder(SMALL_AUDIO_VAE)
+    _same_weights(ours, reference, seed=1, gain=1.0)
+    latent = torch.randn(2, 2, frames, 16, generator=torch.Generator().manual_seed(2))
+    expected = reference(latent)
+    actual = ours(latent)
+    assert actual.shape == (2, 2, 4 * frames - 3, 64)
+    assert expected.std() > 0.1  # the comparison is not between two near-constant tensors
+    torch.testing.assert_close(actual, expected, **TOLERANCE)
+
+
+def _mel(batch: int, frames: int, seed: int) -> torch.Tensor:
+    """Standard-normal "log-mel" (a real one's offset of about -4 would let conv_pre's response to it dominate)."""
+    return torch.randn(batch, 2, frames, 64, generator=torch.Generator().manual_seed(seed))
+
+
+def test_hifigan_matches_reference():
+    ours = build_vocoder(VocoderConfig.from_metadata(TINY_VOCODERS["2.0"])).eval()
+    reference = _reference_vocoder(TINY_VOCODERS["2.0"])
+    _same_weights(ours, reference, seed=3, gain=1.2)
+    mel = _mel(2, 5, seed=4)
+    expected = reference(mel)
+    actual = ours(mel)
+    assert actual.shape == (2, 2, 5 * 240)
+    assert 0.02 < expected.abs().mean() < 0.5  # neither silent nor saturated by the final tanh
+    torch.testing.assert_close(actual, expected, **TOLERANCE)
+
+
+def test_bigvgan_with_bandwidth_extension_matches_reference():
+    ours = build_vocoder(VocoderConfig.from_metadata(TINY_VOCODERS["2.3"])).eval()
+    reference = _reference_vocoder(TINY_VOCODERS["2.3"])
+    _same_weights(ours, reference, seed=5, gain=0.7)
+    mel = _mel(2, 3, seed=6)
+    expected = reference(mel)
+    actual = ours(mel)
+    assert actual.shape == (2, 2, 3 * 160 * 3)
+    assert 0.02 < expected.abs().mean() < 0.5 and (expected.abs() < 1).float().mean() > 0.95  # not clamped flat
+    torch.testing.assert_close(actual, expected, **TOLERANCE)
+
+
+def test_constructed_filters_equal_reference():
+    """The anti-alias filters (persistent) and the resampler filter (recomputed) equal the reference's own."""
+    ours = build_vocoder(VocoderConfig.from_metadata(TINY_VOCODERS["2.3"]))
+    reference = _reference_vocoder(TINY_VOCODERS["2.3"])
+    expected = dict(reference.named_buffers())
+    filters = {name: buffer for name, buffer in ours.named_buffers() if name.endswith("filter")}
+    assert "resampler.filter" in filters and "resampler.filter" not in ours.state_dict()
+    for name, buffer in filters.items():
+        assert torch.equal(buffer, expected[name]), name
+    with torch.device("meta"):
+        resampler = SincResampler(3)
+    resampler.reset_buffers("cpu")
+    assert torch.equal(resampler.filter, reference.resampler.filter)
+
+
+def _reference_from_file(path, configurator_name: str, sd_ops_name: str) -> torch.nn.Module:
+    """Built by the reference's configurator from the file's metadata, filled through its own key filter."""
+    import_ltx_core()
+    from ltx_core.loader.sft_loader import SafetensorsModelStateDictLoader
+    from ltx_core.model.audio_vae import model_configurator
+
+    loader = SafetensorsModelStateDictLoader()
+    model = getattr(model_configurator, configurator_name).from_config(loader.metadata(str(path)))
+    state = loader.load(str(path), sd_ops=getattr(model_configurator, sd_ops_name), device=torch.device("cpu"))
+    # like the reference's builder, ignore file tensors the model does not use (the unused latent statistics)
+    assert not model.load_state_dict(state.sd, strict=False).missing_keys
+    return model.eval()
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_loaded_from_checkpoint_matches_reference(tiny_checkpoints, version):
+    path = tiny_checkpoints[version]
+    decoder, vocoder = load_audio_decoder(path), load_vocoder(path)
+    ref_decoder = _reference_from_file(path, "AudioDecoderConfigurator", "AUDIO_VAE_DECODER_COMFY_KEYS_FILTER")
+    ref_vocoder = _reference_from_file(path, "VocoderConfigurator", "VOCODER_COMFY_KEYS_FILTER")
+    for ours, reference in ((decoder, ref_decoder), (vocoder, ref_vocoder)):
+        expected = reference.state_dict()
+        assert set(ours.state_dict()) == set(expected)
+        for name, tensor in ours.state_dict().items():
+            assert torch.equal(tensor, expected[name]), name
+    with safe_open(str(path), framework="pt") as f:
+        assert torch.equal(decoder.get_buffer("per_channel_statistics.std-of-means"),
+                           f.get_tensor("audio_vae.per_channel_statistics.std-of-means"))
+
+    latent = torch.randn(1, 8, 3, 16, generator=torch.Generator().manual_seed(7))
+    mel = ref_decoder(latent)
+    torch.testing.assert_close(decoder(latent), mel, **TOLERANCE)
+    waveform, rate = decode_audio(latent, decoder, vocoder)
+    expected = ref_vocoder(mel)
+    assert rate == ref_vocoder.output_sampling_rate == {"2.0": 24000, "2.3": 48000}[version]
+    assert waveform.dtype == torch.float32 and waveform.shape == expected.shape
+    torch.testing.assert_close(waveform, expected, **TOLERANCE)
