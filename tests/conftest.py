@@ -11,6 +11,15 @@ def _no_grad_and_seed():
         yield
 
 
+@pytest.fixture
+def one_thread():
+    """Tiny convolutions are dominated by thread hand-offs: one thread is several times faster on 2 cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def gemma_files(tmp_path_factory):
     """A tiny Gemma 3 in both layouts: (ComfyUI single file, Hugging Face folder), same weights and tokenizer."""

@@ -6,14 +6,60 @@ are checked before any tensor is read, and the weights are assigned without a se
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
-from ltx2_core.loader.checkpoint import check_tensors
-from ltx2_core.loader.safetensors_file import SafetensorsFile, read_tensors
+from ltx2_core.errors import ConfigError, MissingConfigError
+from ltx2_core.loader.checkpoint import check_tensors, config_metadata
+from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.model.statistics import STATISTICS
+
+
+Config = TypeVar("Config")
+Model = TypeVar("Model", bound=nn.Module)
+
+
+def section_config(file: SafetensorsFile, section: str, parse: Callable[[Any], Config], component: str) -> Config:
+    """Parses one section of the `config` metadata; errors name the file (and, when absent, what to pass)."""
+    value = config_metadata(file).get(section)
+    if value is None:
+        raise MissingConfigError(
+            f"{file.path}: the 'config' metadata has no '{section}' section, so this file holds no {component}; use "
+            "a full LTX-2 checkpoint (e.g. ltx-2-19b-dev.safetensors or ltx-2.3-22b-dev.safetensors), which bundles "
+            "it, not a transformer-only, upsampler or LoRA file"
+        )
+    try:
+        return parse(value)
+    except ConfigError as exc:
+        raise type(exc)(f"{file.path}: {exc}") from exc
+
+
+def load_bundled(
+    path: str | os.PathLike,
+    section: str,
+    parse: Callable[[Any], Config],
+    build: Callable[[Config], Model],
+    prefixes: Mapping[str, str],
+    component: str,
+    *,
+    statistics_prefix: str | None = None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | None = None,
+) -> Model:
+    """One component of a single-file checkpoint: config from its metadata `section`, built on meta, filled from
+    the tensors under `prefixes` (and the two latent statistics under `statistics_prefix`), checked first."""
+    file = read_header(path)
+    config = section_config(file, section, parse, component)
+    with torch.device("meta"):
+        model = build(config)
+    keys = prefixed_keys(file, prefixes)
+    if statistics_prefix is not None:
+        keys |= statistics_keys(file, statistics_prefix)
+    return load_module(file, model, keys, component, device=device, dtype=dtype)
 
 
 def prefixed_keys(file: SafetensorsFile, prefixes: Mapping[str, str]) -> dict[str, str]:

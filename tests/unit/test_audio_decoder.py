@@ -30,13 +30,7 @@ SMALL_AUDIO_VAE = copy.deepcopy(TINY_AUDIO_VAE)
 SMALL_AUDIO_VAE["model"]["params"]["ddconfig"].update(ch=32, z_channels=2)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """These tiny convolutions are dominated by thread hand-offs: one thread is several times faster on 2 cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _decoder(section: dict = SMALL_AUDIO_VAE) -> AudioDecoder:
