@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.model.audio_vae.config import MEL_BINS, GeneratorConfig, VocoderConfig
-from ltx2_core.model.audio_vae.layers import Generator, same_padding
+from ltx2_core.model.audio_vae.layers import Generator, dilated_conv_pairs
 
 ANTI_ALIAS_RATIO = 2  # SnakeBeta runs at twice the sample rate
 ANTI_ALIAS_TAPS = 12
@@ -131,10 +131,7 @@ class AMPBlock1(nn.Module):
 
     def __init__(self, channels: int, kernel_size: int, dilations: tuple[int, int, int]) -> None:
         super().__init__()
-        self.convs1 = nn.ModuleList(nn.Conv1d(channels, channels, kernel_size, dilation=d,
-                                              padding=same_padding(kernel_size, d)) for d in dilations)
-        self.convs2 = nn.ModuleList(nn.Conv1d(channels, channels, kernel_size, padding=same_padding(kernel_size))
-                                    for _ in dilations)
+        self.convs1, self.convs2 = dilated_conv_pairs(channels, kernel_size, dilations)
         self.acts1 = nn.ModuleList(Activation1d(channels) for _ in dilations)
         self.acts2 = nn.ModuleList(Activation1d(channels) for _ in dilations)
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.model.audio_vae.config import GeneratorConfig
-from ltx2_core.model.audio_vae.layers import Generator, same_padding
+from ltx2_core.model.audio_vae.layers import Generator, dilated_conv_pairs
 
 LEAKY_SLOPE = 0.1
 
@@ -22,10 +22,7 @@ class ResBlock1(nn.Module):
 
     def __init__(self, channels: int, kernel_size: int, dilations: tuple[int, int, int]) -> None:
         super().__init__()
-        self.convs1 = nn.ModuleList(nn.Conv1d(channels, channels, kernel_size, dilation=d,
-                                              padding=same_padding(kernel_size, d)) for d in dilations)
-        self.convs2 = nn.ModuleList(nn.Conv1d(channels, channels, kernel_size, padding=same_padding(kernel_size))
-                                    for _ in dilations)
+        self.convs1, self.convs2 = dilated_conv_pairs(channels, kernel_size, dilations)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for conv1, conv2 in zip(self.convs1, self.convs2):

@@ -23,6 +23,17 @@ def same_padding(kernel_size: int, dilation: int = 1) -> int:
     return (kernel_size - 1) * dilation // 2
 
 
+def dilated_conv_pairs(
+    channels: int, kernel_size: int, dilations: tuple[int, ...]
+) -> tuple[nn.ModuleList, nn.ModuleList]:
+    """`convs1` (dilated 1, 3, 5, …) and `convs2` (undilated) of a resblock, length-preserving, file names."""
+    convs1 = nn.ModuleList(nn.Conv1d(channels, channels, kernel_size, dilation=d, padding=same_padding(kernel_size, d))
+                           for d in dilations)
+    convs2 = nn.ModuleList(nn.Conv1d(channels, channels, kernel_size, padding=same_padding(kernel_size))
+                           for _ in dilations)
+    return convs1, convs2
+
+
 def check_mel(mel: torch.Tensor) -> None:
     """ValueError naming the expected (B, 2, T, 64) layout unless `mel` has it."""
     if mel.dim() != 4 or mel.shape[1] != STEREO or mel.shape[3] != MEL_BINS or mel.shape[0] == 0 or mel.shape[2] == 0:

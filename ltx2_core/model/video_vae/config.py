@@ -122,7 +122,7 @@ def _blocks(raw: Any, kinds: Mapping[str, tuple[int, int, int] | None], key: str
         elif kinds[name] is None:
             blocks.append(VaeBlock(name, layers=int(params["num_layers"])))
         else:
-            default_multiplier = 2 if name.endswith("_res") else 1
-            blocks.append(VaeBlock(name, stride=kinds[name], multiplier=int(params.get("multiplier", default_multiplier)),
-                                   residual=name == "compress_all" and bool(params.get("residual", False))))
+            multiplier = int(params.get("multiplier", 2 if name.endswith("_res") else 1))
+            residual = name == "compress_all" and bool(params.get("residual", False))
+            blocks.append(VaeBlock(name, stride=kinds[name], multiplier=multiplier, residual=residual))
     return tuple(blocks)

@@ -16,7 +16,7 @@ from ltx2_core.model.video_vae.layers import (
 
 
 class VideoEncoder(nn.Module):
-    """patchify ×4 → conv_in → down_blocks → pixel-norm, SiLU → conv_out; means normalised. Fully causal in time."""
+    """patchify ×4 → conv_in → down_blocks → pixel-norm, SiLU → conv_out; means normalised. Causal in time."""
 
     def __init__(self, config: VideoVaeConfig) -> None:
         super().__init__()
