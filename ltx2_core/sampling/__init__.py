@@ -1,16 +1,29 @@
-"""Sampling: sigma schedules and batched multimodal guidance (next: the sync-free Euler loop)."""
+"""Sampling: sigma schedules, batched multimodal guidance, and the sync-free Euler denoising loop."""
 
+from ltx2_core.sampling.denoise import BatchedPasses, PassRunner, StepPlan, denoise, guided_plan, guided_step
 from ltx2_core.sampling.guidance import GuidanceParams, GuidanceWeights, active_passes, guidance_weights, guide
 from ltx2_core.sampling.schedules import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
+from ltx2_core.sampling.steps import StreamState, euler_step, keep_clean, noised_state, timesteps
 
 __all__ = [
     "DISTILLED_SIGMAS",
     "STAGE2_SIGMAS",
+    "BatchedPasses",
     "GuidanceParams",
     "GuidanceWeights",
+    "PassRunner",
+    "StepPlan",
+    "StreamState",
     "active_passes",
+    "denoise",
+    "euler_step",
     "guidance_weights",
     "guide",
+    "guided_plan",
+    "guided_step",
+    "keep_clean",
     "ltx2_sigmas",
+    "noised_state",
     "sigma_table",
+    "timesteps",
 ]

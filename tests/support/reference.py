@@ -37,6 +37,19 @@ def import_ltx_core():
     return ltx_core
 
 
+def import_ltx_pipelines():
+    """Imports ltx_pipelines (the reference denoising loop) or fails the test with the install command."""
+    import_ltx_core()
+    try:
+        import ltx_pipelines.utils.helpers  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - a broken environment, not a test outcome
+        pytest.fail(f"the reference ltx_pipelines is missing ({exc}); run: pip install --no-deps "
+                    "ltx-pipelines==1.0.0 pillow tqdm")
+    import ltx_pipelines
+
+    return ltx_pipelines
+
+
 def reference_transformer(state_dict: dict[str, torch.Tensor], transformer_section: dict) -> torch.nn.Module:
     """The reference LTXModel built from the same metadata section, holding the same weights (strict load)."""
     import_ltx_core()

@@ -66,12 +66,12 @@ class BatchPerturbations:
         self._keep = keep.to(device=device, dtype=dtype)
 
     def plan(self, kind: Skip, block: int) -> SkipPlan:
-        count = self._counts[kind][block]
+        count = self._counts[kind.value][block]  # .value: torch.compile cannot index a list with an IntEnum
         if count == 0:
             return _RUN_ALL
         if count == self.batch_size:
             return _SKIP_ALL
-        return SkipPlan(False, self._keep[kind, block].view(-1, 1, 1))
+        return SkipPlan(False, self._keep[kind.value, block].view(-1, 1, 1))
 
     @property
     def is_empty(self) -> bool:

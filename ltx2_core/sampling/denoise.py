@@ -1,0 +1,142 @@
+"""The sync-free denoising loop: guided Euler steps over a sigma schedule, every guidance pass in one forward.
+
+Set-up (`guided_plan`) decides on the host which passes run, builds the per-pass text contexts, RoPE tables and
+perturbation masks once, and moves the guidance scales to the device. A step (`guided_step`) then only runs device
+work of fixed shapes: no tensor is read on the host, no Python branch depends on a tensor, no host data is copied
+in. So a step can be compiled once (scales are tensor inputs, so changing them never recompiles) or captured as a
+CUDA graph (`ltx2_core.compile`).
+
+Passes are produced by a `PassRunner`: `BatchedPasses` runs them as ONE transformer forward with batch = number of
+passes; a CFG-parallel runner gives each GPU some of the passes and gathers their predictions in the same layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+import torch
+
+from ltx2_core.model.transformer import LTX2Transformer, to_x0
+from ltx2_core.model.transformer.perturbations import BatchPerturbations
+from ltx2_core.sampling.guidance import GuidanceParams, GuidanceWeights, active_passes, guidance_weights, guide
+from ltx2_core.sampling.steps import StreamState, euler_step, keep_clean, timesteps
+from ltx2_core.types import PassPerturbation, RunConstants, StreamInput, TextEmbeddings
+
+Progress = Callable[[int, int], None]  # (steps done, total steps), called on the host after each step is queued
+
+
+class PassRunner(Protocol):
+    """Denoised predictions of every guidance pass for one state: (passes, tokens, channels) per modality."""
+
+    passes: tuple[str, ...]
+
+    def __call__(self, video: StreamInput, audio: StreamInput) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+class BatchedPasses:
+    """All passes of a step as one transformer forward: sample p of the batch is pass `passes[p]`."""
+
+    def __init__(self, model: LTX2Transformer, run: RunConstants, passes: tuple[str, ...],
+                 perturbations: BatchPerturbations | None) -> None:
+        self.model, self.run, self.passes, self.perturbations = model, run, passes, perturbations
+
+    def __call__(self, video: StreamInput, audio: StreamInput) -> tuple[torch.Tensor, torch.Tensor]:
+        velocity_video, velocity_audio = self.model(video, audio, self.run, self.perturbations)
+        return to_x0(video.latent, velocity_video, video.timesteps), to_x0(audio.latent, velocity_audio,
+                                                                            audio.timesteps)
+
+
+class StepPlan(NamedTuple):
+    """What a step needs besides the state: the pass runner and each modality's device-side guidance scales
+    (None: no guidance, the single conditional pass is the prediction)."""
+
+    runner: PassRunner
+    video_weights: GuidanceWeights | None
+    audio_weights: GuidanceWeights | None
+
+
+def pass_perturbations(passes: tuple[str, ...], video: GuidanceParams, audio: GuidanceParams
+                       ) -> list[PassPerturbation]:
+    """One perturbation per pass: STG skips self-attention in each modality's blocks (where its stg ≠ 0),
+    isolation removes every audio<->video cross-attention; cond and uncond are unperturbed."""
+    stg = PassPerturbation.stg(video.stg_blocks if video.stg else (), audio.stg_blocks if audio.stg else ())
+    table = {"cond": PassPerturbation(), "uncond": PassPerturbation(), "perturbed": stg,
+             "isolated": PassPerturbation.isolated()}
+    return [table[name] for name in passes]
+
+
+def guided_plan(
+    model: LTX2Transformer,
+    positive: TextEmbeddings,
+    negative: TextEmbeddings | None,
+    video_positions: torch.Tensor,
+    audio_positions: torch.Tensor,
+    video_guidance: GuidanceParams | None = None,
+    audio_guidance: GuidanceParams | None = None,
+) -> StepPlan:
+    """Set-up of a run: which passes (decided here, on the host), their contexts, RoPE and perturbations, and the
+    scales on the device. No guidance for either modality (None or neutral) means one conditional pass."""
+    video_guidance, audio_guidance = video_guidance or GuidanceParams(), audio_guidance or GuidanceParams()
+    passes = active_passes(video_guidance, audio_guidance)
+    if "uncond" in passes and negative is None:
+        raise ValueError("cfg ≠ 1 needs a negative prompt (its text contexts); pass one or set cfg to 1")
+    param = next(model.parameters())
+    contexts = [negative if name == "uncond" else positive for name in passes]
+    run = model.prepare_run(
+        video_positions.to(param.device), audio_positions.to(param.device),
+        torch.cat([c.video for c in contexts]).to(param.device), torch.cat([c.audio for c in contexts]).to(param.device),
+    )
+    perturbations = pass_perturbations(passes, video_guidance, audio_guidance)
+    batch = None
+    if any(p != PassPerturbation() for p in perturbations):
+        batch = BatchPerturbations(perturbations, model.config.num_layers, param.device, param.dtype)
+    runner = BatchedPasses(model, run, passes, batch)
+    if passes == ("cond",):
+        return StepPlan(runner, None, None)
+    return StepPlan(runner, guidance_weights(video_guidance, passes, param.device),
+                    guidance_weights(audio_guidance, passes, param.device))
+
+
+def guided_step(plan: StepPlan, video: StreamState, audio: StreamState, sigma: torch.Tensor,
+                sigma_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One Euler step from σ to σ' (0-d device tensors) -> the next video and audio latents (1, tokens, C)."""
+    count = len(plan.runner.passes)
+    sigmas = sigma.reshape(1).expand(count)
+    video_in = StreamInput(video.latent.expand(count, -1, -1), sigmas, timesteps(video, sigma, count))
+    audio_in = StreamInput(audio.latent.expand(count, -1, -1), sigmas, timesteps(audio, sigma, count))
+    video_x0, audio_x0 = plan.runner(video_in, audio_in)
+    video_x0 = _combine(video_x0, plan.video_weights)
+    audio_x0 = _combine(audio_x0, plan.audio_weights)
+    return (euler_step(video.latent, keep_clean(video_x0, video), sigma, sigma_next),
+            euler_step(audio.latent, keep_clean(audio_x0, audio), sigma, sigma_next))
+
+
+def _combine(x0: torch.Tensor, weights: GuidanceWeights | None) -> torch.Tensor:
+    """(passes, tokens, C) -> (1, tokens, C): the guided prediction, or the single pass without guidance."""
+    if weights is None:
+        return x0
+    return guide(x0.unsqueeze(1), weights)
+
+
+Step = Callable[[StepPlan, StreamState, StreamState, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def denoise(
+    plan: StepPlan,
+    video: StreamState,
+    audio: StreamState,
+    sigmas: torch.Tensor,
+    *,
+    step: Step = guided_step,
+    progress: Progress | None = None,
+) -> tuple[StreamState, StreamState]:
+    """Runs len(sigmas) − 1 steps. `sigmas` is the (steps + 1,) fp32 schedule already on the device; indexing it
+    is a view, so the loop never waits for the device. `step` may be a compiled or graph-captured guided_step."""
+    total = sigmas.shape[0] - 1
+    for index in range(total):
+        video_latent, audio_latent = step(plan, video, audio, sigmas[index], sigmas[index + 1])
+        video, audio = video._replace(latent=video_latent), audio._replace(latent=audio_latent)
+        if progress is not None:
+            progress(index + 1, total)
+    return video, audio

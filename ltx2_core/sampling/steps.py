@@ -1,0 +1,56 @@
+"""The pieces of one flow-matching step (spec §6), per modality, in the token layout, with fp32 math.
+
+A state is stored in the latent dtype (bf16 in real runs); every update is computed in fp32 and rounded once.
+Nothing here reads a tensor on the host, and nothing branches on a tensor's value: whether a stream has a
+denoise mask is known when the state is built, so a step's operations are fixed for a whole run.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+
+class StreamState(NamedTuple):
+    """One modality's sampling state.
+
+    latent: (1, tokens, channels) the current noisy latent, in the state dtype
+    clean:  (1, tokens, channels) the clean latent the conditioned tokens keep (zeros for a fresh generation)
+    mask:   (1, tokens, 1) fp32 denoise mask, 1 = generate, 0 = keep `clean`; None when every token is generated
+    """
+
+    latent: torch.Tensor
+    clean: torch.Tensor
+    mask: torch.Tensor | None = None
+
+
+def noised_state(clean: torch.Tensor, noise: torch.Tensor, scale: float = 1.0,
+                 mask: torch.Tensor | None = None) -> StreamState:
+    """x = noise·(m·s) + clean·(1 − m·s): s = 1 for a fresh generation, 0.909375 to re-noise a stage-1 result."""
+    scaled = torch.full_like(clean[..., :1], scale, dtype=torch.float32) if mask is None else mask * scale
+    latent = (noise * scaled + clean * (1 - scaled)).to(clean.dtype)
+    return StreamState(latent, clean, mask)
+
+
+def timesteps(state: StreamState, sigma: torch.Tensor, batch: int) -> torch.Tensor:
+    """Per-token noise levels σ·m for `batch` passes: (batch, tokens), or (batch, 1) when there is no mask."""
+    if state.mask is None:
+        return sigma.reshape(1, 1).expand(batch, 1)
+    return (state.mask[..., 0] * sigma).expand(batch, -1)
+
+
+def keep_clean(x0: torch.Tensor, state: StreamState) -> torch.Tensor:
+    """x0·m + clean·(1 − m) in fp32: conditioned tokens are denoised to their clean values."""
+    x0 = x0.float()
+    if state.mask is None:
+        return x0
+    return x0 * state.mask + state.clean.float() * (1 - state.mask)
+
+
+def euler_step(latent: torch.Tensor, x0: torch.Tensor, sigma: torch.Tensor, sigma_next: torch.Tensor
+               ) -> torch.Tensor:
+    """x + v·(σ' − σ) with v = (x − x0)/σ, in fp32, stored in the latent's dtype (σ' = 0 gives x0)."""
+    x = latent.float()
+    velocity = (x - x0.float()) / sigma
+    return (x + velocity * (sigma_next - sigma)).to(latent.dtype)

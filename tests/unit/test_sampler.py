@@ -1,0 +1,142 @@
+"""The denoising loop: no host syncs or host-to-device copies per step, no recompiles on new scales, one batched
+forward per step, and the denoise mask keeps conditioned tokens clean."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltx2_core import TransformerConfig
+from ltx2_core.demo import demo_transformer
+from ltx2_core.latents import audio_positions, video_positions
+from ltx2_core.sampling import (
+    DISTILLED_SIGMAS,
+    GuidanceParams,
+    denoise,
+    guided_plan,
+    guided_step,
+    ltx2_sigmas,
+    noised_state,
+    sigma_table,
+)
+from ltx2_core.sampling.steps import StreamState
+from ltx2_core.types import TextEmbeddings
+from support.census import OpCensus
+
+FRAMES, ROWS, COLS, AUDIO_TOKENS = 2, 2, 3, 9
+FULL = (GuidanceParams(cfg=3.0, stg=1.0, stg_blocks=(1,), rescale=0.7, modality=3.0),
+        GuidanceParams(cfg=7.0, stg=1.0, stg_blocks=(1,), rescale=0.7, modality=3.0))
+
+
+@pytest.fixture(scope="module")
+def model():
+    return demo_transformer(TransformerConfig.tiny("2.3"), seed=4)
+
+
+def _texts(model, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    cfg = model.config
+    return [TextEmbeddings(torch.randn(1, 5, cfg.video.context_dim, generator=g),
+                           torch.randn(1, 5, cfg.audio.context_dim, generator=g)) for _ in range(2)]
+
+
+def _plan(model, video_guidance=None, audio_guidance=None):
+    positive, negative = _texts(model)
+    return guided_plan(model, positive, negative, video_positions(FRAMES, ROWS, COLS, 24.0),
+                       audio_positions(AUDIO_TOKENS), video_guidance, audio_guidance)
+
+
+def _states(seed=1, video_mask=None):
+    g = torch.Generator().manual_seed(seed)
+    noise_video, noise_audio = torch.randn(1, FRAMES * ROWS * COLS, 128, generator=g), torch.randn(
+        1, AUDIO_TOKENS, 128, generator=g)
+    clean = torch.randn(1, FRAMES * ROWS * COLS, 128, generator=g)
+    return (noised_state(clean, noise_video, mask=video_mask),
+            noised_state(torch.zeros_like(noise_audio), noise_audio))
+
+
+@pytest.mark.parametrize("guidance, sigmas", [(FULL, ltx2_sigmas(4)), ((None, None), sigma_table(DISTILLED_SIGMAS))],
+                         ids=["full-guidance", "distilled"])
+def test_steps_never_sync_or_copy_host_data(model, guidance, sigmas):
+    mask = torch.ones(1, FRAMES * ROWS * COLS, 1)
+    mask[:, : ROWS * COLS] = 0.0  # a conditioned first frame: per-token timesteps and the clean blend run too
+    plan = _plan(model, *guidance)  # set-up: scales, contexts, RoPE, masks go to the device here, once
+    video, audio = _states(video_mask=mask)
+    steps = []
+    with OpCensus() as census:
+        denoise(plan, video, audio, sigmas, progress=lambda done, total: steps.append(done))
+    assert steps == list(range(1, len(sigmas)))
+    assert census.syncs() == {}, census.syncs()
+    assert census.transfers() == 0
+    # the passes ran as one forward per step: one patchify matmul per step and stream
+    assert census.counts["aten.addmm"] >= 2 * (len(sigmas) - 1)
+
+
+def test_census_sees_a_sync_and_a_host_copy(model):
+    """The census is not blind: an .item() and a torch.tensor(list) in a step are counted."""
+    plan = _plan(model)
+    video, audio = _states()
+
+    def leaky_step(plan, video, audio, sigma, sigma_next):
+        sigma = torch.tensor([sigma.item()]).reshape(())
+        return guided_step(plan, video, audio, sigma, sigma_next)
+
+    with OpCensus() as census:
+        denoise(plan, video, audio, ltx2_sigmas(2), step=leaky_step)
+    assert census.syncs() == {"aten._local_scalar_dense": 2}
+    assert census.transfers() == 2
+
+
+def test_changing_every_guidance_scale_does_not_recompile(model):
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    step = torch.compile(guided_step, backend="eager", fullgraph=True)
+    sigmas = ltx2_sigmas(2)
+    other = (GuidanceParams(cfg=2.5, stg=0.5, stg_blocks=(1,), rescale=0.2, modality=1.5),
+             GuidanceParams(cfg=4.0, stg=2.0, stg_blocks=(1,), rescale=0.9, modality=2.0))
+    results = []
+    for guidance in (FULL, other):
+        plan = _plan(model, *guidance)
+        video, audio = _states()
+        results.append(denoise(plan, video, audio, sigmas, step=step)[0].latent)
+        eager = denoise(plan, video, audio, sigmas)[0].latent
+        torch.testing.assert_close(results[-1], eager, atol=1e-5, rtol=1e-5)
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    assert not counters["recompiles"], dict(counters["recompiles"])
+    assert (results[0] - results[1]).abs().max() > 1e-3  # the new scales were used
+
+
+def test_conditioned_tokens_stay_clean_and_the_rest_moves(model):
+    mask = torch.ones(1, FRAMES * ROWS * COLS, 1)
+    mask[:, : ROWS * COLS] = 0.0
+    video, audio = _states(video_mask=mask)
+    assert torch.equal(video.latent[:, : ROWS * COLS], video.clean[:, : ROWS * COLS])
+    out, _ = denoise(_plan(model, *FULL), video, audio, ltx2_sigmas(3))
+    torch.testing.assert_close(out.latent[:, : ROWS * COLS], video.clean[:, : ROWS * COLS], atol=1e-6, rtol=0)
+    assert (out.latent[:, ROWS * COLS:] - video.latent[:, ROWS * COLS:]).abs().min() > 0
+
+
+def test_neutral_scales_drop_passes_at_set_up(model):
+    assert _plan(model).runner.passes == ("cond",)
+    assert _plan(model, GuidanceParams(cfg=2.0), GuidanceParams()).runner.passes == ("cond", "uncond")
+    assert _plan(model, GuidanceParams(stg=1.0, stg_blocks=(0,)), GuidanceParams(modality=2.0)).runner.passes == (
+        "cond", "perturbed", "isolated")
+    assert _plan(model, *FULL).runner.perturbations.batch_size == 4
+
+
+def test_cfg_without_a_negative_prompt_is_refused(model):
+    positive, _ = _texts(model)
+    with pytest.raises(ValueError, match="negative prompt"):
+        guided_plan(model, positive, None, video_positions(FRAMES, ROWS, COLS, 24.0), audio_positions(AUDIO_TOKENS),
+                    GuidanceParams(cfg=3.0))
+
+
+def test_last_step_to_zero_returns_the_denoised_estimate():
+    from ltx2_core.sampling import euler_step
+
+    latent, x0 = torch.randn(1, 4, 3), torch.randn(1, 4, 3)
+    out = euler_step(latent, x0, torch.tensor(0.42), torch.tensor(0.0))
+    torch.testing.assert_close(out, x0, atol=1e-6, rtol=0)
+    assert StreamState(latent, x0).mask is None
