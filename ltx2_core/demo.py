@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from ltx2_core.config import TransformerConfig
+from ltx2_core.loader.lora import Lora, LoraPair
 from ltx2_core.latents import audio_latent_length, audio_positions, check_video_size, video_positions
 from ltx2_core.model.text import PromptEncoder, PromptTokenizer, TextProjection
 from ltx2_core.model.text import gemma as gemma_lm
@@ -31,6 +32,18 @@ def demo_transformer(config: TransformerConfig | None = None, seed: int = 0) -> 
     with torch.device("meta"):
         model = LTX2Transformer(config)
     return random_weights_(model, seed).eval()
+
+
+def demo_lora(model: nn.Module, rank: int = 4, seed: int = 0, std: float = 0.05, name: str = "demo LoRA") -> Lora:
+    """A random LoRA on every linear weight of the transformer blocks (the layout of LTX-2's distilled LoRA)."""
+    generator = torch.Generator().manual_seed(seed)
+    pairs = {}
+    for target, weight in model.named_parameters():
+        if target.startswith("transformer_blocks.") and target.endswith(".weight") and weight.dim() == 2:
+            rows, cols = weight.shape
+            pairs[target] = LoraPair(torch.randn(rank, cols, generator=generator) * std,
+                                     torch.randn(rows, rank, generator=generator) * std, 1.0)
+    return Lora(name, pairs)
 
 
 # a Gemma 3 text model at toy size (the other settings are Gemma 3 12B's), and text to train its tokenizer on

@@ -1,6 +1,7 @@
 """Checkpoint reading: safetensors only, config from metadata, per-component prefixes, validated before loading."""
 
 from ltx2_core.loader.audio_weights import load_audio_decoder, load_vocoder
+from ltx2_core.loader.lora import Lora, LoraError, fuse_loras, fused_loras, load_lora
 from ltx2_core.loader.checkpoint import TRANSFORMER_PREFIX, config_metadata, transformer_config, transformer_keys
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.loader.upsampler_weights import load_upsampler
@@ -9,9 +10,14 @@ from ltx2_core.loader.weights import load_transformer
 
 __all__ = [
     "TRANSFORMER_PREFIX",
+    "Lora",
+    "LoraError",
     "SafetensorsFile",
     "config_metadata",
+    "fuse_loras",
+    "fused_loras",
     "load_audio_decoder",
+    "load_lora",
     "load_transformer",
     "load_upsampler",
     "load_video_decoder",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 import torch
 
 from ltx2_core.config import TransformerConfig
 from ltx2_core.loader.checkpoint import check_tensors, transformer_config, transformer_keys
+from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora
 from ltx2_core.loader.safetensors_file import read_header, read_tensors
 from ltx2_core.model.transformer import LTX2Transformer
 
@@ -18,11 +20,13 @@ def load_transformer(
     *,
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
+    loras: Sequence[tuple[str | os.PathLike | Lora, float]] = (),
 ) -> LTX2Transformer:
     """The DiT of a single-file LTX-2 checkpoint; `config` overrides the file's metadata.
 
     Everything about the file is checked before any tensor is read: format, header, config, key set and shapes.
     Only the DiT's own tensors are read; `dtype` (e.g. torch.bfloat16) casts floating tensors while loading.
+    `loras` ((file or Lora, strength) pairs) are checked against the model before loading and fused after.
     """
     file = read_header(path)
     config = config or transformer_config(file)
@@ -31,6 +35,10 @@ def load_transformer(
     keys = transformer_keys(file.tensors)
     expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     check_tensors(file, keys, expected, component="transformer")
+    loras = [(lora if isinstance(lora, Lora) else load_lora(lora), strength) for lora, strength in loras]
+    for lora, _ in loras:
+        check_lora(model, lora)
     state = read_tensors(file, keys, device=device, dtype=dtype)
     model.load_state_dict(state, strict=True, assign=True)
+    fuse_loras(model, loras)
     return model.eval()

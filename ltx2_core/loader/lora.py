@@ -1,0 +1,147 @@
+"""LoRA files fused into the transformer's weights: `W ← W + strength · (alpha / rank) · B @ A`, in fp32.
+
+Key layouts accepted (the prefix `diffusion_model.` of ComfyUI-format files is optional):
+`<target>.lora_A.weight` / `<target>.lora_B.weight` (PEFT, Lightricks' releases) or `<target>.lora_down.weight` /
+`<target>.lora_up.weight` (kohya), with an optional scalar `<target>.alpha`; without alpha the scale is 1 (as in the
+reference, which ignores alpha). `<target>.weight` must be a weight of the DiT with shape (rows of B, columns of A).
+The whole file is checked before any weight changes. Targets on the text path (connectors, text projection) are
+reported and skipped, like the reference does; anything else unknown is an error.
+
+Fusion is exact up to one rounding of the sum to the weight's dtype (the reference adds a bf16 delta to a bf16
+weight). `fused_loras` restores the touched weights afterwards from copies kept on the CPU, bit for bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from ltx2_core.errors import CheckpointError
+from ltx2_core.loader.safetensors_file import read_header, read_tensors
+
+log = logging.getLogger(__name__)
+
+PREFIX = "diffusion_model."
+_PAIRS = ((".lora_A.weight", ".lora_B.weight"), (".lora_down.weight", ".lora_up.weight"))
+TEXT_PATH = ("video_embeddings_connector.", "audio_embeddings_connector.", "text_embedding_projection.")
+
+
+class LoraError(CheckpointError):
+    """A LoRA file does not fit the model it is applied to."""
+
+
+class LoraPair(NamedTuple):
+    """One low-rank update of `<target>.weight`: down (rank, in), up (out, rank), scale alpha / rank (or 1)."""
+
+    down: torch.Tensor
+    up: torch.Tensor
+    scale: float
+
+
+class Lora(NamedTuple):
+    """A LoRA file's updates by the model parameter they change (e.g. `transformer_blocks.0.attn1.to_q.weight`)."""
+
+    name: str
+    pairs: dict[str, LoraPair]
+
+
+def load_lora(path: str | os.PathLike) -> Lora:
+    """Reads a LoRA .safetensors file (only safetensors, never pickles) into CPU fp32 pairs."""
+    file = read_header(path)
+    keys = {name[len(PREFIX):] if name.startswith(PREFIX) else name: name for name in file.tensors}
+    pairs, used = {}, set()
+    for key in keys:
+        for down_suffix, up_suffix in _PAIRS:
+            if key.endswith(down_suffix) and key[: -len(down_suffix)] + up_suffix in keys:
+                target = key[: -len(down_suffix)]
+                names = {"down": key, "up": target + up_suffix}
+                if target + ".alpha" in keys:
+                    names["alpha"] = target + ".alpha"
+                tensors = read_tensors(file, {k: keys[v] for k, v in names.items()}, dtype=torch.float32)
+                rank = tensors["down"].shape[0]
+                alpha = tensors.get("alpha")
+                scale = 1.0 if alpha is None else float(alpha.reshape(-1)[0]) / rank
+                pairs[target + ".weight"] = LoraPair(tensors["down"], tensors["up"], scale)
+                used.update(names.values())
+    leftover = sorted(set(keys) - used)
+    if leftover or not pairs:
+        raise LoraError(f"{file.path}: not a LoRA file this package reads ({len(leftover)} keys without a "
+                        f"lora_A/lora_B or lora_down/lora_up partner, e.g. {leftover[:3]}); use a LoRA trained "
+                        "for LTX-2 in the PEFT or ComfyUI layout")
+    return Lora(file.path.name, pairs)
+
+
+def check_lora(model: nn.Module, lora: Lora) -> dict[str, LoraPair]:
+    """The pairs that apply to `model` after checking every target and shape; text-path targets are skipped."""
+    params = dict(model.named_parameters())
+    applied, skipped, problems = {}, [], []
+    for target, pair in lora.pairs.items():
+        if target.startswith(TEXT_PATH):
+            skipped.append(target)
+            continue
+        weight = params.get(target)
+        if weight is None or weight.dim() != 2:
+            problems.append(f"{target} is not a weight matrix of this model")
+        elif pair.down.dim() != 2 or pair.up.dim() != 2 or pair.up.shape[1] != pair.down.shape[0] or \
+                (pair.up.shape[0], pair.down.shape[1]) != tuple(weight.shape):
+            problems.append(f"{target}: up {list(pair.up.shape)} @ down {list(pair.down.shape)} does not give "
+                            f"{list(weight.shape)}")
+        else:
+            applied[target] = pair
+    if problems:
+        raise LoraError(f"LoRA {lora.name} does not fit this model ({len(problems)} problems: "
+                        f"{'; '.join(problems[:3])}); it was trained for another model or version, pick a LoRA made "
+                        "for this checkpoint")
+    if skipped:
+        log.warning("LoRA %s: %d updates of the text connectors are not applied (the reference drops them too)",
+                    lora.name, len(skipped))
+    return applied
+
+
+def _deltas(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> dict[str, list[tuple[LoraPair, float]]]:
+    for _, strength in loras:
+        if not math.isfinite(strength):
+            raise ValueError(f"LoRA strength must be a finite number, got {strength}")
+    by_target: dict[str, list[tuple[LoraPair, float]]] = {}
+    for lora, strength in loras:
+        for target, pair in check_lora(model, lora).items():
+            by_target.setdefault(target, []).append((pair, strength))
+    return by_target
+
+
+@torch.no_grad()
+def fuse_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> list[str]:
+    """Adds every LoRA's update, times its strength, to the model's weights in place; returns the changed names.
+    All files are checked first, so a bad one leaves the model untouched."""
+    params = dict(model.named_parameters())
+    deltas = _deltas(model, loras)
+    for target, updates in deltas.items():
+        weight = params[target]
+        total = weight.float()
+        for pair, strength in updates:
+            up = pair.up.to(weight.device)
+            total.addmm_(up, pair.down.to(weight.device), alpha=strength * pair.scale)
+        weight.copy_(total)
+    return sorted(deltas)
+
+
+@contextlib.contextmanager
+def fused_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> Iterator[nn.Module]:
+    """The model with the LoRAs fused for the duration of the block; the original weights (kept on the CPU) are
+    restored afterwards, also when the block fails."""
+    params = dict(model.named_parameters())
+    originals = {target: params[target].detach().to("cpu", copy=True) for target in _deltas(model, loras)}
+    try:
+        fuse_loras(model, loras)
+        yield model
+    finally:
+        with torch.no_grad():
+            for target, original in originals.items():
+                params[target].copy_(original)
