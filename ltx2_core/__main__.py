@@ -1,12 +1,10 @@
-"""Command line: `python -m ltx2_core` runs the main job.
+"""Command line: `python -m ltx2_core generate [options]` (also the default without a subcommand).
 
-Without --checkpoint it builds the tiny random-weight demo model (Gemma 3 text encoder, text connectors and DiT);
-with one it loads the DiT from the official single-file checkpoint, and with --text-encoder also Gemma 3 (ComfyUI's
-gemma_3_12B_it*.safetensors or a Hugging Face folder) and the checkpoint's text connectors. The positive and
-negative prompts are encoded in one batched Gemma pass, then one batched DiT forward (conditional + unconditional)
-runs on random latents; the conditional pass's denoised estimate is decoded by the video VAE (tiled) and the
-audio VAE + vocoder (the checkpoint's, or the demo's tiny random ones) and written to an mp4 with audio.
-The full sampler comes with the pipelines; this run exercises every component once.
+Text to video + audio with the one-stage, two-stage or distilled pipeline, written to an mp4 (H.264 + AAC stereo).
+Without --checkpoint it runs a tiny random-weight DEMO model built in code (every component at toy size: the
+result is noise with noise for sound, at the requested size and length), so the whole path runs on any machine.
+With --checkpoint it loads the official LTX-2 / LTX-2.3 single-file checkpoint, --text-encoder (Gemma 3 12B),
+and for two-stage --upsampler and --distilled-lora. Every argument and file is checked before any model work.
 """
 
 from __future__ import annotations
@@ -14,119 +12,169 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from ltx2_core.config import ModelVersion, TransformerConfig
-from ltx2_core.demo import demo_inputs, demo_prompt_encoder, demo_transformer
-from ltx2_core.demo_decoders import Decoders, demo_decoders
+from ltx2_core.config import ModelVersion
 from ltx2_core.errors import LTX2Error
-from ltx2_core.latents import check_video_size, unpatchify_audio, unpatchify_video
-from ltx2_core.loader import load_audio_decoder, load_transformer, load_video_decoder, load_vocoder
-from ltx2_core.loader.text_weights import load_prompt_encoder
-from ltx2_core.media import video_to_frames, write_mp4
-from ltx2_core.model.audio_vae import decode_audio
-from ltx2_core.model.transformer import to_x0
-from ltx2_core.model.video_vae.tiling import decode_video
-from ltx2_core.types import StreamInput, TextEmbeddings
+from ltx2_core.model_files import ModelFiles
+from ltx2_core.pipeline import DEFAULT_NEGATIVE_PROMPT, MODES, Request, check_stg_blocks, generate, guidance_for
+from ltx2_core.sampling import GuidanceParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# size and length when not given: (demo, checkpoint) x (one-stage, two-stage / distilled), as (width, height, frames)
+DEFAULT_SIZES = {(True, False): (96, 64, 17), (True, True): (128, 128, 17),
+                 (False, False): (768, 512, 121), (False, True): (1536, 1024, 121)}
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m ltx2_core", description=__doc__,
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m ltx2_core generate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", help="official LTX-2 / LTX-2.3 .safetensors file (default: tiny demo model)")
-    p.add_argument("--text-encoder", help="Gemma 3 12B: ComfyUI's gemma_3_12B_it*.safetensors or a Hugging Face "
-                   "folder (with --checkpoint; without it random text contexts are used)")
     p.add_argument("--prompt", default="A cat walks along the beach at sunset while waves roll in.")
-    p.add_argument("--negative-prompt", default="blurry, low quality, distorted, watermark")
-    p.add_argument("--version", choices=[v.value for v in ModelVersion], default="2.0",
-                   help="structure of the tiny demo model")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="default: float32 demo / file dtype")
-    p.add_argument("--frames", type=int, default=17, help="pixel frames, 8k+1")
-    p.add_argument("--height", type=int, default=64, help="pixels, multiple of 32")
-    p.add_argument("--width", type=int, default=96, help="pixels, multiple of 32")
+    p.add_argument("--negative-prompt", default=DEFAULT_NEGATIVE_PROMPT)
+    p.add_argument("--mode", choices=MODES, default="one-stage")
+    p.add_argument("--width", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")
+    p.add_argument("--height", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")
+    p.add_argument("--frames", type=int, help="pixel frames, 8k+1 (default 121; demo 17)")
     p.add_argument("--fps", type=float, default=24.0)
-    p.add_argument("--output", default="ltx2_output.mp4", help="mp4 file to write (H.264 + AAC stereo)")
+    p.add_argument("--steps", type=int, help="stage-1 steps (default 40 for LTX-2.0, 30 for 2.3; distilled: 8)")
+    p.add_argument("--seed", type=int, default=0)
+    g = p.add_argument_group("guidance (default: the release's values; cfg/modality 1 and stg/rescale 0 switch off)")
+    for flag, help_text in (("cfg", "classifier-free guidance scale"), ("stg", "spatio-temporal guidance scale"),
+                            ("rescale", "rescale of the guided prediction (0..1)"),
+                            ("modality", "modality-isolation (a2v / v2a) guidance scale")):
+        g.add_argument(f"--{flag}", type=float, help=f"video {help_text}")
+        g.add_argument(f"--audio-{flag}", type=float, help=f"audio {help_text}")
+    g.add_argument("--stg-blocks", type=_blocks, help="video STG blocks, e.g. 29 or 28,29")
+    g.add_argument("--audio-stg-blocks", type=_blocks, help="audio STG blocks")
+    m = p.add_argument_group("model files (default: the tiny random-weight demo model)")
+    m.add_argument("--checkpoint", help="official LTX-2 / LTX-2.3 .safetensors (dev, or distilled for --mode distilled)")
+    m.add_argument("--text-encoder", help="Gemma 3 12B: gemma_3_12B_it*.safetensors or a Hugging Face folder")
+    m.add_argument("--upsampler", help="ltx-2-spatial-upscaler-x2-*.safetensors (two-stage, distilled)")
+    m.add_argument("--distilled-lora", help="ltx-2-*-distilled-lora-*.safetensors (two-stage)")
+    m.add_argument("--lora", action="append", default=[], type=_lora, metavar="PATH[:STRENGTH]",
+                   help="a LoRA to fuse (repeatable; strength default 1)")
+    m.add_argument("--version", choices=[v.value for v in ModelVersion], default="2.0",
+                   help="structure of the demo model")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", choices=sorted(DTYPES), help="default: float32 demo / the file's dtype")
+    p.add_argument("--output", default="ltx2_output.mp4", help="mp4 file to write")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    dtype = DTYPES[args.dtype] if args.dtype else None
+def _blocks(text: str) -> tuple[int, ...]:
     try:
-        check_video_size(args.frames, args.height, args.width)
-        if not Path(args.output).resolve().parent.is_dir():
-            raise ValueError(f"output folder {Path(args.output).parent} does not exist; create it or pick another "
-                             "--output")
-        if args.text_encoder and not args.checkpoint:
-            raise ValueError("--text-encoder needs --checkpoint (its text connectors belong to the checkpoint)")
-        if args.checkpoint:
-            model = load_transformer(args.checkpoint, device=args.device, dtype=dtype)
-            source = args.checkpoint
-            encoder = None
-            if args.text_encoder:
-                encoder = load_prompt_encoder(args.text_encoder, args.checkpoint, device=args.device, dtype=dtype)
-        else:
-            config = TransformerConfig.tiny(args.version)
-            model = demo_transformer(config).to(device=args.device, dtype=dtype)
-            encoder = demo_prompt_encoder(config)
-            source = f"tiny random-weight demo (LTX-{args.version} structure)"
-        decoders = _decoders(args, dtype)
-        text = None
-        if encoder is not None:
-            start = time.perf_counter()
-            positive, negative = encoder.encode(args.prompt, args.negative_prompt)
-            encoder.release()
-            text = TextEmbeddings(*(torch.cat(pair) for pair in zip(positive, negative)))
-            print(f"prompts: positive + negative in one Gemma pass, {(time.perf_counter() - start) * 1000:.1f} ms "
-                  f"-> video context {tuple(text.video.shape)}, audio context {tuple(text.audio.shape)}")
-        video, audio, run = demo_inputs(model, pixel_frames=args.frames, height=args.height, width=args.width,
-                                        fps=args.fps, text=text)
+        return tuple(int(b) for b in text.split(",") if b.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"blocks must be comma-separated integers, e.g. 28,29; got {text!r}")
+
+
+def _lora(text: str) -> tuple[str, float]:
+    path, sep, strength = text.rpartition(":")
+    try:
+        return (path, float(strength)) if sep and path else (text, 1.0)
+    except ValueError:
+        return text, 1.0
+
+
+def build_request(args: argparse.Namespace) -> Request:
+    width, height, frames = DEFAULT_SIZES[(args.checkpoint is None, args.mode != "one-stage")]
+    return Request(
+        prompt=args.prompt, negative_prompt=args.negative_prompt, width=args.width or width,
+        height=args.height or height, frames=args.frames or frames, fps=args.fps, steps=args.steps, seed=args.seed,
+        mode=args.mode)
+
+
+def with_guidance(request: Request, args: argparse.Namespace, files: ModelFiles) -> Request:
+    """The release defaults of the model (its config read from the file header), with the command line's scales."""
+    video, audio = guidance_for(request, files.transformer_config())
+    if request.mode == "distilled":
+        return request
+    return replace(request, video_guidance=_override(video, args, ""), audio_guidance=_override(audio, args, "audio_"))
+
+
+def _override(params: GuidanceParams, args: argparse.Namespace, prefix: str) -> GuidanceParams:
+    names = ("cfg", "stg", "rescale", "modality", "stg_blocks")
+    given = {name: getattr(args, prefix + name) for name in names if getattr(args, prefix + name) is not None}
+    return replace(params, **given)  # GuidanceParams checks the values (≥ 0)
+
+
+def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -> Request:
+    """Every check that needs no model: the request, the files, the guidance; returns the complete request."""
+    request.check()
+    files.check(request.mode)
+    request = with_guidance(request, args, files)
+    check_stg_blocks(request, files.transformer_config())
+    if not Path(args.output).resolve().parent.is_dir():
+        raise ValueError(f"output folder {Path(args.output).parent} does not exist; create it or pick another --output")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("--device cuda but no CUDA GPU is visible; use --device cpu")
+    return request
+
+
+class ProgressBars:
+    """One tqdm bar per stage, on stderr."""
+
+    def __init__(self) -> None:
+        self.bar, self.stage = None, None
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        from tqdm import tqdm
+
+        if stage != self.stage:
+            self.close()
+            self.bar, self.stage = tqdm(total=total, desc=stage, unit="step", file=sys.stderr), stage
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def generate_command(argv: list[str]) -> int:
+    args = parse_args(argv)
+    files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
+                       args.version)
+    try:
+        request = check_early(args, build_request(args), files)
     except (LTX2Error, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    cfg = model.config
-    params = sum(p.numel() for p in model.parameters())
-    print(f"model: {source}; {cfg.num_layers} blocks, video {cfg.video.heads}x{cfg.video.head_dim}, "
-          f"audio {cfg.audio.heads}x{cfg.audio.head_dim}, {params:,} parameters")
+    print(f"model: {files.label}")
     start = time.perf_counter()
-    with torch.no_grad():
-        velocity_video, velocity_audio = model(video, audio, run)
-    seconds = time.perf_counter() - start
-    print(f"video latent tokens {tuple(video.latent.shape)} -> velocity {tuple(velocity_video.shape)}")
-    print(f"audio latent tokens {tuple(audio.latent.shape)} -> velocity {tuple(velocity_audio.shape)}")
-    print(f"text context video {tuple(run.video_context.shape)}, audio {tuple(run.audio_context.shape)}")
-    print(f"one batched forward ({video.latent.shape[0]} passes) in {seconds * 1000:.1f} ms on {args.device}")
+    try:
+        models = files.load(args.device, DTYPES[args.dtype] if args.dtype else None)
+    except (LTX2Error, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"loaded in {time.perf_counter() - start:.1f} s; {request.mode}, {request.width}x{request.height}, "
+          f"{request.frames} frames at {request.fps:g} fps, seed {request.seed}")
+    progress = None if args.no_progress else ProgressBars()
     start = time.perf_counter()
-    path = _write_video(args, decoders, (video, velocity_video), (audio, velocity_audio))
-    print(f"decoded and wrote {path} ({args.frames} frames at {args.fps:g} fps, {args.width}x{args.height}, "
-          f"stereo audio) in {time.perf_counter() - start:.1f} s")
+    try:
+        result = generate(request, models, progress)
+    except (LTX2Error, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if progress is not None:
+            progress.close()
+    path = result.save(args.output)
+    seconds = result.waveform.shape[-1] / result.sample_rate
+    print(f"wrote {path}: {result.frames.shape[0]} frames {result.frames.shape[2]}x{result.frames.shape[1]} at "
+          f"{result.fps:g} fps, {seconds:.2f} s of stereo audio at {result.sample_rate} Hz "
+          f"(generated in {time.perf_counter() - start:.1f} s)")
     return 0
 
 
-def _decoders(args: argparse.Namespace, dtype: torch.dtype | None) -> Decoders:
-    if not args.checkpoint:
-        return Decoders(*(m.to(device=args.device, dtype=dtype) for m in demo_decoders(args.version)))
-    load = dict(device=args.device, dtype=dtype)
-    return Decoders(load_video_decoder(args.checkpoint, **load), load_audio_decoder(args.checkpoint, **load),
-                    load_vocoder(args.checkpoint, device=args.device))  # fp32: the vocoder is small and precision-bound
-
-
-def _write_video(args: argparse.Namespace, decoders: Decoders, video: tuple[StreamInput, torch.Tensor],
-                 audio: tuple[StreamInput, torch.Tensor]) -> str:
-    """Decodes the conditional pass's denoised latents and writes the mp4; returns its path."""
-    (video_in, video_velocity), (audio_in, audio_velocity) = video, audio
-    with torch.no_grad():
-        video_x0 = to_x0(video_in.latent[:1], video_velocity[:1], video_in.timesteps[:1])
-        latent = unpatchify_video(video_x0, (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32)
-        frames = video_to_frames(decode_video(latent, decoders.video, output_device="cpu"))[0]
-        audio_x0 = to_x0(audio_in.latent[:1], audio_velocity[:1], audio_in.timesteps[:1])
-        waveform, sample_rate = decode_audio(unpatchify_audio(audio_x0, 8), decoders.audio, decoders.vocoder)
-    return str(write_mp4(args.output, frames, args.fps, waveform[0].clamp(-1, 1).cpu(), sample_rate))
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "generate":
+        argv = argv[1:]
+    return generate_command(argv)
 
 
 if __name__ == "__main__":

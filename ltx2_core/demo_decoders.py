@@ -1,4 +1,5 @@
-"""The tiny random-weight decoders of the demo model: video VAE decoder, audio VAE decoder and vocoder.
+"""The tiny random-weight decoders of the demo model (video VAE decoder, audio VAE decoder, vocoder) and its x2
+latent upsampler.
 
 Their metadata sections have the released structure (spec §3, §4) at toy widths; the tests' tiny checkpoints
 bundle the same sections, so a checkpoint's VAE fits the 128-channel latents of the tiny transformers.
@@ -11,6 +12,7 @@ from typing import NamedTuple
 import torch
 
 from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, Vocoder, VocoderConfig, build_vocoder
+from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig
 from ltx2_core.model.video_vae import VideoDecoder, VideoVaeConfig
 
 _ONE = {"num_layers": 1}
@@ -68,9 +70,23 @@ def demo_decoders(version: str = "2.0", seed: int = 0) -> Decoders:
     decoders = Decoders(VideoDecoder(VideoVaeConfig.from_metadata(DEMO_VAES[version])),
                         AudioDecoder(AudioDecoderConfig.from_metadata(DEMO_AUDIO_VAE)),
                         build_vocoder(VocoderConfig.from_metadata(DEMO_VOCODERS[version])))
-    with torch.no_grad():
-        for module, gain in zip(decoders, (1.0, 1.0, 0.5)):
-            for param in module.parameters():
-                fan_in = param[0].numel() if param.dim() > 1 else 100
-                param.copy_(torch.randn(param.shape, generator=generator) * gain / fan_in**0.5)
+    for module, gain in zip(decoders, (1.0, 1.0, 0.5)):
+        _random_(module, generator, gain)
     return Decoders(*(module.eval() for module in decoders))
+
+
+@torch.no_grad()
+def _random_(module: torch.nn.Module, generator: torch.Generator, gain: float = 1.0) -> None:
+    """N(0, gain²/fan_in) parameters, so activations keep their scale through the layers."""
+    for param in module.parameters():
+        fan_in = param[0].numel() if param.dim() > 1 else 100
+        param.copy_(torch.randn(param.shape, generator=generator) * gain / fan_in**0.5)
+
+
+def demo_upsampler(version: str = "2.0", seed: int = 0) -> LatentUpsampler:
+    """A random-weight x2 upsampler of the released form (2.0 rational, 2.3 plain) for 128-channel latents."""
+    config = UpsamplerConfig(in_channels=128, mid_channels=32, num_blocks_per_stage=1, spatial_scale=2.0,
+                             rational_resampler=version == "2.0")
+    upsampler = LatentUpsampler(config)
+    _random_(upsampler, torch.Generator().manual_seed(seed))
+    return upsampler.eval()

@@ -72,3 +72,24 @@ def guide(predictions: torch.Tensor, weights: GuidanceWeights, eps: float = RESC
     ratio = cond.std(dim=(-2, -1), keepdim=True) / (pred.std(dim=(-2, -1), keepdim=True) + eps)
     factor = weights.rescale * ratio + (1.0 - weights.rescale)
     return (pred * factor).to(predictions.dtype)
+
+
+RELEASED_BLOCKS = 48  # transformer depth of the released 2.0 and 2.3 checkpoints
+# ltx_pipelines/utils/constants.py: steps, STG block and the (video, audio) scales of each release
+RELEASE_DEFAULTS = {
+    "2.0": (40, 29, dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0), dict(cfg=7.0, stg=1.0, rescale=0.7, modality=3.0)),
+    "2.3": (30, 28, dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0), dict(cfg=7.0, stg=1.0, rescale=0.7, modality=3.0)),
+}
+
+
+def default_steps(version: str) -> int:
+    """Steps of the released one-stage / stage-1 schedule: 40 for LTX-2.0, 30 for LTX-2.3."""
+    return RELEASE_DEFAULTS[version][0]
+
+
+def default_guidance(version: str, num_layers: int = RELEASED_BLOCKS) -> tuple[GuidanceParams, GuidanceParams]:
+    """The released (video, audio) guidance of a model version. A model shallower than the released 48 blocks
+    (the tiny demo) perturbs its last block instead of block 29 / 28."""
+    _, block, video, audio = RELEASE_DEFAULTS[version]
+    blocks = (min(block, num_layers - 1),)
+    return GuidanceParams(**video, stg_blocks=blocks), GuidanceParams(**audio, stg_blocks=blocks)

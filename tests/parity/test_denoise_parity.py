@@ -17,6 +17,7 @@ from ltx2_core.demo import demo_transformer
 from ltx2_core.latents import audio_latent_length, audio_positions, unpatchify_audio, unpatchify_video, video_positions
 from ltx2_core.sampling import (
     DISTILLED_SIGMAS,
+    STAGE2_SIGMAS,
     GuidanceParams,
     denoise,
     guided_plan,
@@ -47,7 +48,7 @@ def _texts(config: TransformerConfig) -> tuple[TextEmbeddings, TextEmbeddings]:
     return positive, negative
 
 
-def _ours(model, positive, negative, sigmas, video_guidance=None, audio_guidance=None):
+def _ours(model, positive, negative, sigmas, video_guidance=None, audio_guidance=None, initial=None, scale=1.0):
     frames, rows, cols = (FRAMES - 1) // 8 + 1, HEIGHT // 32, WIDTH // 32
     audio_tokens = audio_latent_length(FRAMES, FPS)
     plan = guided_plan(model, positive, negative, video_positions(frames, rows, cols, FPS),
@@ -55,13 +56,14 @@ def _ours(model, positive, negative, sigmas, video_guidance=None, audio_guidance
     generator = torch.Generator().manual_seed(SEED)
     noise_video = torch.randn(1, frames * rows * cols, 128, generator=generator)
     noise_audio = torch.randn(1, audio_tokens, 128, generator=generator)
-    video = noised_state(torch.zeros_like(noise_video), noise_video)
-    audio = noised_state(torch.zeros_like(noise_audio), noise_audio)
+    initial = initial or (torch.zeros_like(noise_video), torch.zeros_like(noise_audio))
+    video = noised_state(initial[0], noise_video, scale)
+    audio = noised_state(initial[1], noise_audio, scale)
     video, audio = denoise(plan, video, audio, sigmas)
     return unpatchify_video(video.latent, frames, rows, cols), unpatchify_audio(audio.latent, 8)
 
 
-def _reference(ref, positive, negative, sigmas, video_guidance=None, audio_guidance=None):
+def _reference(ref, positive, negative, sigmas, video_guidance=None, audio_guidance=None, initial=None, scale=1.0):
     import_ltx_pipelines()
     from ltx_core.components.diffusion_steps import EulerDiffusionStep
     from ltx_core.components.guiders import MultiModalGuiderParams, create_multimodal_guider_factory
@@ -98,7 +100,10 @@ def _reference(ref, positive, negative, sigmas, video_guidance=None, audio_guida
         conditionings=[], noiser=GaussianNoiser(torch.Generator().manual_seed(SEED)), sigmas=sigmas,
         stepper=EulerDiffusionStep(), denoising_loop_fn=loop,
         components=PipelineComponents(dtype=torch.float32, device=torch.device("cpu")), dtype=torch.float32,
-        device=torch.device("cpu"))
+        device=torch.device("cpu"), noise_scale=scale,
+        initial_video_latent=None if initial is None else unpatchify_video(initial[0], FRAMES // 8 + 1, HEIGHT // 32,
+                                                                           WIDTH // 32),
+        initial_audio_latent=None if initial is None else unpatchify_audio(initial[1], 8))
     return video.latent, audio.latent
 
 
@@ -139,5 +144,20 @@ def test_distilled_schedule_without_guidance_matches_the_reference_loop(version,
     sigmas = sigma_table(DISTILLED_SIGMAS)
     got = _ours(ours, positive, None, sigmas)
     want = _reference(ref, positive, None, sigmas)
+    torch.testing.assert_close(got[0], want[0], **TOL)
+    torch.testing.assert_close(got[1], want[1], **TOL)
+
+
+def test_stage_two_renoise_and_refine_match_the_reference(one_thread):
+    """Stage 2: a given latent (the upsampled stage-1 result) re-noised to 0.909375, 3 unguided steps."""
+    ours, ref = _models("2.0")
+    positive, _ = _texts(ours.config)
+    g = torch.Generator().manual_seed(8)
+    frames, rows, cols = FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32
+    initial = (torch.randn(1, frames * rows * cols, 128, generator=g),
+               torch.randn(1, audio_latent_length(FRAMES, FPS), 128, generator=g))
+    sigmas = sigma_table(STAGE2_SIGMAS)
+    got = _ours(ours, positive, None, sigmas, initial=initial, scale=STAGE2_SIGMAS[0])
+    want = _reference(ref, positive, None, sigmas, initial=initial, scale=STAGE2_SIGMAS[0])
     torch.testing.assert_close(got[0], want[0], **TOL)
     torch.testing.assert_close(got[1], want[1], **TOL)

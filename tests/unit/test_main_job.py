@@ -1,24 +1,111 @@
-"""The main job (`python -m ltx2_core`) from files (the demo run is in test_repository): checkpoint + ComfyUI text
-encoder, and bad input exiting with status 2."""
+"""`python -m ltx2_core generate`: the demo writes a playable mp4 with audio of the requested length for every
+mode, runs from real files (checkpoint, ComfyUI text encoder, upsampler, LoRAs), and refuses bad requests before
+any model work."""
 
 from __future__ import annotations
 
+import json
+
+import av
+import pytest
+from safetensors.torch import save_file
+
+import ltx2_core.model_files as model_files
 from ltx2_core.__main__ import main
+from ltx2_core.demo import demo_lora
+from ltx2_core.demo_decoders import demo_upsampler
+from ltx2_core.model_files import demo_models
 
 
-def test_run_from_checkpoint_and_comfyui_text_encoder(capsys, gemma_files, tiny_checkpoints, tmp_path):
-    """Every component from the files: DiT, Gemma + connectors, video VAE, audio VAE, vocoder."""
+def _probe(path):
+    with av.open(str(path)) as container:
+        video, audio = container.streams.video[0], container.streams.audio[0]
+        samples = sum(frame.samples for frame in container.decode(audio))
+        return video.frames, video.average_rate, video.width, video.height, audio.rate, audio.channels, samples
+
+
+@pytest.mark.parametrize("mode, version, size, frames, fps", [
+    ("one-stage", "2.0", (96, 64), 25, 24),
+    ("two-stage", "2.0", (128, 64), 17, 25),
+    ("two-stage", "2.3", (64, 128), 9, 24),
+    ("distilled", "2.3", (128, 128), 17, 24),
+])
+def test_demo_writes_a_playable_mp4_with_audio_of_the_requested_length(mode, version, size, frames, fps, tmp_path,
+                                                                       capsys):
     output = tmp_path / "out.mp4"
-    args = ["--checkpoint", str(tiny_checkpoints["2.0"]), "--text-encoder", str(gemma_files[0]), "--output",
-            str(output), "--fps", "25"]
+    args = ["generate", "--mode", mode, "--version", version, "--width", str(size[0]), "--height", str(size[1]),
+            "--frames", str(frames), "--fps", str(fps), "--output", str(output)]
+    args += [] if mode == "distilled" else ["--steps", "2"]
     assert main(args) == 0
-    out = capsys.readouterr().out
-    assert "video context (2, 1024, 12)" in out and "velocity (2, 18, 128)" in out
-    assert f"wrote {output}" in out and output.stat().st_size > 0
+    captured = capsys.readouterr()
+    assert "DEMO model" in captured.out
+    stages = ["stage 1", "stage 2"] if mode != "one-stage" else ["denoise"]
+    assert all(f"{stage}: 100%" in captured.err for stage in stages)
+    count, rate, width, height, sample_rate, channels, samples = _probe(output)
+    assert (count, rate, width, height, channels) == (frames, fps, *size, 2)
+    assert sample_rate == (24000 if version == "2.0" else 48000)
+    assert abs(samples / sample_rate - frames / fps) < 0.1  # the audio covers the clip
 
 
-def test_bad_input_exits_2_with_the_fix(capsys, tmp_path):
-    assert main(["--text-encoder", str(tmp_path / "gemma.safetensors")]) == 2
-    assert "--text-encoder needs --checkpoint" in capsys.readouterr().err
-    assert main(["--checkpoint", str(tmp_path / "missing.safetensors")]) == 2
-    assert "checkpoint not found" in capsys.readouterr().err
+BAD = [
+    (["--frames", "16"], "8k+1"),
+    (["--width", "100"], "multiples of 32"),
+    (["--mode", "two-stage", "--width", "96"], "multiples of 64"),
+    (["--steps", "0"], "steps must be an integer ≥ 1"),
+    (["--cfg", "-2"], "must be ≥ 0"),
+    (["--audio-rescale", "-0.5"], "must be ≥ 0"),
+    (["--stg-blocks", "7"], "outside this model's blocks 0..2"),
+    (["--mode", "distilled", "--steps", "4"], "fixed 8-step schedule"),
+    (["--prompt", "  "], "prompt is empty"),
+    (["--checkpoint", "{tmp}/missing.safetensors", "--text-encoder", "{tmp}"], "no such file"),
+    (["--checkpoint", "{ckpt}"], "needs --text-encoder"),
+    (["--checkpoint", "{ckpt}", "--text-encoder", "{tmp}", "--mode", "two-stage"], "needs --upsampler"),
+    (["--checkpoint", "{ckpt}", "--text-encoder", "{tmp}", "--lora", "{tmp}/missing.safetensors:0.5"], "no such file"),
+    (["--lora", "{tmp}/x.safetensors"], "needs --checkpoint"),
+    (["--output", "{tmp}/no/such/folder/x.mp4"], "does not exist"),
+]
+
+
+@pytest.mark.parametrize("flags, message", BAD, ids=[m for _, m in BAD])
+def test_bad_requests_fail_before_any_model_work(flags, message, tmp_path, tiny_checkpoints, capsys, monkeypatch):
+    def no_model_work(*args, **kwargs):
+        raise AssertionError("models were loaded for a bad request")
+
+    monkeypatch.setattr(model_files, "demo_models", no_model_work)
+    monkeypatch.setattr(model_files, "load_transformer", no_model_work)
+    flags = [f.format(tmp=tmp_path, ckpt=tiny_checkpoints["2.0"]) for f in flags]
+    assert main(["generate", "--output", str(tmp_path / "x.mp4"), *flags]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "model:" not in captured.out
+    assert list(tmp_path.glob("*.mp4")) == []
+
+
+def _upsampler_file(path):
+    upsampler = demo_upsampler("2.0", seed=3)
+    save_file({k: v.contiguous() for k, v in upsampler.state_dict().items()}, str(path),
+              metadata={"config": json.dumps(upsampler.config.to_metadata())})
+    return path
+
+
+def _lora_file(path, seed):
+    lora = demo_lora(demo_models().transformer, seed=seed)
+    tensors = {}
+    for target, pair in lora.pairs.items():
+        stem = "diffusion_model." + target[: -len(".weight")]
+        tensors[stem + ".lora_A.weight"], tensors[stem + ".lora_B.weight"] = pair.down, pair.up
+    save_file(tensors, str(path))
+    return path
+
+
+def test_two_stage_from_files(capsys, gemma_files, tiny_checkpoints, tmp_path):
+    """Every component from files: DiT + a user LoRA, Gemma + connectors, VAEs, vocoder, upsampler, distilled LoRA."""
+    output = tmp_path / "out.mp4"
+    args = ["generate", "--checkpoint", str(tiny_checkpoints["2.0"]), "--text-encoder", str(gemma_files[0]),
+            "--upsampler", str(_upsampler_file(tmp_path / "up.safetensors")),
+            "--distilled-lora", str(_lora_file(tmp_path / "distilled.safetensors", 1)),
+            "--lora", f"{_lora_file(tmp_path / 'style.safetensors', 2)}:0.5", "--mode", "two-stage",
+            "--width", "128", "--height", "64", "--frames", "9", "--steps", "2", "--stg-blocks", "1",
+            "--audio-stg-blocks", "1", "--output", str(output), "--no-progress"]
+    assert main(args) == 0, capsys.readouterr().err
+    assert f"wrote {output}" in capsys.readouterr().out
+    assert _probe(output)[:4] == (9, 24, 128, 64)

@@ -18,7 +18,7 @@ def _commands() -> list[str]:
 
 def test_readme_has_the_two_commands_and_ci_runs_the_test_one():
     run_cmd, test_cmd = _commands()
-    assert run_cmd.endswith("python -m ltx2_core")
+    assert run_cmd.endswith("python -m ltx2_core generate")
     assert test_cmd.endswith("python -m pytest")
     assert test_cmd in (ROOT / ".ci" / "run").read_text()
 
@@ -30,11 +30,11 @@ def test_requirements_leave_torch_unpinned():
 
 def test_main_job_runs_the_demo_and_writes_an_mp4_with_audio(tmp_path):
     output = tmp_path / "demo.mp4"
-    out = subprocess.run([sys.executable, "-m", "ltx2_core", "--version", "2.3", "--output", str(output)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "ltx2_core", "generate", "--version", "2.3", "--steps", "4",
+                          "--output", str(output)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "velocity (2, 18, 128)" in out.stdout and "LTX-2.3 structure" in out.stdout
-    assert "positive + negative in one Gemma pass" in out.stdout
+    assert "random-weight DEMO model (LTX-2.3 structure" in out.stdout
+    assert "denoise: 100%" in out.stderr and "4/4" in out.stderr  # the progress bar
     with av.open(str(output)) as container:
         video, audio = container.streams.video[0], container.streams.audio[0]
         assert (video.frames, video.average_rate, video.width, video.height) == (17, 24, 96, 64)
@@ -47,5 +47,5 @@ def test_main_job_rejects_bad_sizes_early(tmp_path):
         out = subprocess.run([sys.executable, "-m", "ltx2_core", "--output", str(output), *flags], cwd=ROOT,
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 2 and message in out.stderr
-        assert "prompts:" not in out.stdout  # nothing ran
+        assert "model:" not in out.stdout  # nothing ran
     assert not output.exists()

@@ -1,0 +1,102 @@
+"""The models of a generation, from the official files or, without a checkpoint, the tiny random-weight demo.
+
+`ModelFiles.check()` checks every path (existence, and the mode's required files) without reading a tensor, so a
+wrong request fails before any model work; `load()` then reads them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from ltx2_core.config import TransformerConfig
+from ltx2_core.demo import demo_lora, demo_prompt_encoder, demo_transformer
+from ltx2_core.demo_decoders import Decoders, demo_decoders, demo_upsampler
+from ltx2_core.loader import (
+    read_header,
+    transformer_config,
+    load_audio_decoder,
+    load_lora,
+    load_transformer,
+    load_upsampler,
+    load_video_decoder,
+    load_vocoder,
+)
+from ltx2_core.loader.text_weights import load_prompt_encoder
+from ltx2_core.pipeline import Models
+
+DEMO_LABEL = "tiny random-weight DEMO model (LTX-{version} structure, not trained: expect noise, not a video of the prompt)"
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """Paths of a generation's models; `checkpoint` None selects the demo model of structure `version`."""
+
+    checkpoint: str | None = None
+    text_encoder: str | None = None
+    upsampler: str | None = None
+    distilled_lora: str | None = None
+    loras: tuple[tuple[str, float], ...] = field(default_factory=tuple)
+    version: str = "2.0"
+
+    @property
+    def label(self) -> str:
+        return self.checkpoint or DEMO_LABEL.format(version=self.version)
+
+    def check(self, mode: str) -> None:
+        """ValueError naming the fix for a missing file or one the mode needs; reads no tensor."""
+        if self.checkpoint is None:
+            given = [name for name in ("text_encoder", "upsampler", "distilled_lora") if getattr(self, name)]
+            if given or self.loras:
+                raise ValueError(f"--{(given or ['lora'])[0].replace('_', '-')} needs --checkpoint (the demo model "
+                                 "builds its own random components)")
+            return
+        if self.text_encoder is None:
+            raise ValueError("--checkpoint needs --text-encoder: Gemma 3 12B (ComfyUI's gemma_3_12B_it*.safetensors "
+                             "or a Hugging Face folder)")
+        if mode != "one-stage" and self.upsampler is None:
+            raise ValueError(f"mode {mode} needs --upsampler ltx-2-spatial-upscaler-x2-*.safetensors")
+        if mode == "two-stage" and self.distilled_lora is None:
+            raise ValueError("mode two-stage needs --distilled-lora ltx-2-19b-distilled-lora-*.safetensors")
+        paths = [("--checkpoint", self.checkpoint), ("--text-encoder", self.text_encoder),
+                 ("--upsampler", self.upsampler), ("--distilled-lora", self.distilled_lora)]
+        paths += [("--lora", path) for path, _ in self.loras]
+        for flag, path in paths:
+            if path is not None and not os.path.exists(path):
+                raise ValueError(f"{flag} {path}: no such file; check the path (models usually live in "
+                                 "ComfyUI/models/checkpoints, text_encoders, latent_upscale_models and loras)")
+
+    def transformer_config(self) -> TransformerConfig:
+        """The DiT's config, from the checkpoint's header only (or the demo's)."""
+        if self.checkpoint is None:
+            return TransformerConfig.tiny(self.version)
+        return transformer_config(read_header(self.checkpoint))
+
+    def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None) -> Models:
+        if self.checkpoint is None:
+            return demo_models(self.version, device, dtype)
+        load = dict(device=device, dtype=dtype)
+        transformer = load_transformer(self.checkpoint, loras=self.loras, **load)
+        return Models(
+            transformer=transformer,
+            prompt_encoder=load_prompt_encoder(self.text_encoder, self.checkpoint, **load),
+            decoders=Decoders(load_video_decoder(self.checkpoint, **load), load_audio_decoder(self.checkpoint, **load),
+                              load_vocoder(self.checkpoint, device=device)),  # fp32: small and precision-bound
+            upsampler=load_upsampler(self.upsampler, **load) if self.upsampler else None,
+            distilled_lora=load_lora(self.distilled_lora) if self.distilled_lora else None,
+        )
+
+
+def demo_models(version: str = "2.0", device: torch.device | str = "cpu", dtype: torch.dtype | None = None) -> Models:
+    """Every component at toy size with random weights; the distilled LoRA is random too."""
+    config = TransformerConfig.tiny(version)
+    transformer = demo_transformer(config).to(device=device, dtype=dtype)
+    return Models(
+        transformer=transformer,
+        prompt_encoder=demo_prompt_encoder(config),  # on the CPU; its tiny output moves to the DiT's device
+        decoders=Decoders(*(m.to(device=device, dtype=dtype) for m in demo_decoders(version))),
+        upsampler=demo_upsampler(version).to(device=device, dtype=dtype),
+        distilled_lora=demo_lora(transformer, seed=1, name="demo distilled LoRA"),
+    )

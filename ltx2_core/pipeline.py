@@ -1,0 +1,242 @@
+"""Text to video + audio, end to end (spec §7): one-stage, two-stage and distilled.
+
+* one-stage: the full-size latent is sampled from noise on the LTX2 schedule with the full multimodal guidance.
+* two-stage: the same at half width and height, then the video latent is upsampled ×2, video and audio are
+  re-noised to σ = 0.909375 and refined in 3 steps with the distilled LoRA fused and no guidance.
+* distilled (a distilled checkpoint): stage 1 is 8 steps of the distilled table without guidance, then as above
+  without a LoRA.
+
+Noise: one generator on the transformer's device seeded with `seed` draws, in this order, the stage-1 video and
+audio noise and then the stage-2 video and audio noise, each as `torch.randn((1, tokens, 128))` in the latent dtype,
+as the reference pipelines do; the same seed gives the same noise as the reference on the same device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from ltx2_core.config import TransformerConfig
+from ltx2_core.demo_decoders import Decoders
+from ltx2_core.latents import (
+    audio_latent_length,
+    audio_positions,
+    check_video_size,
+    patchify_video,
+    unpatchify_audio,
+    unpatchify_video,
+    video_positions,
+)
+from ltx2_core.loader.lora import Lora, check_lora, fused_loras
+from ltx2_core.media import video_to_frames, write_mp4
+from ltx2_core.model.audio_vae import decode_audio
+from ltx2_core.model.text import PromptEncoder
+from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.model.upsampler import LatentUpsampler, upsample_latent
+from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
+from ltx2_core.sampling import (
+    DISTILLED_SIGMAS,
+    STAGE2_SIGMAS,
+    GuidanceParams,
+    StreamState,
+    denoise,
+    guided_plan,
+    ltx2_sigmas,
+    noised_state,
+    sigma_table,
+)
+from ltx2_core.sampling.guidance import default_guidance, default_steps
+from ltx2_core.types import TextEmbeddings
+
+MODES = ("one-stage", "two-stage", "distilled")
+DEFAULT_NEGATIVE_PROMPT = "blurry, low quality, still frame, frames, watermark, overlay, titles, has blurbox, has subtitles"
+StageProgress = Callable[[str, int, int], None]  # (stage name, steps done, steps of the stage)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation. `steps` None: the release default (40 for LTX-2.0, 30 for 2.3; distilled stage 1 is 8).
+    `video_guidance` / `audio_guidance` None: the release defaults (ignored by the distilled mode, which has none)."""
+
+    prompt: str
+    negative_prompt: str = DEFAULT_NEGATIVE_PROMPT
+    width: int = 768
+    height: int = 512
+    frames: int = 121
+    fps: float = 24.0
+    steps: int | None = None
+    seed: int = 0
+    mode: str = "one-stage"
+    video_guidance: GuidanceParams | None = None
+    audio_guidance: GuidanceParams | None = None
+
+    @property
+    def two_stage(self) -> bool:
+        return self.mode != "one-stage"
+
+    def check(self) -> None:
+        """ValueError naming the fix for any bad value; costs nothing, so it runs before any model work."""
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if not isinstance(self.prompt, str) or not self.prompt.strip():
+            raise ValueError("the prompt is empty; describe the video (and its sound) to generate")
+        check_video_size(self.frames, self.height, self.width)
+        if self.two_stage and (self.height % 64 or self.width % 64):
+            raise ValueError(f"the {self.mode} pipeline samples at half size first, so width and height must be "
+                             f"multiples of 64, got {self.width}x{self.height}; e.g. 1536x1024 or 768x512")
+        if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int)
+                                       or self.steps < 1):
+            raise ValueError(f"steps must be an integer ≥ 1, got {self.steps!r}")
+        if self.mode == "distilled" and self.steps not in (None, len(DISTILLED_SIGMAS) - 1):
+            raise ValueError(f"the distilled pipeline has a fixed 8-step schedule, got steps={self.steps}; leave "
+                             "steps unset, or use mode two-stage for a custom step count")
+        if not (isinstance(self.fps, (int, float)) and math.isfinite(self.fps) and self.fps > 0):
+            raise ValueError(f"fps must be a positive number, got {self.fps!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
+
+
+class Models(NamedTuple):
+    """What a generation runs. `upsampler` is needed by two-stage and distilled, `distilled_lora` by two-stage."""
+
+    transformer: LTX2Transformer
+    prompt_encoder: PromptEncoder
+    decoders: Decoders
+    upsampler: LatentUpsampler | None = None
+    distilled_lora: Lora | None = None
+
+
+class Generation(NamedTuple):
+    """frames (F, H, W, 3) float32 in [0, 1] on the CPU; waveform (2, samples) float32 in [−1, 1] on the CPU."""
+
+    frames: torch.Tensor
+    waveform: torch.Tensor
+    sample_rate: int
+    fps: float
+
+    def save(self, path) -> str:
+        """Writes an H.264 + AAC stereo mp4 (atomically); returns its path."""
+        return str(write_mp4(path, self.frames, self.fps, self.waveform, self.sample_rate))
+
+
+def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceParams, GuidanceParams]:
+    """The (video, audio) guidance of stage 1: none for distilled, else the request's or the release defaults."""
+    if request.mode == "distilled":
+        return GuidanceParams(), GuidanceParams()
+    video, audio = default_guidance(config.version, config.num_layers)
+    return request.video_guidance or video, request.audio_guidance or audio
+
+
+def check_request(request: Request, models: Models) -> None:
+    """Every check of a request against the models it will run on, before any model work."""
+    request.check()
+    if request.two_stage and models.upsampler is None:
+        raise ValueError(f"the {request.mode} pipeline needs the x2 spatial latent upsampler "
+                         "(ltx-2-spatial-upscaler-x2-*.safetensors); pass it, or use mode one-stage")
+    if request.mode == "two-stage" and models.distilled_lora is None:
+        raise ValueError("the two-stage pipeline needs the distilled LoRA for its refinement stage "
+                         "(ltx-2-19b-distilled-lora-*.safetensors); pass it, or use mode one-stage")
+    if request.two_stage and models.upsampler.config.spatial_scale != 2.0:
+        raise ValueError(f"the two-stage pipelines need a x2 upsampler, got x{models.upsampler.config.spatial_scale}")
+    check_stg_blocks(request, models.transformer.config)
+    if models.distilled_lora is not None and request.mode == "two-stage":
+        check_lora(models.transformer, models.distilled_lora)
+
+
+def check_stg_blocks(request: Request, config: TransformerConfig) -> None:
+    blocks = config.num_layers
+    for name, params in zip(("video", "audio"), guidance_for(request, config)):
+        if any(not 0 <= b < blocks for b in params.stg_blocks):
+            raise ValueError(f"{name} STG blocks {list(params.stg_blocks)} are outside this model's blocks "
+                             f"0..{blocks - 1}; pick blocks in that range")
+
+
+@torch.no_grad()
+def generate(request: Request, models: Models, progress: StageProgress | None = None) -> Generation:
+    """Runs one request end to end and returns the decoded frames and waveform."""
+    check_request(request, models)
+    model = models.transformer
+    param = next(model.parameters())
+    video_guidance, audio_guidance = guidance_for(request, model.config)
+    guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
+    positive, negative = models.prompt_encoder.encode(request.prompt, request.negative_prompt if guided else None)
+    generator = torch.Generator(param.device).manual_seed(request.seed)
+    scale = 2 if request.two_stage else 1
+    shape = _LatentShape.of(request, request.height // scale, request.width // scale)
+    if request.mode == "distilled":
+        sigmas = sigma_table(DISTILLED_SIGMAS, param.device)
+    else:
+        sigmas = ltx2_sigmas(request.steps or default_steps(model.config.version), device=param.device)
+    video, audio = shape.noised(torch.zeros(()), torch.zeros(()), generator, param.dtype)
+    plan = guided_plan(model, positive, negative, shape.video_positions(), shape.audio_positions(),
+                       video_guidance, audio_guidance)
+    video, audio = denoise(plan, video, audio, sigmas, progress=_stage(progress, "stage 1" if scale == 2 else "denoise"))
+    if request.two_stage:
+        video, audio, shape = _refine(request, models, positive, video, audio, shape, generator, progress)
+    return _decode(models.decoders, shape, video.latent, audio.latent, request.fps, generator)
+
+
+def _refine(request: Request, models: Models, positive: TextEmbeddings, video: StreamState, audio: StreamState,
+            shape: _LatentShape, generator: torch.Generator, progress: StageProgress | None
+            ) -> tuple[StreamState, StreamState, _LatentShape]:
+    """Stage 2: x2 upsample, re-noise video and audio to σ = 0.909375, 3 unguided steps (distilled LoRA fused)."""
+    model = models.transformer
+    latent = unpatchify_video(video.latent, shape.frames, shape.rows, shape.cols)
+    statistics = models.decoders.video.per_channel_statistics
+    upsampled = patchify_video(upsample_latent(latent, models.upsampler, statistics))
+    shape = _LatentShape.of(request, request.height, request.width)
+    video, audio = shape.noised(upsampled, audio.latent, generator, video.latent.dtype, scale=STAGE2_SIGMAS[0])
+    lora = [(models.distilled_lora, 1.0)] if request.mode == "two-stage" else []
+    with fused_loras(model, lora) if lora else contextlib.nullcontext():
+        plan = guided_plan(model, positive, None, shape.video_positions(), shape.audio_positions())
+        sigmas = sigma_table(STAGE2_SIGMAS, video.latent.device)
+        video, audio = denoise(plan, video, audio, sigmas, progress=_stage(progress, "stage 2"))
+    return video, audio, shape
+
+
+class _LatentShape(NamedTuple):
+    frames: int
+    rows: int
+    cols: int
+    audio_tokens: int
+    fps: float
+
+    @classmethod
+    def of(cls, request: Request, height: int, width: int) -> _LatentShape:
+        return cls((request.frames - 1) // 8 + 1, height // 32, width // 32,
+                   audio_latent_length(request.frames, request.fps), float(request.fps))
+
+    def video_positions(self) -> torch.Tensor:
+        return video_positions(self.frames, self.rows, self.cols, self.fps)
+
+    def audio_positions(self) -> torch.Tensor:
+        return audio_positions(self.audio_tokens)
+
+    def noised(self, video_clean: torch.Tensor, audio_clean: torch.Tensor, generator: torch.Generator,
+               dtype: torch.dtype, scale: float = 1.0) -> tuple[StreamState, StreamState]:
+        """Video then audio noise from `generator`, mixed into the clean latents (broadcast zeros when fresh)."""
+        device = generator.device
+        states = []
+        for tokens, clean in ((self.frames * self.rows * self.cols, video_clean), (self.audio_tokens, audio_clean)):
+            noise = torch.randn((1, tokens, 128), generator=generator, device=device, dtype=dtype)
+            states.append(noised_state(clean.to(device=device, dtype=dtype).expand_as(noise), noise, scale))
+        return states[0], states[1]
+
+
+def _decode(decoders: Decoders, shape: _LatentShape, video_tokens: torch.Tensor, audio_tokens: torch.Tensor,
+            fps: float, generator: torch.Generator) -> Generation:
+    latent = unpatchify_video(video_tokens, shape.frames, shape.rows, shape.cols)
+    video = decode_video(latent, decoders.video, TilingConfig(), generator=generator, output_device="cpu")
+    waveform, rate = decode_audio(unpatchify_audio(audio_tokens, 8), decoders.audio, decoders.vocoder)
+    return Generation(video_to_frames(video)[0], waveform[0].clamp(-1, 1).float().cpu(), rate, fps)
+
+
+def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], None] | None:
+    if progress is None:
+        return None
+    return lambda done, total: progress(name, done, total)
