@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from ltx2_core.compile import compile_blocks
 from ltx2_core.config import ModelVersion
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
@@ -60,6 +61,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="structure of the demo model")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=sorted(DTYPES), help="default: float32 demo / the file's dtype")
+    p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
+    p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
     p.add_argument("--output", default="ltx2_output.mp4", help="mp4 file to write")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p.parse_args(argv)
@@ -112,6 +115,9 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
         raise ValueError(f"output folder {Path(args.output).parent} does not exist; create it or pick another --output")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda but no CUDA GPU is visible; use --device cpu")
+    if (args.compile or args.cuda_graphs) and not args.device.startswith("cuda"):
+        raise ValueError("--compile and --cuda-graphs are CUDA options (off on the CPU); drop them or use --device "
+                         "cuda")
     return request
 
 
@@ -147,6 +153,8 @@ def generate_command(argv: list[str]) -> int:
     start = time.perf_counter()
     try:
         models = files.load(args.device, DTYPES[args.dtype] if args.dtype else None)
+        if args.compile:
+            compile_blocks(models.transformer)
     except (LTX2Error, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -155,7 +163,7 @@ def generate_command(argv: list[str]) -> int:
     progress = None if args.no_progress else ProgressBars()
     start = time.perf_counter()
     try:
-        result = generate(request, models, progress)
+        result = generate(request, models, progress, cuda_graphs=args.cuda_graphs)
     except (LTX2Error, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

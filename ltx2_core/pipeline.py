@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import torch
 
+from ltx2_core.compile import CudaGraphStep
 from ltx2_core.config import TransformerConfig
 from ltx2_core.demo_decoders import Decoders
 from ltx2_core.latents import (
@@ -46,10 +47,12 @@ from ltx2_core.sampling import (
     StreamState,
     denoise,
     guided_plan,
+    guided_step,
     ltx2_sigmas,
     noised_state,
     sigma_table,
 )
+from ltx2_core.sampling.denoise import Step
 from ltx2_core.sampling.guidance import default_guidance, default_steps
 from ltx2_core.types import TextEmbeddings
 
@@ -157,9 +160,14 @@ def check_stg_blocks(request: Request, config: TransformerConfig) -> None:
 
 
 @torch.no_grad()
-def generate(request: Request, models: Models, progress: StageProgress | None = None) -> Generation:
-    """Runs one request end to end and returns the decoded frames and waveform."""
+def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
+             cuda_graphs: bool = False) -> Generation:
+    """Runs one request end to end and returns the decoded frames and waveform. `cuda_graphs` captures each stage's
+    step as a CUDA graph on its first step and replays it for the others (CUDA only)."""
     check_request(request, models)
+    if cuda_graphs and next(models.transformer.parameters()).device.type != "cuda":
+        raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
+    new_step = CudaGraphStep if cuda_graphs else (lambda: guided_step)
     model = models.transformer
     param = next(model.parameters())
     video_guidance, audio_guidance = guidance_for(request, model.config)
@@ -175,14 +183,15 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     video, audio = shape.noised(torch.zeros(()), torch.zeros(()), generator, param.dtype)
     plan = guided_plan(model, positive, negative, shape.video_positions(), shape.audio_positions(),
                        video_guidance, audio_guidance)
-    video, audio = denoise(plan, video, audio, sigmas, progress=_stage(progress, "stage 1" if scale == 2 else "denoise"))
+    video, audio = denoise(plan, video, audio, sigmas, step=new_step(),
+                           progress=_stage(progress, "stage 1" if scale == 2 else "denoise"))
     if request.two_stage:
-        video, audio, shape = _refine(request, models, positive, video, audio, shape, generator, progress)
+        video, audio, shape = _refine(request, models, positive, video, audio, shape, generator, progress, new_step())
     return _decode(models.decoders, shape, video.latent, audio.latent, request.fps, generator)
 
 
 def _refine(request: Request, models: Models, positive: TextEmbeddings, video: StreamState, audio: StreamState,
-            shape: _LatentShape, generator: torch.Generator, progress: StageProgress | None
+            shape: _LatentShape, generator: torch.Generator, progress: StageProgress | None, step: Step
             ) -> tuple[StreamState, StreamState, _LatentShape]:
     """Stage 2: x2 upsample, re-noise video and audio to σ = 0.909375, 3 unguided steps (distilled LoRA fused)."""
     model = models.transformer
@@ -195,7 +204,7 @@ def _refine(request: Request, models: Models, positive: TextEmbeddings, video: S
     with fused_loras(model, lora) if lora else contextlib.nullcontext():
         plan = guided_plan(model, positive, None, shape.video_positions(), shape.audio_positions())
         sigmas = sigma_table(STAGE2_SIGMAS, video.latent.device)
-        video, audio = denoise(plan, video, audio, sigmas, progress=_stage(progress, "stage 2"))
+        video, audio = denoise(plan, video, audio, sigmas, step=step, progress=_stage(progress, "stage 2"))
     return video, audio, shape
 
 

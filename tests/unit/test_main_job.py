@@ -63,6 +63,7 @@ BAD = [
     (["--checkpoint", "{ckpt}", "--text-encoder", "{tmp}", "--lora", "{tmp}/missing.safetensors:0.5"], "no such file"),
     (["--lora", "{tmp}/x.safetensors"], "needs --checkpoint"),
     (["--output", "{tmp}/no/such/folder/x.mp4"], "does not exist"),
+    (["--cuda-graphs", "--device", "cpu"], "CUDA options"),
 ]
 
 

@@ -16,7 +16,7 @@ from ltx2_core.config import StreamConfig, TransformerConfig
 from ltx2_core.model.transformer.adaln import modulation_rows
 from ltx2_core.model.transformer.attention import Attention
 from ltx2_core.model.transformer.layers import FeedForward, rms
-from ltx2_core.model.transformer.perturbations import BatchPerturbations, Skip, SkipPlan, plan_for
+from ltx2_core.model.transformer.perturbations import NO_PERTURBATION, BlockPlans, SkipPlan
 from ltx2_core.types import Rope
 
 # rows of scale_shift_table
@@ -51,7 +51,7 @@ class StreamModules(NamedTuple):
     ff: FeedForward
     table: nn.Parameter
     prompt_table: nn.Parameter | None
-    skip_self_attn: Skip
+    self_attn_plan: int  # index into BlockPlans
 
 
 class AVTransformerBlock(nn.Module):
@@ -89,15 +89,16 @@ class AVTransformerBlock(nn.Module):
         ax: torch.Tensor,
         video: StreamArgs,
         audio: StreamArgs,
-        perturbations: BatchPerturbations | None = None,
+        plans: BlockPlans = NO_PERTURBATION,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """vx (B, video_tokens, Dv), ax (B, audio_tokens, Da) -> updated (vx, ax)."""
+        """vx (B, video_tokens, Dv), ax (B, audio_tokens, Da) -> updated (vx, ax); `plans`: this block's share of
+        the batch's perturbations (`block_plans(perturbations, idx)`)."""
         video_modules, audio_modules = self._streams()
-        vx = vx + self._self_attention(video_modules, vx, video, perturbations)
+        vx = vx + self._self_attention(video_modules, vx, video, plans)
         vx = vx + self._text_cross_attention(video_modules, vx, video)
-        ax = ax + self._self_attention(audio_modules, ax, audio, perturbations)
+        ax = ax + self._self_attention(audio_modules, ax, audio, plans)
         ax = ax + self._text_cross_attention(audio_modules, ax, audio)
-        vx, ax = self._audio_video_cross_attention(vx, ax, video, audio, perturbations)
+        vx, ax = self._audio_video_cross_attention(vx, ax, video, audio, plans)
         vx = vx + self._feed_forward(video_modules, vx, video)
         ax = ax + self._feed_forward(audio_modules, ax, audio)
         return vx, ax
@@ -105,16 +106,16 @@ class AVTransformerBlock(nn.Module):
     def _streams(self) -> tuple[StreamModules, StreamModules]:
         return (
             StreamModules(self.attn1, self.attn2, self.ff, self.scale_shift_table,
-                          getattr(self, "prompt_scale_shift_table", None), Skip.VIDEO_SELF_ATTN),
+                          getattr(self, "prompt_scale_shift_table", None), 0),
             StreamModules(self.audio_attn1, self.audio_attn2, self.audio_ff, self.audio_scale_shift_table,
-                          getattr(self, "audio_prompt_scale_shift_table", None), Skip.AUDIO_SELF_ATTN),
+                          getattr(self, "audio_prompt_scale_shift_table", None), 1),
         )
 
     def _self_attention(
-        self, m: StreamModules, x: torch.Tensor, args: StreamArgs, perturbations: BatchPerturbations | None
+        self, m: StreamModules, x: torch.Tensor, args: StreamArgs, plans: BlockPlans
     ) -> torch.Tensor:
         shift, scale, gate = modulation_rows(m.table, args.ada, SELF_ATTN, 3)
-        plan = plan_for(perturbations, m.skip_self_attn, self.idx)
+        plan = plans[m.self_attn_plan]
         h = rms(x, self.eps) * (1 + scale) + shift
         return m.self_attn(h, rope=args.rope, keep=plan.keep, passthrough=plan.skip_all) * gate
 
@@ -132,11 +133,10 @@ class AVTransformerBlock(nn.Module):
         ax: torch.Tensor,
         video: StreamArgs,
         audio: StreamArgs,
-        perturbations: BatchPerturbations | None,
+        plans: BlockPlans,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         nv, na = rms(vx, self.eps), rms(ax, self.eps)  # both directions read the same pre-update norms
-        a2v = plan_for(perturbations, Skip.A2V, self.idx)
-        v2a = plan_for(perturbations, Skip.V2A, self.idx)
+        a2v, v2a = plans.a2v, plans.v2a
         vx_new, ax_new = vx, ax
         if not a2v.skip_all:
             vx_new = vx + self._cross(self.audio_to_video_attn, A2V, nv, video, self.scale_shift_table_a2v_ca_video,

@@ -14,7 +14,7 @@ from ltx2_core.config import StreamConfig, TransformerConfig
 from ltx2_core.model.transformer.adaln import AdaLayerNormSingle
 from ltx2_core.model.transformer.block import AVTransformerBlock, StreamArgs
 from ltx2_core.model.transformer.layers import CaptionProjection
-from ltx2_core.model.transformer.perturbations import BatchPerturbations
+from ltx2_core.model.transformer.perturbations import BatchPerturbations, block_plans
 from ltx2_core.model.transformer.rope import rope_tables
 from ltx2_core.types import Rope, RunConstants, StreamInput
 
@@ -101,8 +101,8 @@ class LTX2Transformer(nn.Module):
                                                        run.audio_cross_rope, audio_side=True)
         vx = self.patchify_proj(video.latent)
         ax = self.audio_patchify_proj(audio.latent)
-        for block in self.transformer_blocks:
-            vx, ax = block(vx, ax, video_args, audio_args, perturbations)
+        for index, block in enumerate(self.transformer_blocks):
+            vx, ax = block(vx, ax, video_args, audio_args, block_plans(perturbations, index))
         return (
             self._output(vx, video_embedded, self.scale_shift_table, self.proj_out),
             self._output(ax, audio_embedded, self.audio_scale_shift_table, self.audio_proj_out),

@@ -78,5 +78,20 @@ class BatchPerturbations:
         return all(c == 0 for per_kind in self._counts for c in per_kind)
 
 
-def plan_for(perturbations: BatchPerturbations | None, kind: Skip, block: int) -> SkipPlan:
-    return _RUN_ALL if perturbations is None else perturbations.plan(kind, block)
+class BlockPlans(NamedTuple):
+    """How one block treats each of its attentions, indexed by `Skip` value. Resolved by the model's block loop, so
+    a block's code never reads its own index: blocks with the same plans share one compiled graph."""
+
+    video_self_attn: SkipPlan
+    audio_self_attn: SkipPlan
+    a2v: SkipPlan
+    v2a: SkipPlan
+
+
+NO_PERTURBATION = BlockPlans(_RUN_ALL, _RUN_ALL, _RUN_ALL, _RUN_ALL)
+
+
+def block_plans(perturbations: BatchPerturbations | None, block: int) -> BlockPlans:
+    if perturbations is None:
+        return NO_PERTURBATION
+    return BlockPlans(*(perturbations.plan(kind, block) for kind in Skip))

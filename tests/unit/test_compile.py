@@ -1,0 +1,61 @@
+"""Per-block torch.compile (one graph for every block with the same perturbation plan) and the CUDA-graph step
+(CUDA only; on the CPU it refuses clearly)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltx2_core import TransformerConfig
+from ltx2_core.compile import CudaGraphStep, compile_blocks
+from ltx2_core.demo import demo_transformer
+from ltx2_core.latents import audio_positions, video_positions
+from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, ltx2_sigmas, noised_state
+from ltx2_core.types import TextEmbeddings
+
+FULL = GuidanceParams(cfg=3.0, stg=1.0, stg_blocks=(2,), rescale=0.7, modality=3.0)
+
+
+def _run(device="cpu", layers=6):
+    model = demo_transformer(TransformerConfig.tiny("2.0", num_layers=layers)).to(device)
+    g = torch.Generator().manual_seed(0)
+    text = TextEmbeddings(torch.randn(1, 5, 12, generator=g), torch.randn(1, 5, 12, generator=g))
+    plan = guided_plan(model, text, text, video_positions(2, 2, 3, 24.0), audio_positions(9), FULL, FULL)
+    video = noised_state(torch.zeros(1, 12, 128, device=device), torch.randn(1, 12, 128, generator=g).to(device))
+    audio = noised_state(torch.zeros(1, 9, 128, device=device), torch.randn(1, 9, 128, generator=g).to(device))
+    return model, plan, video, audio
+
+
+def test_compiled_blocks_share_graphs_and_match_eager():
+    from torch._dynamo.utils import counters
+
+    model, plan, video, audio = _run(layers=6)
+    eager = denoise(plan, video, audio, ltx2_sigmas(2))
+    torch._dynamo.reset()
+    counters.clear()
+    compile_blocks(model, backend="eager", fullgraph=True)
+    compiled = denoise(plan, video, audio, ltx2_sigmas(2))
+    torch.testing.assert_close(compiled[0].latent, eager[0].latent, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(compiled[1].latent, eager[1].latent, atol=1e-6, rtol=1e-6)
+    # six blocks, two kinds: with and without the STG block; steps and blocks never recompile
+    assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
+
+
+def test_cuda_graph_step_refuses_the_cpu():
+    _, plan, video, audio = _run(layers=3)
+    with pytest.raises(RuntimeError, match="CUDA device"):
+        denoise(plan, video, audio, ltx2_sigmas(2), step=CudaGraphStep())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU")
+def test_cuda_graph_step_matches_the_eager_loop():
+    _, plan, video, audio = _run("cuda", layers=3)
+    sigmas = ltx2_sigmas(4, device="cuda")
+    eager = denoise(plan, video, audio, sigmas)
+    step = CudaGraphStep()
+    captured = denoise(plan, video, audio, sigmas, step=step)
+    torch.testing.assert_close(captured[0].latent, eager[0].latent, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(captured[1].latent, eager[1].latent, atol=1e-5, rtol=1e-5)
+    _, other_plan, _, _ = _run("cuda", layers=3)
+    with pytest.raises(ValueError, match="another run"):
+        step(other_plan, video, audio, sigmas[0], sigmas[1])
