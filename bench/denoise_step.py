@@ -28,7 +28,9 @@ from transformer_forward import Census, bench_config, median_ms  # noqa: E402
 from ltx2_core.demo import random_weights_  # noqa: E402
 from ltx2_core.latents import audio_latent_length, audio_positions, video_positions  # noqa: E402
 from ltx2_core.model.transformer import LTX2Transformer  # noqa: E402
-from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, guided_step, ltx2_sigmas, noised_state  # noqa: E402
+from ltx2_core.sampling import (  # noqa: E402
+    GuidanceParams, denoise, guided_plan, guided_step, ltx2_sigmas, noised_state,
+)
 from ltx2_core.types import TextEmbeddings  # noqa: E402
 from support.reference import import_ltx_pipelines, reference_transformer  # noqa: E402
 

@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from bench.memory import peak_extra_mib, reset_peak  # noqa: E402
-from ltx2_core import TransformerConfig  # noqa: E402
 from ltx2_core.demo import demo_tokenizer, random_weights_  # noqa: E402
 from ltx2_core.model.text import PromptEncoder, TextProjection  # noqa: E402
 from ltx2_core.model.text import gemma as gemma_lm  # noqa: E402

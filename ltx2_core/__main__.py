@@ -51,7 +51,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--stg-blocks", type=_blocks, help="video STG blocks, e.g. 29 or 28,29")
     g.add_argument("--audio-stg-blocks", type=_blocks, help="audio STG blocks")
     m = p.add_argument_group("model files (default: the tiny random-weight demo model)")
-    m.add_argument("--checkpoint", help="official LTX-2 / LTX-2.3 .safetensors (dev, or distilled for --mode distilled)")
+    m.add_argument("--checkpoint", help="official LTX-2 / LTX-2.3 .safetensors (dev; distilled for --mode "
+                   "distilled)")
     m.add_argument("--text-encoder", help="Gemma 3 12B: gemma_3_12B_it*.safetensors or a Hugging Face folder")
     m.add_argument("--upsampler", help="ltx-2-spatial-upscaler-x2-*.safetensors (two-stage, distilled)")
     m.add_argument("--distilled-lora", help="ltx-2-*-distilled-lora-*.safetensors (two-stage)")

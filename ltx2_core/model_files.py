@@ -27,7 +27,8 @@ from ltx2_core.loader import (
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.pipeline import Models
 
-DEMO_LABEL = "tiny random-weight DEMO model (LTX-{version} structure, not trained: expect noise, not a video of the prompt)"
+DEMO_LABEL = ("tiny random-weight DEMO model (LTX-{version} structure, not trained: expect noise, not a video of the "
+              "prompt)")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -57,7 +58,20 @@ from ltx2_core.sampling.guidance import default_guidance, default_steps
 from ltx2_core.types import TextEmbeddings
 
 MODES = ("one-stage", "two-stage", "distilled")
-DEFAULT_NEGATIVE_PROMPT = "blurry, low quality, still frame, frames, watermark, overlay, titles, has blurbox, has subtitles"
+# ltx_pipelines/utils/constants.py
+DEFAULT_NEGATIVE_PROMPT = (
+    "blurry, out of focus, overexposed, underexposed, low contrast, washed out colors, excessive noise, "
+    "grainy texture, poor lighting, flickering, motion blur, distorted proportions, unnatural skin tones, "
+    "deformed facial features, asymmetrical face, missing facial features, extra limbs, disfigured hands, "
+    "wrong hand count, artifacts around text, inconsistent perspective, camera shake, incorrect depth of "
+    "field, background too sharp, background clutter, distracting reflections, harsh shadows, inconsistent "
+    "lighting direction, color banding, cartoonish rendering, 3D CGI look, unrealistic materials, uncanny "
+    "valley effect, incorrect ethnicity, wrong gender, exaggerated expressions, wrong gaze direction, "
+    "mismatched lip sync, silent or muted audio, distorted voice, robotic voice, echo, background noise, "
+    "off-sync audio, incorrect dialogue, added dialogue, repetitive speech, jittery movement, awkward "
+    "pauses, incorrect timing, unnatural transitions, inconsistent framing, tilted camera, flat lighting, "
+    "inconsistent tone, cinematic oversaturation, stylized filters, or AI artifacts."
+)
 StageProgress = Callable[[str, int, int], None]  # (stage name, steps done, steps of the stage)
 
 
@@ -122,7 +136,7 @@ class Generation(NamedTuple):
     sample_rate: int
     fps: float
 
-    def save(self, path) -> str:
+    def save(self, path: str | os.PathLike) -> str:
         """Writes an H.264 + AAC stereo mp4 (atomically); returns its path."""
         return str(write_mp4(path, self.frames, self.fps, self.waveform, self.sample_rate))
 

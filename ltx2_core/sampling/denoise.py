@@ -83,10 +83,10 @@ def guided_plan(
         raise ValueError("cfg ≠ 1 needs a negative prompt (its text contexts); pass one or set cfg to 1")
     param = next(model.parameters())
     contexts = [negative if name == "uncond" else positive for name in passes]
-    run = model.prepare_run(
-        video_positions.to(param.device), audio_positions.to(param.device),
-        torch.cat([c.video for c in contexts]).to(param.device), torch.cat([c.audio for c in contexts]).to(param.device),
-    )
+    device = param.device
+    run = model.prepare_run(video_positions.to(device), audio_positions.to(device),
+                            torch.cat([c.video for c in contexts]).to(device),
+                            torch.cat([c.audio for c in contexts]).to(device))
     perturbations = pass_perturbations(passes, video_guidance, audio_guidance)
     batch = None
     if any(p != PassPerturbation() for p in perturbations):

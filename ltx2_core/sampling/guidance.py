@@ -76,10 +76,9 @@ def guide(predictions: torch.Tensor, weights: GuidanceWeights, eps: float = RESC
 
 RELEASED_BLOCKS = 48  # transformer depth of the released 2.0 and 2.3 checkpoints
 # ltx_pipelines/utils/constants.py: steps, STG block and the (video, audio) scales of each release
-RELEASE_DEFAULTS = {
-    "2.0": (40, 29, dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0), dict(cfg=7.0, stg=1.0, rescale=0.7, modality=3.0)),
-    "2.3": (30, 28, dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0), dict(cfg=7.0, stg=1.0, rescale=0.7, modality=3.0)),
-}
+_VIDEO = dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0)
+_AUDIO = dict(cfg=7.0, stg=1.0, rescale=0.7, modality=3.0)
+RELEASE_DEFAULTS = {"2.0": (40, 29, _VIDEO, _AUDIO), "2.3": (30, 28, _VIDEO, _AUDIO)}
 
 
 def default_steps(version: str) -> int:
