@@ -64,6 +64,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--dtype", choices=sorted(DTYPES), help="default: float32 demo / the file's dtype")
     p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
     p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
+    p.add_argument("--passes-per-forward", type=_positive, help="guidance passes per transformer forward (default: "
+                   "all 4 in one; 1 or 2 need less memory)")
     p.add_argument("--output", default="ltx2_output.mp4", help="mp4 file to write")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p.parse_args(argv)
@@ -74,6 +76,12 @@ def _blocks(text: str) -> tuple[int, ...]:
         return tuple(int(b) for b in text.split(",") if b.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"blocks must be comma-separated integers, e.g. 28,29; got {text!r}")
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer ≥ 1, got {text!r}")
+    return int(text)
 
 
 def _lora(text: str) -> tuple[str, float]:
@@ -164,7 +172,8 @@ def generate_command(argv: list[str]) -> int:
     progress = None if args.no_progress else ProgressBars()
     start = time.perf_counter()
     try:
-        result = generate(request, models, progress, cuda_graphs=args.cuda_graphs)
+        result = generate(request, models, progress, cuda_graphs=args.cuda_graphs,
+                          passes_per_forward=args.passes_per_forward)
     except (LTX2Error, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

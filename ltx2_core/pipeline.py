@@ -175,9 +175,10 @@ def check_stg_blocks(request: Request, config: TransformerConfig) -> None:
 
 @torch.no_grad()
 def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
-             cuda_graphs: bool = False) -> Generation:
+             cuda_graphs: bool = False, passes_per_forward: int | None = None) -> Generation:
     """Runs one request end to end and returns the decoded frames and waveform. `cuda_graphs` captures each stage's
-    step as a CUDA graph on its first step and replays it for the others (CUDA only)."""
+    step as a CUDA graph on its first step and replays it for the others (CUDA only). `passes_per_forward` caps
+    how many guidance passes share one forward (None: all; fewer need less activation memory)."""
     check_request(request, models)
     if cuda_graphs and next(models.transformer.parameters()).device.type != "cuda":
         raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
@@ -196,7 +197,7 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
         sigmas = ltx2_sigmas(request.steps or default_steps(model.config.version), device=param.device)
     video, audio = shape.noised(torch.zeros(()), torch.zeros(()), generator, param.dtype)
     plan = guided_plan(model, positive, negative, shape.video_positions(), shape.audio_positions(),
-                       video_guidance, audio_guidance)
+                       video_guidance, audio_guidance, passes_per_forward=passes_per_forward)
     video, audio = denoise(plan, video, audio, sigmas, step=new_step(),
                            progress=_stage(progress, "stage 1" if scale == 2 else "denoise"))
     if request.two_stage:

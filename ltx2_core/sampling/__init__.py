@@ -1,6 +1,14 @@
 """Sampling: sigma schedules, batched multimodal guidance, and the sync-free Euler denoising loop."""
 
-from ltx2_core.sampling.denoise import BatchedPasses, PassRunner, StepPlan, denoise, guided_plan, guided_step
+from ltx2_core.sampling.denoise import (
+    BatchedPasses,
+    ChunkedPasses,
+    PassRunner,
+    StepPlan,
+    denoise,
+    guided_plan,
+    guided_step,
+)
 from ltx2_core.sampling.guidance import GuidanceParams, GuidanceWeights, active_passes, guidance_weights, guide
 from ltx2_core.sampling.schedules import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.steps import StreamState, euler_step, keep_clean, noised_state, timesteps
@@ -9,6 +17,7 @@ __all__ = [
     "DISTILLED_SIGMAS",
     "STAGE2_SIGMAS",
     "BatchedPasses",
+    "ChunkedPasses",
     "GuidanceParams",
     "GuidanceWeights",
     "PassRunner",

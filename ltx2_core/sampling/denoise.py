@@ -47,6 +47,22 @@ class BatchedPasses:
                                                                             audio.timesteps)
 
 
+class ChunkedPasses:
+    """The passes in groups, one forward per group, in order: less activation memory for the same predictions."""
+
+    def __init__(self, groups: list[BatchedPasses]) -> None:
+        self.groups = groups
+        self.passes = tuple(name for group in groups for name in group.passes)
+
+    def __call__(self, video: StreamInput, audio: StreamInput) -> tuple[torch.Tensor, torch.Tensor]:
+        outputs, start = [], 0
+        for group in self.groups:
+            part = slice(start, start + len(group.passes))
+            outputs.append(group(StreamInput(*(t[part] for t in video)), StreamInput(*(t[part] for t in audio))))
+            start = part.stop
+        return torch.cat([v for v, _ in outputs]), torch.cat([a for _, a in outputs])
+
+
 class StepPlan(NamedTuple):
     """What a step needs besides the state: the pass runner and each modality's device-side guidance scales
     (None: no guidance, the single conditional pass is the prediction)."""
@@ -74,9 +90,12 @@ def guided_plan(
     audio_positions: torch.Tensor,
     video_guidance: GuidanceParams | None = None,
     audio_guidance: GuidanceParams | None = None,
+    *,
+    passes_per_forward: int | None = None,
 ) -> StepPlan:
     """Set-up of a run: which passes (decided here, on the host), their contexts, RoPE and perturbations, and the
-    scales on the device. No guidance for either modality (None or neutral) means one conditional pass."""
+    scales on the device. No guidance for either modality (None or neutral) means one conditional pass.
+    `passes_per_forward` caps the batch of one forward (None: all passes in one); RoPE is shared by all groups."""
     video_guidance, audio_guidance = video_guidance or GuidanceParams(), audio_guidance or GuidanceParams()
     passes = active_passes(video_guidance, audio_guidance)
     if "uncond" in passes and negative is None:
@@ -88,14 +107,26 @@ def guided_plan(
                             torch.cat([c.video for c in contexts]).to(device),
                             torch.cat([c.audio for c in contexts]).to(device))
     perturbations = pass_perturbations(passes, video_guidance, audio_guidance)
-    batch = None
-    if any(p != PassPerturbation() for p in perturbations):
-        batch = BatchPerturbations(perturbations, model.config.num_layers, param.device, param.dtype)
-    runner = BatchedPasses(model, run, passes, batch)
+    size = len(passes) if passes_per_forward is None else passes_per_forward
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"passes_per_forward must be an integer ≥ 1, got {passes_per_forward!r}")
+    groups = []
+    for start in range(0, len(passes), size):
+        part = slice(start, start + size)
+        group_run = run._replace(video_context=run.video_context[part], audio_context=run.audio_context[part])
+        groups.append(BatchedPasses(model, group_run, passes[part], _batch_perturbations(model, perturbations[part])))
+    runner = groups[0] if len(groups) == 1 else ChunkedPasses(groups)
     if passes == ("cond",):
         return StepPlan(runner, None, None)
     return StepPlan(runner, guidance_weights(video_guidance, passes, param.device),
                     guidance_weights(audio_guidance, passes, param.device))
+
+
+def _batch_perturbations(model: LTX2Transformer, perturbations: list[PassPerturbation]) -> BatchPerturbations | None:
+    if all(p == PassPerturbation() for p in perturbations):
+        return None
+    param = next(model.parameters())
+    return BatchPerturbations(perturbations, model.config.num_layers, param.device, param.dtype)
 
 
 def guided_step(plan: StepPlan, video: StreamState, audio: StreamState, sigma: torch.Tensor,

@@ -40,10 +40,11 @@ def _texts(model, seed=0):
                            torch.randn(1, 5, cfg.audio.context_dim, generator=g)) for _ in range(2)]
 
 
-def _plan(model, video_guidance=None, audio_guidance=None):
+def _plan(model, video_guidance=None, audio_guidance=None, passes_per_forward=None):
     positive, negative = _texts(model)
     return guided_plan(model, positive, negative, video_positions(FRAMES, ROWS, COLS, 24.0),
-                       audio_positions(AUDIO_TOKENS), video_guidance, audio_guidance)
+                       audio_positions(AUDIO_TOKENS), video_guidance, audio_guidance,
+                       passes_per_forward=passes_per_forward)
 
 
 def _states(seed=1, video_mask=None):
@@ -70,6 +71,23 @@ def test_steps_never_sync_or_copy_host_data(model, guidance, sigmas):
     assert census.transfers() == 0
     # the passes ran as one forward per step: one patchify matmul per step and stream
     assert census.counts["aten.addmm"] >= 2 * (len(sigmas) - 1)
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_passes_in_groups_give_the_same_run_without_syncs(model, size):
+    """The PassRunner seam: passes split over several forwards (less memory; CFG-parallel splits them over GPUs
+    the same way) predict what one batched forward predicts."""
+    video, audio = _states()
+    batched = denoise(_plan(model, *FULL), video, audio, ltx2_sigmas(3))
+    plan = _plan(model, *FULL, passes_per_forward=size)
+    assert [len(g.passes) for g in plan.runner.groups] == ([1, 1, 1, 1] if size == 1 else [3, 1])
+    with OpCensus() as census:
+        grouped = denoise(plan, video, audio, ltx2_sigmas(3))
+    assert census.syncs() == {} and census.transfers() == 0
+    torch.testing.assert_close(grouped[0].latent, batched[0].latent, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grouped[1].latent, batched[1].latent, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="passes_per_forward"):
+        _plan(model, *FULL, passes_per_forward=0)
 
 
 def test_census_sees_a_sync_and_a_host_copy(model):
