@@ -14,7 +14,6 @@ Needs the references: pip install --no-deps ltx-core==1.0.0 ltx-pipelines==1.0.0
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -23,16 +22,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
-from transformer_forward import Census, bench_config, median_ms  # noqa: E402
+from transformer_forward import Census, bench_arguments, bench_models, median_ms  # noqa: E402
 
-from ltx2_core.demo import random_weights_  # noqa: E402
 from ltx2_core.latents import audio_latent_length, audio_positions, video_positions  # noqa: E402
-from ltx2_core.model.transformer import LTX2Transformer  # noqa: E402
 from ltx2_core.sampling import (  # noqa: E402
     GuidanceParams, denoise, guided_plan, guided_step, ltx2_sigmas, noised_state,
 )
 from ltx2_core.types import TextEmbeddings  # noqa: E402
-from support.reference import import_ltx_pipelines, reference_transformer  # noqa: E402
+from support.reference import import_ltx_pipelines  # noqa: E402
 
 
 def reference_loop(ref, positive, negative, video_guidance, audio_guidance, vpos, apos):
@@ -77,23 +74,11 @@ def reference_state(latent: torch.Tensor, positions: torch.Tensor):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", default="2.0", choices=["2.0", "2.3"])
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--frames", type=int, default=9, help="pixel frames (8k+1)")
-    p.add_argument("--height", type=int, default=256)
-    p.add_argument("--width", type=int, default=384)
-    p.add_argument("--text-tokens", type=int, default=256)
-    p.add_argument("--steps", type=int, default=4)
-    p.add_argument("--repeats", type=int, default=5)
+    p = bench_arguments(__doc__)
+    p.add_argument("--steps", type=int, default=4, help="steps of the compared loop")
     args = p.parse_args()
     torch.set_grad_enabled(False)
-
-    config = bench_config(args.layers, args.version)
-    with torch.device("meta"):
-        ours = LTX2Transformer(config)
-    random_weights_(ours, seed=0, std=0.02).eval()
-    ref = reference_transformer({k: v.clone() for k, v in ours.state_dict().items()}, config.to_metadata())
+    config, ours, ref = bench_models(args)
 
     frames, rows, cols = (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32
     tv, ta = frames * rows * cols, audio_latent_length(args.frames, 24.0)

@@ -70,8 +70,9 @@ def median_ms(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def bench_arguments(doc: str) -> argparse.ArgumentParser:
+    """The options every transformer-sized bench shares: structure, depth, clip size, text length, repeats."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", default="2.0", choices=["2.0", "2.3"])
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--frames", type=int, default=9, help="pixel frames (8k+1)")
@@ -79,14 +80,23 @@ def main() -> None:
     p.add_argument("--width", type=int, default=384)
     p.add_argument("--text-tokens", type=int, default=256)
     p.add_argument("--repeats", type=int, default=5)
-    args = p.parse_args()
-    torch.set_grad_enabled(False)
+    return p
 
+
+def bench_models(args: argparse.Namespace) -> tuple[TransformerConfig, LTX2Transformer, torch.nn.Module]:
+    """Our transformer with random weights and the reference LTXModel holding the same weights."""
     config = bench_config(args.layers, args.version)
     with torch.device("meta"):
         ours = LTX2Transformer(config)
     random_weights_(ours, seed=0, std=0.02).eval()
     ref = reference_transformer({k: v.clone() for k, v in ours.state_dict().items()}, config.to_metadata())
+    return config, ours, ref
+
+
+def main() -> None:
+    args = bench_arguments(__doc__).parse_args()
+    torch.set_grad_enabled(False)
+    config, ours, ref = bench_models(args)
     import_ltx_core()
     from ltx_core.guidance.perturbations import (
         BatchedPerturbationConfig, Perturbation, PerturbationConfig, PerturbationType as T,
