@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from ltx2_core.compile import compile_blocks
 from ltx2_core.config import ModelVersion
@@ -137,8 +138,6 @@ class ProgressBars:
         self.bar, self.stage = None, None
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        from tqdm import tqdm
-
         if stage != self.stage:
             self.close()
             self.bar, self.stage = tqdm(total=total, desc=stage, unit="step", file=sys.stderr), stage
@@ -150,23 +149,25 @@ class ProgressBars:
 
 
 def generate_command(argv: list[str]) -> int:
+    """Exit status 0, or 2 with the fix on stderr for a bad request or file (checked before any model work)."""
     args = parse_args(argv)
+    try:
+        run(args)
+    except (LTX2Error, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run(args: argparse.Namespace) -> None:
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
                        args.version)
-    try:
-        request = check_early(args, build_request(args), files)
-    except (LTX2Error, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    request = check_early(args, build_request(args), files)
     print(f"model: {files.label}")
     start = time.perf_counter()
-    try:
-        models = files.load(args.device, DTYPES[args.dtype] if args.dtype else None)
-        if args.compile:
-            compile_blocks(models.transformer)
-    except (LTX2Error, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    models = files.load(args.device, DTYPES[args.dtype] if args.dtype else None)
+    if args.compile:
+        compile_blocks(models.transformer)
     print(f"loaded in {time.perf_counter() - start:.1f} s; {request.mode}, {request.width}x{request.height}, "
           f"{request.frames} frames at {request.fps:g} fps, seed {request.seed}")
     progress = None if args.no_progress else ProgressBars()
@@ -174,9 +175,6 @@ def generate_command(argv: list[str]) -> int:
     try:
         result = generate(request, models, progress, cuda_graphs=args.cuda_graphs,
                           passes_per_forward=args.passes_per_forward)
-    except (LTX2Error, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     finally:
         if progress is not None:
             progress.close()
@@ -185,7 +183,6 @@ def generate_command(argv: list[str]) -> int:
     print(f"wrote {path}: {result.frames.shape[0]} frames {result.frames.shape[2]}x{result.frames.shape[1]} at "
           f"{result.fps:g} fps, {seconds:.2f} s of stereo audio at {result.sample_rate} Hz "
           f"(generated in {time.perf_counter() - start:.1f} s)")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

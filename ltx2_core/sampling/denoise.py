@@ -100,16 +100,15 @@ def guided_plan(
     passes = active_passes(video_guidance, audio_guidance)
     if "uncond" in passes and negative is None:
         raise ValueError("cfg ≠ 1 needs a negative prompt (its text contexts); pass one or set cfg to 1")
-    param = next(model.parameters())
+    size = len(passes) if passes_per_forward is None else passes_per_forward
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"passes_per_forward must be an integer ≥ 1, got {passes_per_forward!r}")
+    device = next(model.parameters()).device
     contexts = [negative if name == "uncond" else positive for name in passes]
-    device = param.device
     run = model.prepare_run(video_positions.to(device), audio_positions.to(device),
                             torch.cat([c.video for c in contexts]).to(device),
                             torch.cat([c.audio for c in contexts]).to(device))
     perturbations = pass_perturbations(passes, video_guidance, audio_guidance)
-    size = len(passes) if passes_per_forward is None else passes_per_forward
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"passes_per_forward must be an integer ≥ 1, got {passes_per_forward!r}")
     groups = []
     for start in range(0, len(passes), size):
         part = slice(start, start + size)
@@ -118,8 +117,8 @@ def guided_plan(
     runner = groups[0] if len(groups) == 1 else ChunkedPasses(groups)
     if passes == ("cond",):
         return StepPlan(runner, None, None)
-    return StepPlan(runner, guidance_weights(video_guidance, passes, param.device),
-                    guidance_weights(audio_guidance, passes, param.device))
+    return StepPlan(runner, guidance_weights(video_guidance, passes, device),
+                    guidance_weights(audio_guidance, passes, device))
 
 
 def _batch_perturbations(model: LTX2Transformer, perturbations: list[PassPerturbation]) -> BatchPerturbations | None:
