@@ -120,14 +120,16 @@ def _deltas(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> dict[str, 
 def fuse_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> list[str]:
     """Adds every LoRA's update, times its strength, to the model's weights in place; returns the changed names.
     All files are checked first, so a bad one leaves the model untouched."""
+    return _fuse(model, _deltas(model, loras))
+
+
+def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]]) -> list[str]:
     params = dict(model.named_parameters())
-    deltas = _deltas(model, loras)
     for target, updates in deltas.items():
         weight = params[target]
         total = weight.float()
         for pair, strength in updates:
-            up = pair.up.to(weight.device)
-            total.addmm_(up, pair.down.to(weight.device), alpha=strength * pair.scale)
+            total.addmm_(pair.up.to(weight.device), pair.down.to(weight.device), alpha=strength * pair.scale)
         weight.copy_(total)
     return sorted(deltas)
 
@@ -137,9 +139,11 @@ def fused_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> Iterat
     """The model with the LoRAs fused for the duration of the block; the original weights (kept on the CPU) are
     restored afterwards, also when the block fails."""
     params = dict(model.named_parameters())
-    originals = {target: params[target].detach().to("cpu", copy=True) for target in _deltas(model, loras)}
+    deltas = _deltas(model, loras)
+    originals = {target: params[target].detach().to("cpu", copy=True) for target in deltas}
     try:
-        fuse_loras(model, loras)
+        with torch.no_grad():
+            _fuse(model, deltas)
         yield model
     finally:
         with torch.no_grad():

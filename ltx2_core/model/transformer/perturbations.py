@@ -45,6 +45,17 @@ def _skipped(blocks: Blocks, block: int) -> bool:
     return blocks == "all" or block in blocks
 
 
+class BlockPlans(NamedTuple):
+    """How one block treats each of its attentions, indexed by `Skip` value. Resolved once per run and handed to
+    each block by the model's loop, so a block's code never reads its own index: blocks with the same plans share
+    one compiled graph."""
+
+    video_self_attn: SkipPlan
+    audio_self_attn: SkipPlan
+    a2v: SkipPlan
+    v2a: SkipPlan
+
+
 class BatchPerturbations:
     """Perturbations of a batch whose sample b is the guidance pass `passes[b]`."""
 
@@ -64,34 +75,20 @@ class BatchPerturbations:
         self._counts = [[sum(row) for row in per_kind] for per_kind in skipped]  # host-side, per kind and block
         keep = 1.0 - torch.tensor(skipped, dtype=torch.float32)  # (kinds, blocks, B)
         self._keep = keep.to(device=device, dtype=dtype)
+        # resolved once per run: the block loop only indexes this list
+        self.blocks = [BlockPlans(*(self._plan(kind, block) for kind in Skip)) for block in range(num_blocks)]
 
-    def plan(self, kind: Skip, block: int) -> SkipPlan:
-        count = self._counts[kind.value][block]  # .value: torch.compile cannot index a list with an IntEnum
+    def _plan(self, kind: Skip, block: int) -> SkipPlan:
+        count = self._counts[kind][block]
         if count == 0:
             return _RUN_ALL
         if count == self.batch_size:
             return _SKIP_ALL
-        return SkipPlan(False, self._keep[kind.value, block].view(-1, 1, 1))
-
-    @property
-    def is_empty(self) -> bool:
-        return all(c == 0 for per_kind in self._counts for c in per_kind)
-
-
-class BlockPlans(NamedTuple):
-    """How one block treats each of its attentions, indexed by `Skip` value. Resolved by the model's block loop, so
-    a block's code never reads its own index: blocks with the same plans share one compiled graph."""
-
-    video_self_attn: SkipPlan
-    audio_self_attn: SkipPlan
-    a2v: SkipPlan
-    v2a: SkipPlan
+        return SkipPlan(False, self._keep[kind, block].view(-1, 1, 1))
 
 
 NO_PERTURBATION = BlockPlans(_RUN_ALL, _RUN_ALL, _RUN_ALL, _RUN_ALL)
 
 
 def block_plans(perturbations: BatchPerturbations | None, block: int) -> BlockPlans:
-    if perturbations is None:
-        return NO_PERTURBATION
-    return BlockPlans(*(perturbations.plan(kind, block) for kind in Skip))
+    return NO_PERTURBATION if perturbations is None else perturbations.blocks[block]
