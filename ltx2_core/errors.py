@@ -35,3 +35,11 @@ class KeyMismatchError(CheckpointError):
 
 class ShapeMismatchError(CheckpointError):
     """A tensor in the file has a different shape than the model expects."""
+
+
+class NonFiniteError(LTX2Error, FloatingPointError):
+    """A stage produced NaN or infinite values (damaged weights, or a float16 run that overflowed)."""
+
+
+class UnsupportedLayoutError(KeyMismatchError):
+    """The file holds the right model under another naming scheme (e.g. diffusers') that is not loaded."""

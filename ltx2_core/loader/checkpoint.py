@@ -1,7 +1,7 @@
 """The official single-file LTX-2 checkpoint: config metadata, component prefixes, and key/shape validation (spec §8).
 
 One file bundles the DiT, the text connectors and projection, the video VAE, the audio VAE and the vocoder; each
-loader takes its own prefix and leaves the rest.
+loader takes its own prefix and leaves the rest. Transformer-only files in other layouts are told apart in `layouts`.
 """
 
 from __future__ import annotations
@@ -12,14 +12,12 @@ from typing import Any
 
 from ltx2_core.config import TransformerConfig
 from ltx2_core.errors import ConfigError, KeyMismatchError, MissingConfigError, ShapeMismatchError
+from ltx2_core.loader.layouts import OFFICIAL, check_transformer_metadata, transformer_layout
 from ltx2_core.loader.safetensors_file import SafetensorsFile
 
-TRANSFORMER_PREFIX = "model.diffusion_model."
+TRANSFORMER_PREFIX = OFFICIAL.prefix
 # the text connectors share the DiT prefix in the file but belong to the text path
-CONNECTOR_PREFIXES = (
-    "model.diffusion_model.video_embeddings_connector.",
-    "model.diffusion_model.audio_embeddings_connector.",
-)
+CONNECTORS = ("video_embeddings_connector.", "audio_embeddings_connector.")
 SHOWN_KEYS = 5
 
 
@@ -41,7 +39,10 @@ def config_metadata(file: SafetensorsFile) -> dict[str, Any]:
 
 
 def transformer_config(file: SafetensorsFile) -> TransformerConfig:
-    """TransformerConfig from the file's `config` metadata (`transformer` section) and `model_version`."""
+    """TransformerConfig from the file's `config` metadata (`transformer` section) and `model_version`.
+
+    The layout is checked first, so a diffusers or transformer-only file is named as such (see `layouts`)."""
+    check_transformer_metadata(file, transformer_layout(file))
     section = config_metadata(file).get("transformer")
     if section is None:
         raise MissingConfigError(
@@ -54,12 +55,15 @@ def transformer_config(file: SafetensorsFile) -> TransformerConfig:
         raise type(exc)(f"{file.path}: {exc}") from exc
 
 
-def transformer_keys(tensor_names: Mapping[str, object] | list[str]) -> dict[str, str]:
-    """Model key -> file key for the DiT tensors (prefix stripped; connectors excluded)."""
+def transformer_keys(
+    tensor_names: Mapping[str, object] | list[str], prefix: str = TRANSFORMER_PREFIX
+) -> dict[str, str]:
+    """Model key -> file key for the DiT tensors under `prefix` (prefix stripped; connectors excluded)."""
+    connectors = tuple(prefix + name for name in CONNECTORS)
     return {
-        name[len(TRANSFORMER_PREFIX):]: name
+        name[len(prefix):]: name
         for name in tensor_names
-        if name.startswith(TRANSFORMER_PREFIX) and not name.startswith(CONNECTOR_PREFIXES)
+        if name.startswith(prefix) and not name.startswith(connectors)
     }
 
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from ltx2_core.errors import ConfigError, MissingConfigError
+from ltx2_core.errors import ConfigError, KeyMismatchError, MissingConfigError
 from ltx2_core.loader.checkpoint import check_tensors, config_metadata
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.model.statistics import STATISTICS
@@ -21,17 +21,16 @@ from ltx2_core.model.statistics import STATISTICS
 
 Config = TypeVar("Config")
 Model = TypeVar("Model", bound=nn.Module)
+FULL_CHECKPOINT_HINT = ("use a full LTX-2 checkpoint (e.g. ltx-2-19b-dev.safetensors or ltx-2.3-22b-dev.safetensors), "
+                        "which bundles it, not a transformer-only, upsampler or LoRA file")
 
 
 def section_config(file: SafetensorsFile, section: str, parse: Callable[[Any], Config], component: str) -> Config:
     """Parses one section of the `config` metadata; errors name the file (and, when absent, what to pass)."""
     value = config_metadata(file).get(section)
     if value is None:
-        raise MissingConfigError(
-            f"{file.path}: the 'config' metadata has no '{section}' section, so this file holds no {component}; use "
-            "a full LTX-2 checkpoint (e.g. ltx-2-19b-dev.safetensors or ltx-2.3-22b-dev.safetensors), which bundles "
-            "it, not a transformer-only, upsampler or LoRA file"
-        )
+        raise MissingConfigError(f"{file.path}: the 'config' metadata has no '{section}' section, so this file holds "
+                                 f"no {component}; {FULL_CHECKPOINT_HINT}")
     try:
         return parse(value)
     except ConfigError as exc:
@@ -57,6 +56,9 @@ def load_bundled(
     with torch.device("meta"):
         model = build(config)
     keys = prefixed_keys(file, prefixes)
+    if not keys:
+        raise KeyMismatchError(f"{file.path}: no {component} tensors (none under {', '.join(map(repr, prefixes))}) "
+                               f"although its config has a '{section}' section; {FULL_CHECKPOINT_HINT}")
     if statistics_prefix is not None:
         keys |= statistics_keys(file, statistics_prefix)
     return load_module(file, model, keys, component, device=device, dtype=dtype)

@@ -23,7 +23,7 @@ import torch
 
 from ltx2_core.errors import CheckpointError, KeyMismatchError, NotSafetensorsError, ShapeMismatchError
 from ltx2_core.loader.checkpoint import check_tensors
-from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
+from ltx2_core.loader.safetensors_file import SafetensorsFile, folder_listing, read_header, read_tensors
 from ltx2_core.model.text import gemma
 from ltx2_core.model.text.tokenizer import PromptTokenizer
 
@@ -69,7 +69,7 @@ def find_gemma(path: str | os.PathLike) -> GemmaSource:
     path = Path(path)
     if path.is_dir():
         return _from_folder(path)
-    file = read_header(path)
+    file = read_header(path, "text encoder")
     prefix = _lm_prefix(file, path)
     keys = _lm_keys(file, prefix)
     return GemmaSource(path, "comfyui", _config_from_shapes(file, keys, path), ((file, keys),))
@@ -147,8 +147,9 @@ def _config_from_shapes(file: SafetensorsFile, keys: Mapping[str, str], path: Pa
 def _from_folder(folder: Path) -> GemmaSource:
     config_file = folder / "config.json"
     if not config_file.is_file():
-        raise CheckpointError(f"{folder}: no config.json; pass a Hugging Face Gemma 3 model folder or ComfyUI's "
-                              "single-file gemma_3_12B_it*.safetensors")
+        raise CheckpointError(f"text encoder {folder} is a directory without config.json{folder_listing(folder)}, "
+                              "so not a Hugging Face Gemma 3 folder; pass ComfyUI's single file "
+                              "gemma_3_12B_it*.safetensors or the google/gemma-3-12b-it folder")
     raw = json.loads(config_file.read_text())
     values = raw.get("text_config", raw) if raw.get("model_type") == "gemma3" else raw
     if values.get("model_type", "gemma3_text") != "gemma3_text":
@@ -161,7 +162,7 @@ def _from_folder(folder: Path) -> GemmaSource:
                                   + "; only safetensors are loaded, never pickles: download the safetensors release")
     shards = []
     for path in files:
-        file = read_header(path)
+        file = read_header(path, "text encoder")
         prefix = next((p for p in LM_PREFIXES if any(n.startswith(p) for n in file.tensors)), None)
         keys = _lm_keys(file, prefix) if prefix else {}
         if keys:

@@ -54,7 +54,7 @@ class Lora(NamedTuple):
 
 def load_lora(path: str | os.PathLike) -> Lora:
     """Reads a LoRA .safetensors file (only safetensors, never pickles) into CPU fp32 pairs."""
-    file = read_header(path)
+    file = read_header(path, "LoRA")
     keys = {name[len(PREFIX):] if name.startswith(PREFIX) else name: name for name in file.tensors}
     pairs, used = {}, set()
     for key in keys:

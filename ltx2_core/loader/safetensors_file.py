@@ -46,11 +46,14 @@ class SafetensorsFile:
     tensors: Mapping[str, TensorEntry]
 
 
-def read_header(path: str | os.PathLike) -> SafetensorsFile:
-    """Parses and checks the header; raises NotSafetensorsError / CorruptCheckpointError naming the file."""
+def read_header(path: str | os.PathLike, what: str = "checkpoint") -> SafetensorsFile:
+    """Parses and checks the header; raises NotSafetensorsError / CorruptCheckpointError naming the file.
+
+    `what` names the file's role in the messages for a missing path or a directory ("LoRA", "latent upsampler", …).
+    """
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path} (check the file name and the models folder)")
+        raise _not_a_file(path, what)
     size = path.stat().st_size
     with path.open("rb") as f:
         prefix = f.read(8)
@@ -60,12 +63,10 @@ def read_header(path: str | os.PathLike) -> SafetensorsFile:
                                          "the file is truncated, download it again")
         (header_len,) = struct.unpack("<Q", prefix)
         first = f.read(1)
-        if first != b"{" or header_len > MAX_HEADER_BYTES:
+        if first != b"{":
             raise NotSafetensorsError(f"{path}: not a safetensors file (no JSON header after the 8-byte length); "
                                       + _PICKLE_HINT)
-        if 8 + header_len > size:
-            raise CorruptCheckpointError(f"{path}: the header claims {header_len} bytes but the file has {size}; "
-                                         "the file is truncated, download it again")
+        _check_header_length(path, header_len, size)
         raw = first + f.read(header_len - 1)
     try:
         header = json.loads(raw.decode("utf-8"))
@@ -77,6 +78,38 @@ def read_header(path: str | os.PathLike) -> SafetensorsFile:
     metadata = header.pop("__metadata__", None) or {}
     tensors = {name: _entry(path, name, info, size - 8 - header_len) for name, info in header.items()}
     return SafetensorsFile(path, metadata, tensors)
+
+
+def folder_listing(folder: Path) -> str:
+    """' (it holds a.safetensors, b.safetensors, …)' for the first safetensors files in `folder`, else ''."""
+    names = sorted(p.name for p in folder.glob("*.safetensors"))
+    if not names:
+        return ""
+    return f" (it holds {', '.join(names[:3])}{', …' if len(names) > 3 else ''})"
+
+
+def _not_a_file(path: Path, what: str) -> CheckpointError:
+    if path.is_dir():
+        return CheckpointError(f"{what} {path} is a directory, not a .safetensors file{folder_listing(path)}; "
+                               "pass the .safetensors file itself")
+    return CheckpointError(f"{what} not found: {path} (check the file name and the models folder)")
+
+
+def _check_header_length(path: Path, header_len: int, size: int) -> None:
+    """The 8-byte length field against the file size (a cut download) and the library's limit (a damaged field)."""
+    if 8 + header_len > size:
+        raise CorruptCheckpointError(
+            f"{path}: the header claims {header_len} bytes but the file has only {size} bytes; the file is "
+            "truncated or damaged (an interrupted download?), download it again"
+        )
+    if header_len > MAX_HEADER_BYTES:
+        raise CorruptCheckpointError(
+            f"{path}: the header claims {header_len} bytes, implausibly large (safetensors allows at most "
+            f"{MAX_HEADER_BYTES}); the header's length field is damaged, download the file again"
+        )
+    if header_len < 2:
+        raise CorruptCheckpointError(f"{path}: the header claims {header_len} bytes, too few for a JSON object; "
+                                     "the header's length field is damaged, download the file again")
 
 
 def _reject_pickles(path: Path, prefix: bytes) -> None:

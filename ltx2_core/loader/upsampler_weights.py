@@ -69,7 +69,7 @@ def load_upsampler(
 
     Format, config, key set and shapes are checked before any weight is read.
     """
-    file = read_header(path)
+    file = read_header(path, "latent upsampler")
     config = upsampler_config(file)
     with torch.device("meta"):
         model = LatentUpsampler(config)

@@ -9,6 +9,7 @@ import torch
 
 from ltx2_core.config import TransformerConfig
 from ltx2_core.loader.checkpoint import check_tensors, transformer_config, transformer_keys
+from ltx2_core.loader.layouts import transformer_layout
 from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora
 from ltx2_core.loader.safetensors_file import read_header, read_tensors
 from ltx2_core.model.transformer import LTX2Transformer
@@ -24,15 +25,17 @@ def load_transformer(
 ) -> LTX2Transformer:
     """The DiT of a single-file LTX-2 checkpoint; `config` overrides the file's metadata.
 
-    Everything about the file is checked before any tensor is read: format, header, config, key set and shapes.
+    Everything about the file is checked before any tensor is read: format, header, layout, config, key set and
+    shapes. A transformer-only file with the official names under another prefix loads too (see `layouts`).
     Only the DiT's own tensors are read; `dtype` (e.g. torch.bfloat16) casts floating tensors while loading.
     `loras` ((file or Lora, strength) pairs) are checked against the model before loading and fused after.
     """
     file = read_header(path)
+    layout = transformer_layout(file)
     config = config or transformer_config(file)
     with torch.device("meta"):
         model = LTX2Transformer(config)
-    keys = transformer_keys(file.tensors)
+    keys = transformer_keys(file.tensors, layout.prefix)
     expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     check_tensors(file, keys, expected, component="transformer")
     loras = [(lora if isinstance(lora, Lora) else load_lora(lora), strength) for lora, strength in loras]
