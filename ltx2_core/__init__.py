@@ -1,35 +1,70 @@
-"""ltx2_core: Lightricks' LTX-2 / LTX-2.3 audio+video model, importable and usable without ComfyUI."""
+"""ltx2_core: Lightricks' LTX-2 / LTX-2.3 audio+video model, importable and usable without ComfyUI.
 
-from ltx2_core.config import ModelVersion, StreamConfig, TransformerConfig
-from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, VocoderConfig, build_vocoder, decode_audio
-from ltx2_core.model.transformer import BatchPerturbations, LTX2Transformer, to_x0
-from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig, upsample_latent
-from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
+The entry points (what the ComfyUI nodes and the command line call):
+
+* a whole generation: `ModelFiles(...).load(device, dtype)` -> `Models`; `generate(Request(...), models)` ->
+  `Generation` (frames, waveform, rates) with `.save(path)`;
+* each model on its own, from the official single-file checkpoint: `load_transformer`, `load_prompt_encoder`,
+  `load_video_decoder`, `load_video_encoder`, `load_audio_decoder`, `load_vocoder`, `load_upsampler`, `load_lora`
+  (and `fused_loras` to apply one for a while);
+* the stages: `PromptEncoder.encode`, `upsample_latent`, `decode_video`, `decode_audio`.
+
+The model internals (blocks, RoPE, perturbation tensors, the sampler's plan) live in the subpackages.
+"""
+
+from ltx2_core.config import ModelVersion, TransformerConfig
+from ltx2_core.errors import CheckpointError, ConfigError, LTX2Error, NonFiniteError
+from ltx2_core.loader import (
+    Lora,
+    fused_loras,
+    load_audio_decoder,
+    load_lora,
+    load_transformer,
+    load_upsampler,
+    load_video_decoder,
+    load_video_encoder,
+    load_vocoder,
+)
+from ltx2_core.loader.text_weights import load_prompt_encoder
+from ltx2_core.model.audio_vae import decode_audio
+from ltx2_core.model.text import PromptEncoder
+from ltx2_core.model.upsampler import upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
-from ltx2_core.types import PassPerturbation, Rope, RunConstants, StreamInput
+from ltx2_core.model_files import ModelFiles
+from ltx2_core.pipeline import DEFAULT_NEGATIVE_PROMPT, MODES, Generation, Models, Request, generate
+from ltx2_core.sampling import GuidanceParams
+from ltx2_core.types import Decoders, TextEmbeddings
 
 __all__ = [
-    "AudioDecoder",
-    "AudioDecoderConfig",
-    "BatchPerturbations",
-    "LTX2Transformer",
-    "LatentUpsampler",
+    "DEFAULT_NEGATIVE_PROMPT",
+    "MODES",
+    "CheckpointError",
+    "ConfigError",
+    "Decoders",
+    "Generation",
+    "GuidanceParams",
+    "LTX2Error",
+    "Lora",
+    "ModelFiles",
     "ModelVersion",
-    "PassPerturbation",
-    "Rope",
-    "RunConstants",
-    "StreamConfig",
-    "StreamInput",
+    "Models",
+    "NonFiniteError",
+    "PromptEncoder",
+    "Request",
+    "TextEmbeddings",
     "TilingConfig",
     "TransformerConfig",
-    "UpsamplerConfig",
-    "VideoDecoder",
-    "VideoEncoder",
-    "VideoVaeConfig",
-    "VocoderConfig",
-    "build_vocoder",
     "decode_audio",
     "decode_video",
-    "to_x0",
+    "fused_loras",
+    "generate",
+    "load_audio_decoder",
+    "load_lora",
+    "load_prompt_encoder",
+    "load_transformer",
+    "load_upsampler",
+    "load_video_decoder",
+    "load_video_encoder",
+    "load_vocoder",
     "upsample_latent",
 ]

@@ -17,6 +17,8 @@ import av
 import numpy as np
 import torch
 
+from ltx2_core.errors import NonFiniteError
+
 # a float frame rate is read as the nearest fraction with a denominator up to 1001, so 29.97002997 -> 30000/1001
 FPS_MAX_DENOMINATOR = 1001
 MAX_CRF = 51  # the H.264 quality scale: 0 lossless .. 51 worst
@@ -108,11 +110,14 @@ def _check_audio(audio: torch.Tensor, sample_rate: int | None) -> None:
 
 
 def _check_range(name: str, values: torch.Tensor, low: float, high: float) -> None:
+    nan, inf = int(values.isnan().sum()), int(values.isinf().sum())
+    if nan or inf:  # no clamp repairs these: they come from the model, not from rounding
+        raise NonFiniteError(f"{name} hold {nan} NaN and {inf} infinite values of {values.numel()}: the model "
+                             "produced no valid output (damaged weights, or a float16 run that overflowed; use "
+                             "bfloat16 or float32); nothing was written")
     lo, hi = (bound.item() for bound in torch.aminmax(values))
-    # NaN fails both comparisons, so non-finite values are caught here too
     if not (lo >= low and hi <= high):
-        raise ValueError(f"{name} values must lie in [{low:g}, {high:g}] with no NaN/inf, found [{lo:g}, {hi:g}]; "
-                         "clamp them first")
+        raise ValueError(f"{name} values must lie in [{low:g}, {high:g}], found [{lo:g}, {hi:g}]; clamp them first")
 
 
 def _check_output(target: Path, crf: int) -> None:

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 import torch
 
 from ltx2_core.config import TransformerConfig
-from ltx2_core.demo import demo_lora, demo_prompt_encoder, demo_transformer
-from ltx2_core.demo_decoders import Decoders, demo_decoders, demo_upsampler
 from ltx2_core.loader import (
     read_header,
     transformer_config,
@@ -26,6 +24,7 @@ from ltx2_core.loader import (
 )
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.pipeline import Models
+from ltx2_core.types import Decoders
 
 DEMO_LABEL = ("tiny random-weight DEMO model (LTX-{version} structure, not trained: expect noise, not a video of the "
               "prompt)")
@@ -65,9 +64,8 @@ class ModelFiles:
                  ("--upsampler", self.upsampler), ("--distilled-lora", self.distilled_lora)]
         paths += [("--lora", path) for path, _ in self.loras]
         for flag, path in paths:
-            if path is not None and not os.path.exists(path):
-                raise ValueError(f"{flag} {path}: no such file; check the path (models usually live in "
-                                 "ComfyUI/models/checkpoints, text_encoders, latent_upscale_models and loras)")
+            if path is not None:
+                _check_path(flag, path)
 
     def transformer_config(self) -> TransformerConfig:
         """The DiT's config, from the checkpoint's header only (or the demo's)."""
@@ -77,6 +75,8 @@ class ModelFiles:
 
     def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None) -> Models:
         if self.checkpoint is None:
+            from ltx2_core.demo import demo_models  # the demo is built only when asked for
+
             return demo_models(self.version, device, dtype)
         load = dict(device=device, dtype=dtype)
         transformer = load_transformer(self.checkpoint, loras=self.loras, **load)
@@ -90,14 +90,15 @@ class ModelFiles:
         )
 
 
-def demo_models(version: str = "2.0", device: torch.device | str = "cpu", dtype: torch.dtype | None = None) -> Models:
-    """Every component at toy size with random weights; the distilled LoRA is random too."""
-    config = TransformerConfig.tiny(version)
-    transformer = demo_transformer(config).to(device=device, dtype=dtype)
-    return Models(
-        transformer=transformer,
-        prompt_encoder=demo_prompt_encoder(config),  # on the CPU; its tiny output moves to the DiT's device
-        decoders=Decoders(*(m.to(device=device, dtype=dtype) for m in demo_decoders(version))),
-        upsampler=demo_upsampler(version).to(device=device, dtype=dtype),
-        distilled_lora=demo_lora(transformer, seed=1, name="demo distilled LoRA"),
-    )
+def _check_path(flag: str, path: str) -> None:
+    """A model file that exists; a directory only for the text encoder, and then a Hugging Face model folder."""
+    if not os.path.exists(path):
+        raise ValueError(f"{flag} {path}: no such file; check the path (models usually live in "
+                         "ComfyUI/models/checkpoints, text_encoders, latent_upscale_models and loras)")
+    if not os.path.isdir(path):
+        return
+    if flag != "--text-encoder":
+        raise ValueError(f"{flag} {path} is a directory, not a .safetensors file; pass the file inside it")
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise ValueError(f"{flag} {path} is a directory without config.json, so not a Hugging Face Gemma 3 folder; "
+                         "pass ComfyUI's single file gemma_3_12B_it*.safetensors or the google/gemma-3-12b-it folder")

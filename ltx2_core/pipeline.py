@@ -24,7 +24,7 @@ import torch
 
 from ltx2_core.compile import CudaGraphStep
 from ltx2_core.config import TransformerConfig
-from ltx2_core.demo_decoders import Decoders
+from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.latents import (
     audio_latent_length,
     audio_positions,
@@ -55,7 +55,7 @@ from ltx2_core.sampling import (
 )
 from ltx2_core.sampling.denoise import Step
 from ltx2_core.sampling.guidance import default_guidance, default_steps
-from ltx2_core.types import TextEmbeddings
+from ltx2_core.types import Decoders, TextEmbeddings
 
 MODES = ("one-stage", "two-stage", "distilled")
 # ltx_pipelines/utils/constants.py
@@ -188,6 +188,7 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     video_guidance, audio_guidance = guidance_for(request, model.config)
     guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
     positive, negative = models.prompt_encoder.encode(request.prompt, request.negative_prompt if guided else None)
+    check_finite("prompt encoding", _embeddings(positive, negative), PROMPT_CAUSES, "Nothing was sampled or written.")
     generator = torch.Generator(param.device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1
     shape = _LatentShape.of(request, request.height // scale, request.width // scale)
@@ -198,10 +199,12 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     video, audio = shape.noised(torch.zeros(()), torch.zeros(()), generator, param.dtype)
     plan = guided_plan(model, positive, negative, shape.video_positions(), shape.audio_positions(),
                        video_guidance, audio_guidance, passes_per_forward=passes_per_forward)
-    video, audio = denoise(plan, video, audio, sigmas, step=new_step(),
-                           progress=_stage(progress, "stage 1" if scale == 2 else "denoise"))
+    stage = "stage 1" if scale == 2 else "denoise"
+    video, audio = denoise(plan, video, audio, sigmas, step=new_step(), progress=_stage(progress, stage))
+    _check_latents(stage, video, audio)
     if request.two_stage:
         video, audio, shape = _refine(request, models, positive, video, audio, shape, generator, progress, new_step())
+        _check_latents("stage 2", video, audio)
     return _decode(models.decoders, shape, video.latent, audio.latent, request.fps, generator)
 
 
@@ -257,7 +260,22 @@ def _decode(decoders: Decoders, shape: _LatentShape, video_tokens: torch.Tensor,
     latent = unpatchify_video(video_tokens, shape.frames, shape.rows, shape.cols)
     video = decode_video(latent, decoders.video, TilingConfig(), generator=generator, output_device="cpu")
     waveform, rate = decode_audio(unpatchify_audio(audio_tokens, 8), decoders.audio, decoders.vocoder)
-    return Generation(video_to_frames(video)[0], waveform[0].clamp(-1, 1).float().cpu(), rate, fps)
+    waveform = waveform[0].float().cpu()
+    check_finite("decoding", {"decoded video": video, "decoded audio": waveform}, DECODING_CAUSES,
+                 "Nothing was written.")
+    return Generation(video_to_frames(video)[0], waveform.clamp(-1, 1), rate, fps)
+
+
+def _embeddings(positive: TextEmbeddings, negative: TextEmbeddings | None) -> dict[str, torch.Tensor]:
+    prompts = {"positive": positive} | ({"negative": negative} if negative is not None else {})
+    return {f"{name} prompt's {stream} context": getattr(embeddings, stream)
+            for name, embeddings in prompts.items() for stream in ("video", "audio")}
+
+
+def _check_latents(stage: str, video: StreamState, audio: StreamState) -> None:
+    """After the last step of a stage: one host read, never inside a step."""
+    check_finite(stage, {"video latents": video.latent, "audio latents": audio.latent}, SAMPLING_CAUSES,
+                 "Nothing was decoded or written.")
 
 
 def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], None] | None:

@@ -7,13 +7,12 @@ bundle the same sections, so a checkpoint's VAE fits the 128-channel latents of 
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 
-from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, Vocoder, VocoderConfig, build_vocoder
+from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, VocoderConfig, build_vocoder
 from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig
 from ltx2_core.model.video_vae import VideoDecoder, VideoVaeConfig
+from ltx2_core.types import Decoders
 
 _ONE = {"num_layers": 1}
 # the encoder's width starts at the latent width (128); multiplier 1 keeps it there instead of growing to 2048
@@ -56,12 +55,6 @@ DEMO_VOCODERS = {
                 "win_size": 512, "num_mels": 64},
     },
 }
-
-
-class Decoders(NamedTuple):
-    video: VideoDecoder
-    audio: AudioDecoder
-    vocoder: Vocoder
 
 
 def demo_decoders(version: str = "2.0", seed: int = 0) -> Decoders:

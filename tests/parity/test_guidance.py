@@ -49,7 +49,7 @@ def test_neutral_passes_are_dropped_at_setup():
     assert active_passes(GuidanceParams(), GuidanceParams(stg=1.0)) == ("cond", "perturbed")
     # a modality whose own scale is neutral gets weight 0 for a pass the other modality needs
     weights = guidance_weights(GuidanceParams(), active_passes(GuidanceParams(), audio))
-    assert weights.terms.tolist() == [0.0]
+    assert weights.terms.tolist() == [0.0]  # 1 − 1: exact
 
 
 def test_batched_samples_are_guided_independently():

@@ -10,7 +10,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from support.configs import TINY_VAE, TINY_VAES
+from ltx2_core.config import ModelVersion
+from ltx2_core.loader.vae_weights import load_video_decoder, load_video_encoder
+from support.checkpoints import other_components
+from support.configs import CHECKPOINT_VAES, TINY_VAE, TINY_VAES
+from support.reference import import_ltx_core
 from support.video_vae import video_vae_pair
 
 TOL = dict(atol=1e-5, rtol=1e-5)
@@ -50,3 +54,26 @@ def test_encoder_matches_reference(version):
     got, want = ours(video), ref(video)
     assert got.shape == (2, 16, 3, 2, 3)
     torch.testing.assert_close(got, want, **TOL)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_loading_from_the_checkpoint_matches_the_reference(version, tiny_checkpoints):
+    """The bundle's `vae.*` tensors (written from ltx_core modules, plus statistics the model does not use)."""
+    import_ltx_core()
+    from ltx_core.model.video_vae import VideoDecoderConfigurator, VideoEncoderConfigurator
+
+    path = tiny_checkpoints[version]
+    decoder, encoder = load_video_decoder(path), load_video_encoder(path)
+    tensors = other_components(ModelVersion(version))
+    stats = {f"per_channel_statistics.{s}": tensors[f"vae.per_channel_statistics.{s}"]
+             for s in ("mean-of-means", "std-of-means")}
+    for ours, configurator, part in ((decoder, VideoDecoderConfigurator, "decoder"),
+                                     (encoder, VideoEncoderConfigurator, "encoder")):
+        ref = configurator.from_config({"vae": CHECKPOINT_VAES[version]})
+        prefix = f"vae.{part}."
+        ref.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)} | stats)
+        for name, value in ref.state_dict().items():
+            assert torch.equal(ours.state_dict()[name], value), name  # both loaded copies of the file's tensors
+    latent = torch.randn(1, 128, 2, 2, 3)
+    assert decoder(latent).shape == (1, 3, 9, 64, 96)
+    assert encoder(torch.rand(1, 3, 9, 64, 32) * 2 - 1).shape == (1, 128, 2, 2, 1)

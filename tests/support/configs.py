@@ -1,6 +1,6 @@
 """Tiny metadata sections of the non-DiT components (the released layout at toy sizes)."""
 
-from ltx2_core.demo_decoders import DEMO_AUDIO_VAE, DEMO_VAES, DEMO_VOCODERS
+from ltx2_core.demo import DEMO_AUDIO_VAE, DEMO_VAES, DEMO_VOCODERS
 
 _RES = {"num_layers": 1}
 _UP = {"residual": True, "multiplier": 2}
@@ -73,7 +73,8 @@ RELEASED_2_0 = {
     "audio_in_channels": 128, "audio_out_channels": 128, "audio_positional_embedding_max_pos": [20],
     "av_ca_timestep_scale_multiplier": 1000.0, "av_cross_ada_norm": True, "caption_channels": 3840,
     "causal_temporal_positioning": True, "frequencies_precision": "float64", "in_channels": 128, "out_channels": 128,
-    "norm_eps": 1e-6, "norm_elementwise_affine": False, "num_layers": 48, "positional_embedding_max_pos": [20, 2048, 2048],
+    "norm_eps": 1e-6, "norm_elementwise_affine": False, "num_layers": 48,
+    "positional_embedding_max_pos": [20, 2048, 2048],
     "positional_embedding_theta": 10000.0, "positional_embedding_type": "rope", "qk_norm": "rms_norm",
     "rope_type": "split", "standardization_norm": "rms_norm", "timestep_scale_multiplier": 1000,
     "use_audio_video_cross_attention": True, "use_embeddings_connector": True, "use_middle_indices_grid": True,

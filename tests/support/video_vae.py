@@ -28,16 +28,20 @@ def random_state(module: torch.nn.Module, seed: int, gain: float = 1.0) -> dict[
     return state
 
 
+def random_video_vae(section: dict, part: str, seed: int = 0) -> VideoDecoder | VideoEncoder:
+    """Our decoder or encoder for a `vae` metadata section with `random_state` weights, fp32 eval."""
+    ours = (VideoDecoder if part == "decoder" else VideoEncoder)(VideoVaeConfig.from_metadata(section))
+    ours.load_state_dict(random_state(ours, seed), strict=True)
+    return ours.eval()
+
+
 def video_vae_pair(section: dict, part: str, seed: int = 0) -> tuple[torch.nn.Module, torch.nn.Module]:
     """(ours, reference) decoder or encoder for a `vae` metadata section, same random weights, fp32 eval."""
     import_ltx_core()
     from ltx_core.model.video_vae import VideoDecoderConfigurator, VideoEncoderConfigurator
 
-    config = VideoVaeConfig.from_metadata(section)
-    ours = (VideoDecoder if part == "decoder" else VideoEncoder)(config)
+    ours = random_video_vae(section, part, seed)
     configurator = VideoDecoderConfigurator if part == "decoder" else VideoEncoderConfigurator
     ref = configurator.from_config({"vae": section})
-    state = random_state(ours, seed)
-    ours.load_state_dict(state, strict=True)
-    ref.load_state_dict(state, strict=True)
-    return ours.eval(), ref.float().eval()
+    ref.load_state_dict(ours.state_dict(), strict=True)
+    return ours, ref.float().eval()

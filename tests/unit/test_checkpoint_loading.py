@@ -45,7 +45,12 @@ def test_loaded_model_equals_in_memory_model(bundle):
     want = model(video, audio, run)
     video2, audio2, run2 = demo_inputs(loaded)
     got = loaded(video2, audio2, run2)
-    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    for name, value in loaded.state_dict().items():
+        assert torch.equal(value, model.state_dict()[name]), name  # the file holds a copy of the weights
+    # the same weights, but memory-mapped ones need not be 64-byte aligned and the CPU GEMM may then take another
+    # kernel path (1.4e-6 apart on one AMD EPYC): the outputs agree to fp32 rounding, not bit for bit
+    torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=1e-5)
 
 
 def test_load_casts_to_requested_dtype(bundle):

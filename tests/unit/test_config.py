@@ -1,37 +1,17 @@
-"""TransformerConfig from checkpoint metadata: round trip, released sizes, and rejection of unsupported values."""
+"""TransformerConfig from checkpoint metadata: round trip and rejection of unsupported values."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 
 from ltx2_core.config import ModelVersion, TransformerConfig, parse_model_version
 from ltx2_core.errors import ConfigError, UnknownModelVersionError
-from ltx2_core.model.transformer import LTX2Transformer
 from support.configs import RELEASED_2_0, RELEASED_2_3
-from support.reference import import_ltx_core
 
 @pytest.mark.parametrize("version", list(ModelVersion))
 def test_tiny_round_trips_through_metadata(version):
     tiny = TransformerConfig.tiny(version)
     assert TransformerConfig.from_metadata(tiny.to_metadata(), version.value + ".0") == tiny
-
-
-@pytest.mark.parametrize(("section", "version", "params"), [
-    (RELEASED_2_0, "2.0.0", 18.876e9), (RELEASED_2_3, "2.3.0", 18.989e9)])
-def test_released_config_builds_the_reference_parameter_set(section, version, params):
-    """On `meta`: every parameter name and shape equals the reference model built from the same section."""
-    config = TransformerConfig.from_metadata(section, version)
-    assert config.version.value == version[:3]
-    with torch.device("meta"):
-        ours = LTX2Transformer(config)
-    import_ltx_core()
-    from ltx_core.model.transformer import LTXModelConfigurator
-
-    with torch.device("meta"):
-        ref = LTXModelConfigurator.from_config({"transformer": section})
-    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in ref.state_dict().items()}
-    assert sum(p.numel() for p in ours.parameters()) == pytest.approx(params, rel=1e-3)
 
 
 def test_every_unsupported_value_is_named_once():

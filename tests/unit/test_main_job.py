@@ -12,9 +12,7 @@ from safetensors.torch import save_file
 
 import ltx2_core.model_files as model_files
 from ltx2_core.__main__ import main
-from ltx2_core.demo import demo_lora
-from ltx2_core.demo_decoders import demo_upsampler
-from ltx2_core.model_files import demo_models
+from ltx2_core.demo import demo_lora, demo_models, demo_upsampler
 
 
 def _probe(path):
@@ -62,7 +60,12 @@ BAD = [
     (["--checkpoint", "{tmp}/missing.safetensors", "--text-encoder", "{tmp}"], "no such file"),
     (["--checkpoint", "{ckpt}"], "needs --text-encoder"),
     (["--checkpoint", "{ckpt}", "--text-encoder", "{tmp}", "--mode", "two-stage"], "needs --upsampler"),
-    (["--checkpoint", "{ckpt}", "--text-encoder", "{tmp}", "--lora", "{tmp}/missing.safetensors:0.5"], "no such file"),
+    (["--checkpoint", "{ckpt}", "--text-encoder", "{ckpt}", "--lora", "{tmp}/missing.safetensors:0.5"], "no such file"),
+    (["--checkpoint", "{tmp}", "--text-encoder", "{ckpt}"], "--checkpoint {tmp} is a directory"),
+    (["--checkpoint", "{ckpt}", "--text-encoder", "{tmp}"], "--text-encoder {tmp} is a directory without config.json"),
+    (["--checkpoint", "{ckpt}", "--text-encoder", "{ckpt}", "--mode", "distilled", "--upsampler", "{tmp}"],
+     "--upsampler {tmp} is a directory"),
+    (["--checkpoint", "{ckpt}", "--text-encoder", "{ckpt}", "--lora", "{tmp}:0.5"], "--lora {tmp} is a directory"),
     (["--lora", "{tmp}/x.safetensors"], "needs --checkpoint"),
     (["--output", "{tmp}/no/such/folder/x.mp4"], "does not exist"),
     (["--cuda-graphs", "--device", "cpu"], "CUDA options"),
@@ -74,12 +77,12 @@ def test_bad_requests_fail_before_any_model_work(flags, message, tmp_path, tiny_
     def no_model_work(*args, **kwargs):
         raise AssertionError("models were loaded for a bad request")
 
-    monkeypatch.setattr(model_files, "demo_models", no_model_work)
+    monkeypatch.setattr("ltx2_core.demo.demo_models", no_model_work)
     monkeypatch.setattr(model_files, "load_transformer", no_model_work)
     flags = [f.format(tmp=tmp_path, ckpt=tiny_checkpoints["2.0"]) for f in flags]
     assert main(["generate", "--output", str(tmp_path / "x.mp4"), *flags]) == 2
     captured = capsys.readouterr()
-    assert message in captured.err and "model:" not in captured.out
+    assert message.format(tmp=tmp_path) in captured.err and "model:" not in captured.out
     assert list(tmp_path.glob("*.mp4")) == []
 
 

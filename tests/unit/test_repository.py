@@ -23,9 +23,40 @@ def test_readme_has_the_two_commands_and_ci_runs_the_test_one():
     assert test_cmd in (ROOT / ".ci" / "run").read_text()
 
 
-def test_requirements_leave_torch_unpinned():
+TORCH_PIN = "torch==2.13.0"  # the local CPU build; any other torch version would pull gigabytes of CUDA packages
+_TORCH_SPEC = re.compile(r"(?<![\w-])torch\s*(?:===?|>=|<=|~=|!=|<|>)\s*[\w.*+!-]+")
+_TEXT_SUFFIXES = {".txt", ".toml", ".cfg", ".ini", ".md", ".sh", ".yml", ".yaml", ".json", ""}
+
+
+def _torch_specifiers(root: Path = ROOT) -> dict[str, list[str]]:
+    """Every torch version specifier in the non-Python text files under `root`, by file."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        parts = path.relative_to(root).parts
+        if not path.is_file() or parts[0] in (".git", "node_modules") or path.suffix not in _TEXT_SUFFIXES:
+            continue
+        specs = [m.group(0).replace(" ", "") for m in _TORCH_SPEC.finditer(path.read_text(errors="ignore"))]
+        if specs:
+            found[path.relative_to(root).as_posix()] = specs
+    return found
+
+
+def test_torch_is_pinned_once_and_only_in_the_commands():
+    """requirements.txt leaves torch bare (ComfyUI brings its own build); the only pin is the CPU build of the two
+    README commands, which .ci/run repeats."""
     lines = [line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
     assert "torch" in lines
+    found = _torch_specifiers()
+    assert {spec for specs in found.values() for spec in specs} == {TORCH_PIN}, found
+    assert set(found) == {"README.md", ".ci/run"}, found
+
+
+def test_the_torch_pin_check_sees_a_second_pin(tmp_path):
+    """The check above can fail: a second pin in a requirements file is found."""
+    (tmp_path / "requirements.txt").write_text("torch\n")
+    (tmp_path / "README.md").write_text(f"pip install {TORCH_PIN}\n")
+    (tmp_path / "extra.txt").write_text("torch >= 2.4\n")
+    assert _torch_specifiers(tmp_path) == {"README.md": [TORCH_PIN], "extra.txt": ["torch>=2.4"]}
 
 
 def test_main_job_runs_the_demo_and_writes_an_mp4_with_audio(tmp_path):
@@ -49,3 +80,10 @@ def test_main_job_rejects_bad_sizes_early(tmp_path):
         assert out.returncode == 2 and message in out.stderr
         assert "model:" not in out.stdout  # nothing ran
     assert not output.exists()
+
+
+def test_tests_that_run_the_reference_are_parity_tests():
+    """`unit/` tests stand alone; a test that imports the reference `ltx_core` compares against it: `parity/`."""
+    reference = re.compile(r"\b(import_ltx_core|from ltx_core|import ltx_core|ltx_pipelines)\b")
+    files = [path for path in sorted((ROOT / "tests" / "unit").glob("*.py")) if path.name != Path(__file__).name]
+    assert [path.name for path in files if reference.search(path.read_text())] == []

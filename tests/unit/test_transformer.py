@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx2_core import BatchPerturbations, PassPerturbation, StreamInput, TransformerConfig
+from ltx2_core import TransformerConfig
+from ltx2_core.model.transformer import BatchPerturbations
+from ltx2_core.types import PassPerturbation, StreamInput
 from ltx2_core.demo import demo_inputs, demo_transformer
 from ltx2_core.model.transformer import rope as rope_module
 from support.census import OpCensus
