@@ -112,9 +112,9 @@ def _check_audio(audio: torch.Tensor, sample_rate: int | None) -> None:
 def _check_range(name: str, values: torch.Tensor, low: float, high: float) -> None:
     nan, inf = int(values.isnan().sum()), int(values.isinf().sum())
     if nan or inf:  # no clamp repairs these: they come from the model, not from rounding
-        raise NonFiniteError(f"{name} hold {nan} NaN and {inf} infinite values of {values.numel()}: the model "
-                             "produced no valid output (damaged weights, or a float16 run that overflowed; use "
-                             "bfloat16 or float32); nothing was written")
+        raise NonFiniteError(f"{name}: {nan} NaN and {inf} infinite values of {values.numel()}, so the model produced "
+                             "no valid output (damaged weights, or a float16 run that overflowed: use bfloat16 or "
+                             "float32); nothing was written")
     lo, hi = (bound.item() for bound in torch.aminmax(values))
     if not (lo >= low and hi <= high):
         raise ValueError(f"{name} values must lie in [{low:g}, {high:g}], found [{lo:g}, {hi:g}]; clamp them first")

@@ -9,6 +9,10 @@
 Noise: one generator on the transformer's device seeded with `seed` draws, in this order, the stage-1 video and
 audio noise and then the stage-2 video and audio noise, each as `torch.randn((1, tokens, 128))` in the latent dtype,
 as the reference pipelines do; the same seed gives the same noise as the reference on the same device.
+
+NaN or infinite values (damaged weights, a float16 overflow) stop a generation with NonFiniteError naming the stage:
+the prompt embeddings, the latents after the last step of each stage and the decoded media are checked once each
+(one host read per stage, none inside a step), so nothing non-finite is decoded, returned or written.
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ def test_loaded_from_checkpoint_matches_reference(tiny_checkpoints, version):
         assert set(ours.state_dict()) == set(expected)
         for name, tensor in ours.state_dict().items():
             assert torch.equal(tensor, expected[name]), name  # both loaded copies of the file's tensors
-    with safe_open(str(path), framework="pt") as f:
+    with safe_open(str(path), framework="pt") as f:  # a copy of the file's tensor
         assert torch.equal(decoder.get_buffer("per_channel_statistics.std-of-means"),
                            f.get_tensor("audio_vae.per_channel_statistics.std-of-means"))
 

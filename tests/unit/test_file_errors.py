@@ -91,7 +91,7 @@ def test_transformer_only_export_with_config_loads(model, tmp_path, prefix):
     loaded = load_transformer(path)
     assert loaded.config == model.config
     for name, value in model.state_dict().items():
-        assert torch.equal(loaded.state_dict()[name], value), name
+        assert torch.equal(loaded.state_dict()[name], value), name  # the file holds a copy of the weights
 
 
 @pytest.mark.parametrize(("prefix", "layout"), [

@@ -12,7 +12,7 @@ from ltx2_core import pipeline
 from ltx2_core.__main__ import main
 from ltx2_core.demo import demo_models
 from ltx2_core.errors import NonFiniteError
-from ltx2_core.pipeline import Request, generate
+from ltx2_core.pipeline import Generation, Request, generate
 from ltx2_core.sampling import GuidanceParams
 
 SMALL = dict(prompt="a red car in the rain", width=128, height=64, frames=9, steps=2)
@@ -106,3 +106,12 @@ def test_the_command_line_writes_no_mp4(models, tmp_path, monkeypatch, capsys):
     captured = capsys.readouterr()
     assert status == 2 and "error: denoise: the video latents" in captured.err
     assert "wrote" not in captured.out and list(tmp_path.iterdir()) == []
+
+
+def test_saving_non_finite_media_never_says_clamp(tmp_path):
+    frames = torch.rand(9, 64, 96, 3)
+    frames[4, 10, 10] = float("nan")
+    result = Generation(frames, torch.zeros(2, 4800), 24000, 24.0)
+    with pytest.raises(NonFiniteError, match="frames: 3 NaN and 0 infinite values") as error:
+        result.save(tmp_path / "out.mp4")
+    assert "clamp" not in str(error.value) and list(tmp_path.iterdir()) == []

@@ -64,7 +64,7 @@ def test_tokenizer_strips_adds_bos_left_pads_and_truncates():
     assert batch.attention_mask[1].tolist() == [0] * (16 - n) + [1] * n  # left padding
     assert batch.input_ids[1, 16 - n] == tokenizer.bos_id == 2 and (batch.input_ids[1, : 16 - n] == 0).all()
     long_ids = tokenizer.with_max_length(1024)(["the camera slowly pans across a quiet forest " * 4]).input_ids[0]
-    assert batch.attention_mask[2].all() and torch.equal(batch.input_ids[2], long_ids[long_ids != 0][:16])
+    assert batch.attention_mask[2].all() and torch.equal(batch.input_ids[2], long_ids[long_ids != 0][:16])  # ids
     with pytest.raises(TypeError, match="list of prompt strings"):
         tokenizer("a cat")
 

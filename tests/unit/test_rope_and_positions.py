@@ -17,7 +17,7 @@ def test_patchify_round_trips():
     # patchifying only moves values: pure copies, bit for bit
     assert torch.equal(unpatchify_video(patchify_video(video), 3, 2, 3), video)
     assert torch.equal(unpatchify_audio(patchify_audio(audio), 8), audio)
-    assert torch.equal(patchify_audio(audio)[0, 1, 16 * 2 + 5], audio[0, 2, 1, 5])  # feature c·16 + mel_bin
+    assert torch.equal(patchify_audio(audio)[0, 1, 16 * 2 + 5], audio[0, 2, 1, 5])  # a copy: feature c·16 + mel_bin
 
 
 def test_rope_broadcasts_over_batch_and_preserves_norm():
