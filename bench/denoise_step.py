@@ -69,8 +69,8 @@ def reference_loop(ref, positive, negative, video_guidance, audio_guidance, vpos
 def reference_state(latent: torch.Tensor, positions: torch.Tensor):
     from ltx_core.types import LatentState
 
-    return LatentState(latent=latent, denoise_mask=torch.ones(*latent.shape[:2], 1), positions=positions,
-                       clean_latent=torch.zeros_like(latent))
+    mask = torch.ones(*latent.shape[:2], 1, device=latent.device)
+    return LatentState(latent=latent, denoise_mask=mask, positions=positions, clean_latent=torch.zeros_like(latent))
 
 
 def main() -> None:

@@ -20,21 +20,9 @@ from ltx2_core.loader.gemma_files import find_gemma
 from ltx2_core.loader.safetensors_file import MAX_HEADER_BYTES
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from support.checkpoints import MODEL_VERSIONS, checkpoint_metadata, other_components, write_checkpoint
+from support.diffusers import diffusers_name
 
 OFFICIAL = "model.diffusion_model."
-# official name -> diffusers' LTX2VideoTransformer3DModel name, as diffusers' convert_ltx2_to_diffusers.py renames
-DIFFUSERS_RENAMES = (
-    ("patchify_proj", "proj_in"),
-    ("av_ca_video_scale_shift_adaln_single", "av_cross_attn_video_scale_shift"),
-    ("av_ca_a2v_gate_adaln_single", "av_cross_attn_video_a2v_gate"),
-    ("av_ca_audio_scale_shift_adaln_single", "av_cross_attn_audio_scale_shift"),
-    ("av_ca_v2a_gate_adaln_single", "av_cross_attn_audio_v2a_gate"),
-    ("scale_shift_table_a2v_ca_video", "video_a2v_cross_attn_scale_shift_table"),
-    ("scale_shift_table_a2v_ca_audio", "audio_a2v_cross_attn_scale_shift_table"),
-    ("prompt_adaln_single", "prompt_adaln"),
-    ("q_norm", "norm_q"),
-    ("k_norm", "norm_k"),
-)
 
 
 @pytest.fixture(scope="module", params=["2.0", "2.3"])
@@ -108,18 +96,9 @@ def test_transformer_only_export_without_config_names_its_layout(model, tmp_path
     assert load_transformer(path, config=model.config).config == model.config
 
 
-def _diffusers_name(name: str) -> str:
-    for official, diffusers in DIFFUSERS_RENAMES:
-        name = name.replace(official, diffusers)
-    for official, diffusers in (("adaln_single.", "time_embed."), ("audio_adaln_single.", "audio_time_embed.")):
-        if name.startswith(official):
-            name = diffusers + name[len(official):]
-    return name
-
-
 @pytest.mark.parametrize("part", ["whole", "one_shard"])
 def test_diffusers_transformer_is_named_with_the_file_to_use(model, tmp_path, part):
-    state = {_diffusers_name(k): v for k, v in _state(model).items()}
+    state = {diffusers_name(k): v for k, v in _state(model).items()}
     assert {"proj_in.weight", "time_embed.linear.weight", "transformer_blocks.0.attn1.norm_q.weight"} <= set(state)
     if part == "one_shard":  # a later shard of diffusers' sharded transformer holds only blocks
         state = {k: v for k, v in state.items() if k.startswith("transformer_blocks.1.")}

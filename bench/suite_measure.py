@@ -1,0 +1,80 @@
+"""How the GPU suite measures: device-timed medians, peak memory, host syncs, and the FLOP count of a forward.
+
+Times on CUDA come from CUDA events around each run (the host clock around unsynchronised work measures the
+launches, not the work); on the CPU from the host clock. Every figure is the median of `repeats` runs after
+`warmup` untimed ones.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from ltx2_core.config import TransformerConfig
+
+PEAK_TFLOPS = 800.0  # a large bf16 matmul on an H100 / H200 (shared/docs/performance.md)
+
+
+def median_ms(fn: Callable[[], object], device: torch.device, repeats: int, warmup: int = 2) -> float:
+    """Median wall time of `fn` on `device` in milliseconds."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            start_s = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start_s) * 1000)
+    return statistics.median(times)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def peak_extra_bytes(fn: Callable[[], object], device: torch.device) -> int:
+    """Peak memory `fn` needs above what is allocated before it: CUDA's allocator peak on a GPU, the peak of
+    simultaneously live tensor storages on the CPU."""
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        fn()
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - base
+    from memory import LiveTensorMemory
+
+    with LiveTensorMemory() as live:
+        fn()
+    return live.peak
+
+
+def forward_flops(config: TransformerConfig, video_tokens: int, audio_tokens: int, text_tokens: int,
+                  batch: int = 1) -> float:
+    """FLOPs of one forward (shared/docs/performance.md): the linear layers of both streams, the text K/V
+    projections, and the attention matmuls (QKᵀ and PV) of every block; AdaLN, gates and the in/out projections
+    are below 0.1% at the released sizes and left out."""
+    d = config.video.heads * config.video.head_dim
+    da = config.audio.heads * config.audio.head_dim
+    tv, ta, c = video_tokens, audio_tokens, text_tokens
+    # per token: self-attention QKVO, text attention Q and O, the a2v / v2a projections, the 4x feed-forward
+    linear = tv * (14 * d * d + 4 * d * da) + ta * 18 * da * da
+    text_kv = c * (2 * config.video.context_dim * d + 2 * config.audio.context_dim * da)
+    attention = 2 * (tv * tv * d + tv * c * d + 2 * tv * ta * da + ta * ta * da + ta * c * da)
+    return 2.0 * batch * config.num_layers * (linear + text_kv + attention)
+
+
+def tflops(flops: float, ms: float) -> float:
+    return flops / (ms * 1e-3) / 1e12

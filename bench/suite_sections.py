@@ -1,0 +1,263 @@
+"""The five measurements of the GPU suite; each takes the run's Settings and returns its table rows (dicts).
+
+* forward: one pass, ours vs ltx_core vs diffusers on the same weights, at three clip sizes, both structures;
+* step: one guided step of the full-depth model, the passes batched vs one at a time vs the reference loop;
+* launch: the launch-bound regime, a whole guided step eager vs CUDA graph vs per-block compile;
+* syncs: host syncs of a whole denoising stage (sync debug mode and the profiler on CUDA, an op census on the CPU);
+* recompiles: per-block compile, then every guidance scale changed: nothing may recompile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import torch
+
+from denoise_step import reference_loop, reference_state
+from ltx2_core.compile import CudaGraphStep, compile_blocks
+from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, guided_step, ltx2_sigmas, noised_state
+from ltx2_core.sampling.denoise import StepPlan
+from ltx2_core.sampling.guidance import default_guidance
+from ltx2_core.sampling.steps import StreamState
+from suite_measure import PEAK_TFLOPS, forward_flops, median_ms, peak_extra_bytes, synchronize, tflops
+from suite_models import Clip, clip, random_transformer, reference_of, suite_config
+from support.census import OpCensus
+from support.diffusers import diffusers_forward, diffusers_transformer
+
+Row = dict[str, Any]
+SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+
+
+class Settings(NamedTuple):
+    quick: bool
+    device: torch.device
+    dtype: torch.dtype
+    versions: tuple[str, ...]
+    slice_layers: int  # blocks of the full-width slice
+    full_layers: int  # blocks of the full-depth model
+    forward_sizes: tuple[tuple[int, int, int], ...]  # (frames, height, width)
+    step_size: tuple[int, int, int]
+    launch_sizes: tuple[tuple[int, int, int], ...]
+    text_tokens: int
+    steps: int  # of the denoising stage whose syncs are counted
+    repeats: int
+    warmup: int
+    compile_backend: str
+
+
+def forward(s: Settings) -> list[Row]:
+    rows = []
+    for version in s.versions:
+        config = suite_config(version, s.slice_layers, s.quick)
+        ours = random_transformer(config, s.device, s.dtype)
+        ref, theirs = reference_of(ours), diffusers_transformer(config, ours.state_dict())
+        for size in s.forward_sizes:
+            rows.append(_forward_row(s, config, ours, ref, theirs, clip(config, size, s.text_tokens, s.device,
+                                                                        s.dtype), size))
+        del ours, ref, theirs
+        _free(s.device)
+    return rows
+
+
+@torch.no_grad()
+def _forward_row(s: Settings, config: TransformerConfig, ours: LTX2Transformer, ref: torch.nn.Module,
+                 theirs: torch.nn.Module, c: Clip, size: tuple[int, int, int]) -> Row:
+    from ltx_core.guidance.perturbations import BatchedPerturbationConfig
+
+    run = ours.prepare_run(c.video_positions, c.audio_positions, c.text.video, c.text.audio)  # once per run
+    video, audio = c.streams()
+    ref_video, ref_audio = c.reference_modalities()
+    sides = {
+        "ours": lambda: ours(video, audio, run),
+        "ltx_core": lambda: ref(ref_video, ref_audio, BatchedPerturbationConfig.empty(1)),
+        "diffusers": lambda: diffusers_forward(theirs, config, c.video, c.audio, c.text, c.sigma, c.video_positions,
+                                               c.audio_positions),
+    }
+    outputs = {name: fn()[0].float() for name, fn in sides.items()}
+    ms = {name: median_ms(fn, s.device, s.repeats, s.warmup) for name, fn in sides.items()}
+    tv, ta, text = c.tokens
+    achieved = tflops(forward_flops(config, tv, ta, text), ms["ours"])
+    scale = outputs["ours"].abs().max().item()
+    return {
+        "version": config.version.value, "size": "×".join(map(str, size[::-1])), "video_tokens": tv,
+        "audio_tokens": ta, "blocks": config.num_layers, **{f"{name}_ms": t for name, t in ms.items()},
+        "vs_ltx_core": ms["ltx_core"] / ms["ours"], "vs_diffusers": ms["diffusers"] / ms["ours"],
+        "tflops": achieved, "of_peak": achieved / PEAK_TFLOPS,
+        "diff_ltx_core": (outputs["ours"] - outputs["ltx_core"]).abs().max().item() / scale,
+        "diff_diffusers": (outputs["ours"] - outputs["diffusers"]).abs().max().item() / scale,
+    }
+
+
+class _Step(NamedTuple):
+    plan: StepPlan
+    video: StreamState
+    audio: StreamState
+    sigmas: torch.Tensor
+
+    def __call__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return guided_step(self.plan, self.video, self.audio, self.sigmas[0], self.sigmas[1])
+
+
+def _guided(model: LTX2Transformer, c: Clip, steps: int, guidance: tuple[GuidanceParams, GuidanceParams] | None = None,
+            passes_per_forward: int | None = None) -> _Step:
+    """A guided step's set-up with the release's guidance (or `guidance`): plan, noised states, sigmas."""
+    video_guidance, audio_guidance = guidance or default_guidance(model.config.version, model.config.num_layers)
+    plan = guided_plan(model, c.text, c.negative, c.video_positions, c.audio_positions, video_guidance,
+                       audio_guidance, passes_per_forward=passes_per_forward)
+    video = noised_state(torch.zeros_like(c.video), c.video)
+    audio = noised_state(torch.zeros_like(c.audio), c.audio)
+    return _Step(plan, video, audio, ltx2_sigmas(steps, device=c.video.device))
+
+
+def step(s: Settings) -> list[Row]:
+    rows = []
+    for version in s.versions:
+        rows += _step_rows(s, suite_config(version, s.full_layers, s.quick))
+        _free(s.device)
+    return rows
+
+
+@torch.no_grad()
+def _step_rows(s: Settings, config: TransformerConfig) -> list[Row]:
+    ours = random_transformer(config, s.device, s.dtype)
+    c = clip(config, s.step_size, s.text_tokens, s.device, s.dtype)
+    batched, one_by_one = _guided(ours, c, s.steps), _guided(ours, c, s.steps, passes_per_forward=1)
+    ref_step, _ = reference_loop(reference_of(ours), c.text, c.negative, *default_guidance(
+        config.version, config.num_layers), c.video_positions, c.audio_positions)
+    ref_states = (reference_state(c.video.clone(), c.video_positions), reference_state(c.audio.clone(),
+                                                                                      c.audio_positions))
+    sides = {"ours, passes batched": batched, "ours, one pass at a time": one_by_one,
+             "reference loop": lambda: ref_step(*ref_states, batched.sigmas, 0)}
+    return [{"version": config.version.value, "size": "×".join(map(str, s.step_size[::-1])),
+             "blocks": config.num_layers, "side": name, "passes": len(batched.plan.runner.passes),
+             "ms": median_ms(fn, s.device, s.repeats, s.warmup), "peak_gib": peak_extra_bytes(fn, s.device) / 2**30}
+            for name, fn in sides.items()]
+
+
+@torch.no_grad()
+def launch(s: Settings) -> list[Row]:
+    config = suite_config(s.versions[0], s.full_layers, s.quick)
+    ours = random_transformer(config, s.device, s.dtype)
+    rows = []
+    for size in s.launch_sizes:
+        c = clip(config, size, s.text_tokens, s.device, s.dtype)
+        guided = _guided(ours, c, s.steps)
+        tv, ta, text = c.tokens
+        passes = len(guided.plan.runner.passes)
+        row = {"version": config.version.value, "size": "×".join(map(str, size[::-1])), "video_tokens": tv,
+               "blocks": config.num_layers, "passes": passes,
+               "flop_ms": forward_flops(config, tv, ta, text, passes) / (PEAK_TFLOPS * 1e12) * 1e3,
+               "eager_ms": median_ms(guided, s.device, s.repeats, s.warmup), "cuda_graph_ms": None}
+        if s.device.type == "cuda":
+            captured = CudaGraphStep()
+            row["cuda_graph_ms"] = median_ms(lambda: captured(guided.plan, guided.video, guided.audio,
+                                                              guided.sigmas[0], guided.sigmas[1]),
+                                             s.device, s.repeats, s.warmup)
+        with _compiled(ours, s.compile_backend):
+            row["compile_ms"] = median_ms(guided, s.device, s.repeats, s.warmup)
+        rows.append(row)
+    return rows
+
+
+@contextlib.contextmanager
+def _compiled(model: LTX2Transformer, backend: str) -> Iterator[None]:
+    """Per-block compile for the duration (what `--compile` does), then the eager blocks back."""
+    torch._dynamo.reset()
+    compile_blocks(model, backend=backend)
+    try:
+        yield
+    finally:
+        for block in model.transformer_blocks:
+            block._compiled_call_impl = None  # undoes nn.Module.compile
+        torch._dynamo.reset()
+
+
+def syncs(s: Settings) -> list[Row]:
+    demo = suite_config(s.versions[0], 3, quick=True)
+    slice_ = suite_config(s.versions[0], s.slice_layers, s.quick)
+    rows = [_sync_row(s, "demo", demo, (17, 64, 96)), _sync_row(s, "full-width slice", slice_, s.step_size)]
+    _free(s.device)
+    return rows
+
+
+@torch.no_grad()
+def _sync_row(s: Settings, name: str, config: TransformerConfig, size: tuple[int, int, int]) -> Row:
+    """Host syncs of a whole denoising stage after its set-up (plan, states, sigmas) and one warm-up stage."""
+    guided = _guided(random_transformer(config, s.device, s.dtype),
+                     clip(config, size, s.text_tokens, s.device, s.dtype), s.steps)
+
+    def run():
+        return denoise(guided.plan, guided.video, guided.audio, guided.sigmas)
+
+    run()
+    synchronize(s.device)
+    counted = _cuda_syncs(run, s.steps) if s.device.type == "cuda" else _census_syncs(run, s.steps)
+    return {"model": name, "blocks": config.num_layers, "size": "×".join(map(str, size[::-1])), "steps": s.steps,
+            **counted}
+
+
+def _census_syncs(run, steps: int) -> Row:
+    with OpCensus() as census:
+        run()
+    return {"sync_debug_error": None, "syncs_per_step": sum(census.syncs().values()) / steps,
+            "d2h_copies_per_step": None, "h2d_copies_per_step": census.transfers() / steps}
+
+
+def _cuda_syncs(run, steps: int) -> Row:
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        run()
+        error = None
+    except RuntimeError as exc:
+        error = str(exc).splitlines()[0]
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_function("suite.stage"):
+            run()
+    events = prof.events()
+    stage = next(e for e in events if e.name == "suite.stage").time_range
+    inside = [e for e in events if stage.start <= e.time_range.start and e.time_range.end <= stage.end]
+    return {"sync_debug_error": error,
+            "syncs_per_step": sum(e.name in SYNC_EVENTS for e in inside) / steps,
+            # copies are device activities, timed on the GPU's clock: counted over the whole (one-stage) profile
+            "d2h_copies_per_step": sum("DtoH" in e.name for e in events) / steps,
+            "h2d_copies_per_step": sum("HtoD" in e.name for e in events) / steps}
+
+
+@torch.no_grad()
+def recompiles(s: Settings) -> list[Row]:
+    from torch._dynamo.utils import counters
+
+    config = suite_config(s.versions[0], s.slice_layers, s.quick)
+    model = random_transformer(config, s.device, s.dtype)
+    c = clip(config, s.launch_sizes[0], s.text_tokens, s.device, s.dtype)
+    release = default_guidance(config.version, config.num_layers)
+    other = tuple(replace(g, cfg=g.cfg + 1.5, stg=g.stg + 0.5, rescale=g.rescale / 2, modality=g.modality + 1.0)
+                  for g in release)
+    with _compiled(model, s.compile_backend):
+        counters.clear()
+        _guided(model, c, s.steps, release)()
+        graphs = counters["stats"]["unique_graphs"]
+        recompiled = sum(counters["recompiles"].values())
+        for guidance in (other, release):
+            _guided(model, c, s.steps, guidance)()
+        return [{"blocks": config.num_layers, "graphs_first_run": graphs,
+                 "graphs_after_new_scales": counters["stats"]["unique_graphs"],
+                 "recompiles_first_run": recompiled,
+                 "recompiles_after_new_scales": sum(counters["recompiles"].values()) - recompiled}]
+
+
+def _free(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+SECTIONS = {"forward": forward, "step": step, "launch": launch, "syncs": syncs, "recompiles": recompiles}

@@ -1,0 +1,66 @@
+"""The GPU suite (bench/gpu_suite.py) in its CPU smoke run: every section runs against the references, so the suite
+never rots between the rare runs on a lent GPU; and its FLOP count equals the table of shared/docs/performance.md."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ltx2_core.config import TransformerConfig
+from support.configs import RELEASED_2_0, RELEASED_2_3
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _suite_measure():
+    spec = importlib.util.spec_from_file_location("suite_measure", ROOT / "bench" / "suite_measure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suite")
+    run = subprocess.run([sys.executable, "bench/gpu_suite.py", "--quick", "--device", "cpu", "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "## recompiles" in run.stdout and (out / "gpu_suite.md").read_text().startswith("# GPU suite: CPU")
+    return json.loads((out / "gpu_suite.json").read_text())
+
+
+def test_every_section_reports(report):
+    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles"]
+    assert all(report["sections"][name] for name in report["sections"])
+
+
+def test_the_three_sides_compute_the_same_forward(report):
+    rows = report["sections"]["forward"]
+    assert {row["version"] for row in rows} == {"2.0", "2.3"} and len(rows) == 4
+    for row in rows:  # fp32, relative to the output's scale
+        assert row["diff_ltx_core"] < 1e-5 and row["diff_diffusers"] < 1e-5, row
+        assert min(row["ours_ms"], row["ltx_core_ms"], row["diffusers_ms"]) > 0
+
+
+def test_step_sides_and_the_sampler_promises(report):
+    step = report["sections"]["step"]
+    assert [row["side"] for row in step[:3]] == ["ours, passes batched", "ours, one pass at a time", "reference loop"]
+    assert all(row["passes"] == 4 and row["peak_gib"] > 0 for row in step)
+    assert all(row["syncs_per_step"] == 0 and row["h2d_copies_per_step"] == 0 for row in report["sections"]["syncs"])
+    recompiles = report["sections"]["recompiles"][0]
+    assert recompiles["recompiles_after_new_scales"] == 0
+    assert recompiles["graphs_after_new_scales"] == recompiles["graphs_first_run"] > 0
+    assert all(row["cuda_graph_ms"] is None and row["compile_ms"] > 0 for row in report["sections"]["launch"])
+
+
+@pytest.mark.parametrize("section, version", [(RELEASED_2_0, "2.0.0"), (RELEASED_2_3, "2.3.0")], ids=["2.0", "2.3"])
+def test_flop_count_matches_the_documented_table(section, version):
+    """121 frames: 126 audio tokens, 1,024 text tokens; TFLOP per forward 48 / 199 / 600 / 1,714."""
+    config = TransformerConfig.from_metadata(section, version)
+    for video_tokens, tflop in ((1536, 48), (6144, 199), (15360, 600), (32640, 1714)):
+        assert _suite_measure().forward_flops(config, video_tokens, 126, 1024) / 1e12 == pytest.approx(tflop, rel=5e-3)
