@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -28,38 +27,15 @@ import torch
 
 from ltx2_core.compile import CudaGraphStep
 from ltx2_core.config import TransformerConfig
-from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
-from ltx2_core.latents import (
-    audio_latent_length,
-    audio_positions,
-    check_video_size,
-    patchify_video,
-    unpatchify_audio,
-    unpatchify_video,
-    video_positions,
-)
+from ltx2_core.latents import check_video_size
 from ltx2_core.loader.lora import Lora, check_lora, fused_loras
-from ltx2_core.media import video_to_frames, write_mp4
-from ltx2_core.model.audio_vae import decode_audio
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
-from ltx2_core.model.upsampler import LatentUpsampler, upsample_latent
-from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
-from ltx2_core.sampling import (
-    DISTILLED_SIGMAS,
-    STAGE2_SIGMAS,
-    GuidanceParams,
-    StreamState,
-    denoise,
-    guided_plan,
-    guided_step,
-    ltx2_sigmas,
-    noised_state,
-    sigma_table,
-)
-from ltx2_core.sampling.denoise import Step
+from ltx2_core.model.upsampler import LatentUpsampler
+from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, guided_step, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance, default_steps
-from ltx2_core.types import Decoders, TextEmbeddings
+from ltx2_core.stages import Generation, decode, empty_latent, encode, sample, upsample
+from ltx2_core.types import Decoders
 
 MODES = ("one-stage", "two-stage", "distilled")
 # ltx_pipelines/utils/constants.py
@@ -132,19 +108,6 @@ class Models(NamedTuple):
     distilled_lora: Lora | None = None
 
 
-class Generation(NamedTuple):
-    """frames (F, H, W, 3) float32 in [0, 1] on the CPU; waveform (2, samples) float32 in [−1, 1] on the CPU."""
-
-    frames: torch.Tensor
-    waveform: torch.Tensor
-    sample_rate: int
-    fps: float
-
-    def save(self, path: str | os.PathLike) -> str:
-        """Writes an H.264 + AAC stereo mp4 (atomically); returns its path."""
-        return str(write_mp4(path, self.frames, self.fps, self.waveform, self.sample_rate))
-
-
 def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceParams, GuidanceParams]:
     """The (video, audio) guidance of stage 1: none for distilled, else the request's or the release defaults."""
     if request.mode == "distilled":
@@ -191,95 +154,26 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     param = next(model.parameters())
     video_guidance, audio_guidance = guidance_for(request, model.config)
     guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
-    positive, negative = models.prompt_encoder.encode(request.prompt, request.negative_prompt if guided else None)
-    check_finite("prompt encoding", _embeddings(positive, negative), PROMPT_CAUSES, "Nothing was sampled or written.")
+    positive, negative = encode(models.prompt_encoder, request.prompt, request.negative_prompt if guided else None)
     generator = torch.Generator(param.device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1
-    shape = _LatentShape.of(request, request.height // scale, request.width // scale)
+    latent = empty_latent(request.width // scale, request.height // scale, request.frames, request.fps)
     if request.mode == "distilled":
-        sigmas = sigma_table(DISTILLED_SIGMAS, param.device)
+        sigmas = sigma_table(DISTILLED_SIGMAS)
     else:
-        sigmas = ltx2_sigmas(request.steps or default_steps(model.config.version), device=param.device)
-    video, audio = shape.noised(torch.zeros(()), torch.zeros(()), generator, param.dtype)
-    plan = guided_plan(model, positive, negative, shape.video_positions(), shape.audio_positions(),
-                       video_guidance, audio_guidance, passes_per_forward=passes_per_forward)
+        sigmas = ltx2_sigmas(request.steps or default_steps(model.config.version))
     stage = "stage 1" if scale == 2 else "denoise"
-    video, audio = denoise(plan, video, audio, sigmas, step=new_step(), progress=_stage(progress, stage))
-    _check_latents(stage, video, audio)
+    latent = sample(model, positive, negative, latent, sigmas, generator, video_guidance=video_guidance,
+                    audio_guidance=audio_guidance, step=new_step(), progress=_stage(progress, stage),
+                    passes_per_forward=passes_per_forward, stage=stage)
     if request.two_stage:
-        video, audio, shape = _refine(request, models, positive, video, audio, shape, generator, progress, new_step())
-        _check_latents("stage 2", video, audio)
-    return _decode(models.decoders, shape, video.latent, audio.latent, request.fps, generator)
-
-
-def _refine(request: Request, models: Models, positive: TextEmbeddings, video: StreamState, audio: StreamState,
-            shape: _LatentShape, generator: torch.Generator, progress: StageProgress | None, step: Step
-            ) -> tuple[StreamState, StreamState, _LatentShape]:
-    """Stage 2: x2 upsample, re-noise video and audio to σ = 0.909375, 3 unguided steps (distilled LoRA fused)."""
-    model = models.transformer
-    latent = unpatchify_video(video.latent, shape.frames, shape.rows, shape.cols)
-    statistics = models.decoders.video.per_channel_statistics
-    upsampled = patchify_video(upsample_latent(latent, models.upsampler, statistics))
-    shape = _LatentShape.of(request, request.height, request.width)
-    video, audio = shape.noised(upsampled, audio.latent, generator, video.latent.dtype, scale=STAGE2_SIGMAS[0])
-    lora = [(models.distilled_lora, 1.0)] if request.mode == "two-stage" else []
-    with fused_loras(model, lora) if lora else contextlib.nullcontext():
-        plan = guided_plan(model, positive, None, shape.video_positions(), shape.audio_positions())
-        sigmas = sigma_table(STAGE2_SIGMAS, video.latent.device)
-        video, audio = denoise(plan, video, audio, sigmas, step=step, progress=_stage(progress, "stage 2"))
-    return video, audio, shape
-
-
-class _LatentShape(NamedTuple):
-    frames: int
-    rows: int
-    cols: int
-    audio_tokens: int
-    fps: float
-
-    @classmethod
-    def of(cls, request: Request, height: int, width: int) -> _LatentShape:
-        return cls((request.frames - 1) // 8 + 1, height // 32, width // 32,
-                   audio_latent_length(request.frames, request.fps), float(request.fps))
-
-    def video_positions(self) -> torch.Tensor:
-        return video_positions(self.frames, self.rows, self.cols, self.fps)
-
-    def audio_positions(self) -> torch.Tensor:
-        return audio_positions(self.audio_tokens)
-
-    def noised(self, video_clean: torch.Tensor, audio_clean: torch.Tensor, generator: torch.Generator,
-               dtype: torch.dtype, scale: float = 1.0) -> tuple[StreamState, StreamState]:
-        """Video then audio noise from `generator`, mixed into the clean latents (broadcast zeros when fresh)."""
-        device = generator.device
-        states = []
-        for tokens, clean in ((self.frames * self.rows * self.cols, video_clean), (self.audio_tokens, audio_clean)):
-            noise = torch.randn((1, tokens, 128), generator=generator, device=device, dtype=dtype)
-            states.append(noised_state(clean.to(device=device, dtype=dtype).expand_as(noise), noise, scale))
-        return states[0], states[1]
-
-
-def _decode(decoders: Decoders, shape: _LatentShape, video_tokens: torch.Tensor, audio_tokens: torch.Tensor,
-            fps: float, generator: torch.Generator) -> Generation:
-    latent = unpatchify_video(video_tokens, shape.frames, shape.rows, shape.cols)
-    video = decode_video(latent, decoders.video, TilingConfig(), generator=generator, output_device="cpu")
-    waveform, rate = decode_audio(unpatchify_audio(audio_tokens, 8), decoders.audio, decoders.vocoder)
-    waveform = waveform[0].float().cpu()
-    check_finite("decoding", {"decoded video": video, "decoded audio": waveform}, DECODING_CAUSES,
-                 "Nothing was written.")
-    return Generation(video_to_frames(video)[0], waveform.clamp(-1, 1), rate, fps)
-
-
-def _embeddings(positive: TextEmbeddings, negative: TextEmbeddings | None) -> dict[str, torch.Tensor]:
-    prompts = {"positive": positive} | ({"negative": negative} if negative is not None else {})
-    return {f"{name} prompt's {stream} context": getattr(embeddings, stream)
-            for name, embeddings in prompts.items() for stream in ("video", "audio")}
-
-
-def _check_latents(stage: str, video: StreamState, audio: StreamState) -> None:
-    """After the last step of a stage: one host read, never inside a step."""
-    check_finite(stage, {"video latents": video.latent, "audio latents": audio.latent}, SAMPLING_CAUSES,
-                 "Nothing was decoded or written.")
+        latent = upsample(latent, models.upsampler, models.decoders)
+        lora = [(models.distilled_lora, 1.0)] if request.mode == "two-stage" else []
+        with fused_loras(model, lora) if lora else contextlib.nullcontext():
+            latent = sample(model, positive, None, latent, sigma_table(STAGE2_SIGMAS), generator,
+                            noise_scale=STAGE2_SIGMAS[0], step=new_step(), progress=_stage(progress, "stage 2"),
+                            stage="stage 2")
+    return decode(latent, models.decoders, generator=generator)
 
 
 def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], None] | None:

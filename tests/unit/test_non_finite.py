@@ -8,7 +8,7 @@ import contextlib
 import pytest
 import torch
 
-from ltx2_core import pipeline
+from ltx2_core import stages
 from ltx2_core.__main__ import main
 from ltx2_core.demo import demo_models
 from ltx2_core.errors import NonFiniteError
@@ -42,8 +42,8 @@ def no_decoding(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("non-finite latents reached the decoders")
 
-    monkeypatch.setattr(pipeline, "decode_video", refuse)
-    monkeypatch.setattr(pipeline, "decode_audio", refuse)
+    monkeypatch.setattr(stages, "decode_video", refuse)
+    monkeypatch.setattr(stages, "decode_audio", refuse)
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
@@ -72,7 +72,7 @@ def test_a_damaged_text_encoder_stops_before_sampling(models, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("non-finite prompt embeddings reached the sampler")
 
-    monkeypatch.setattr(pipeline, "denoise", refuse)
+    monkeypatch.setattr(stages, "denoise", refuse)
     gemma = models.prompt_encoder.gemma
     name = next(n for n, p in gemma.named_parameters() if p.dim() == 2 and "embed" not in n)
     with poisoned(gemma, name), pytest.raises(NonFiniteError) as error:

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from ltx2_core import pipeline
+from ltx2_core import pipeline, stages
 from ltx2_core.demo import demo_models
 from ltx2_core.pipeline import Request, generate
 from ltx2_core.sampling import GuidanceParams
@@ -37,13 +37,13 @@ def test_same_seed_same_output_and_the_lora_is_unfused_afterwards(models):
 
 def test_noise_is_drawn_video_then_audio_per_stage_from_one_seeded_generator(models, monkeypatch):
     drawn = []
-    real = pipeline.noised_state
+    real = stages.noised_state
 
     def spy(clean, noise, scale=1.0, mask=None):
         drawn.append((tuple(noise.shape), scale, noise.clone()))
         return real(clean, noise, scale, mask)
 
-    monkeypatch.setattr(pipeline, "noised_state", spy)
+    monkeypatch.setattr(stages, "noised_state", spy)
     generate(Request(**SMALL, mode="two-stage", seed=5), models)
     assert [(shape, scale) for shape, scale, _ in drawn] == [
         ((1, 2 * 1 * 2, 128), 1.0), ((1, 9, 128), 1.0), ((1, 2 * 2 * 4, 128), 0.909375), ((1, 9, 128), 0.909375)]

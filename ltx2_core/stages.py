@@ -1,0 +1,130 @@
+"""The stages of a generation as separate calls (what the pipelines chain and the ComfyUI nodes wire): an empty
+latent, sampling (noise, then the sync-free guided loop), ×2 upsampling, and decoding to frames and a waveform.
+
+A clip's latent is an `AVLatent`: video (B, 128, F', H/32, W/32) and audio (B, 8, T, 16), normalised, with its
+frame rate. Noise comes from the caller's generator, video first and then audio, as `torch.randn((1, tokens, 128))`
+in the model's dtype on its device: chaining stages on one generator reproduces the reference pipelines' noise.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import torch
+
+from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
+from ltx2_core.latents import (
+    audio_latent_length,
+    audio_positions,
+    check_video_size,
+    patchify_audio,
+    patchify_video,
+    unpatchify_audio,
+    unpatchify_video,
+    video_positions,
+)
+from ltx2_core.media import video_to_frames, write_mp4
+from ltx2_core.model.audio_vae import decode_audio
+from ltx2_core.model.text import PromptEncoder
+from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.model.upsampler import LatentUpsampler, upsample_latent
+from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
+from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, guided_step, noised_state
+from ltx2_core.sampling.denoise import Progress, Step
+from ltx2_core.types import Decoders, TextEmbeddings
+
+AUDIO_CHANNELS, MEL_BINS = 8, 16
+
+
+class AVLatent(NamedTuple):
+    """A clip's joint latent: video (B, 128, F', H', W'), audio (B, 8, T, 16), normalised; `fps` of the clip."""
+
+    video: torch.Tensor
+    audio: torch.Tensor
+    fps: float
+
+    @property
+    def pixel_size(self) -> tuple[int, int, int]:
+        """(frames, height, width) of the video it decodes to."""
+        frames, rows, cols = self.video.shape[2:]
+        return (frames - 1) * 8 + 1, rows * 32, cols * 32
+
+
+class Generation(NamedTuple):
+    """frames (F, H, W, 3) float32 in [0, 1] on the CPU; waveform (2, samples) float32 in [−1, 1] on the CPU."""
+
+    frames: torch.Tensor
+    waveform: torch.Tensor
+    sample_rate: int
+    fps: float
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Writes an H.264 + AAC stereo mp4 (atomically); returns its path."""
+        return str(write_mp4(path, self.frames, self.fps, self.waveform, self.sample_rate))
+
+
+def encode(encoder: PromptEncoder, prompt: str, negative_prompt: str | None = None
+           ) -> tuple[TextEmbeddings, TextEmbeddings | None]:
+    """Both prompts in one batched pass (no negative: None), checked once for NaN/inf."""
+    positive, negative = encoder.encode(prompt, negative_prompt)
+    prompts = {"positive": positive} | ({"negative": negative} if negative is not None else {})
+    contexts = {f"{name} prompt's {stream} context": getattr(embeddings, stream)
+                for name, embeddings in prompts.items() for stream in ("video", "audio")}
+    check_finite("prompt encoding", contexts, PROMPT_CAUSES, "Nothing was sampled or written.")
+    return positive, negative
+
+
+def empty_latent(width: int, height: int, frames: int, fps: float, batch: int = 1) -> AVLatent:
+    """Zeros of the size of a clip (width × height pixels, `frames` = 8k+1 at `fps`), on the CPU in fp32."""
+    check_video_size(frames, height, width)
+    if not fps > 0:
+        raise ValueError(f"fps must be a positive number, got {fps!r}")
+    video = torch.zeros(batch, 128, (frames - 1) // 8 + 1, height // 32, width // 32)
+    audio = torch.zeros(batch, AUDIO_CHANNELS, audio_latent_length(frames, fps), MEL_BINS)
+    return AVLatent(video, audio, float(fps))
+
+
+def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
+           sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
+           video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
+           step: Step = guided_step, progress: Progress | None = None, passes_per_forward: int | None = None,
+           stage: str = "denoise") -> AVLatent:
+    """Noises `latent` to `noise_scale` (1: pure noise; the first sigma when refining) and denoises it over
+    `sigmas` with the guided loop. One NaN/inf check after the last step (NonFiniteError naming `stage`)."""
+    param = next(model.parameters())
+    frames, rows, cols = latent.video.shape[2:]
+    states = []
+    for clean in (patchify_video(latent.video), patchify_audio(latent.audio)):
+        noise = torch.randn((1, clean.shape[1], 128), generator=generator, device=param.device, dtype=param.dtype)
+        states.append(noised_state(clean.to(device=param.device, dtype=param.dtype).expand_as(noise), noise,
+                                   noise_scale))
+    plan = guided_plan(model, positive, negative, video_positions(frames, rows, cols, latent.fps),
+                       audio_positions(latent.audio.shape[2]), video_guidance, audio_guidance,
+                       passes_per_forward=passes_per_forward)
+    video, audio = denoise(plan, *states, sigmas.to(param.device), step=step, progress=progress)
+    check_finite(stage, {"video latents": video.latent, "audio latents": audio.latent}, SAMPLING_CAUSES,
+                 "Nothing was decoded or written.")
+    return AVLatent(unpatchify_video(video.latent, frames, rows, cols),
+                    unpatchify_audio(audio.latent, AUDIO_CHANNELS), latent.fps)
+
+
+def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -> AVLatent:
+    """The video latent ×2 in height and width (the audio is kept), through the VAE's latent statistics."""
+    video = upsample_latent(latent.video, upsampler, decoders.video.per_channel_statistics)
+    return latent._replace(video=video)
+
+
+def decode(latent: AVLatent, decoders: Decoders, tiling: TilingConfig | None = TilingConfig(),
+           generator: torch.Generator | None = None) -> Generation:
+    """Frames and waveform of the first clip of the batch; the video is decoded tile by tile into CPU memory.
+    One NaN/inf check of the decoded media (NonFiniteError before anything is returned)."""
+    video_param, audio_param = next(decoders.video.parameters()), next(decoders.audio.parameters())
+    video = decode_video(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,
+                         generator=generator, output_device="cpu")
+    waveform, rate = decode_audio(latent.audio.to(audio_param.device, audio_param.dtype), decoders.audio,
+                                  decoders.vocoder)
+    waveform = waveform[0].float().cpu()
+    check_finite("decoding", {"decoded video": video, "decoded audio": waveform}, DECODING_CAUSES,
+                 "Nothing was written.")
+    return Generation(video_to_frames(video)[0], waveform.clamp(-1, 1), rate, latent.fps)
