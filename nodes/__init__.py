@@ -1,4 +1,26 @@
-"""ComfyUI node classes of the pack (thin wrappers over ltx2_core). The node set arrives with the nodes issue."""
+"""ComfyUI node classes of the pack: thin wrappers over ltx2_core (V1 API, so the pack imports without ComfyUI)."""
 
-NODE_CLASS_MAPPINGS: dict[str, type] = {}
-NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {}
+from .decode import LTX2Decode, LTX2LatentUpsample
+from .generate import LTX2Generate
+from .loaders import LTX2CheckpointLoader, LTX2LoraLoader, LTX2TextEncoderLoader, LTX2UpsamplerLoader
+from .sampling import LTX2EmptyLatent, LTX2Guidance, LTX2Sampler
+from .text import LTX2TextEncode
+
+NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
+    "LTX2CheckpointLoader": "LTX-2 Checkpoint Loader",
+    "LTX2TextEncoderLoader": "LTX-2 Text Encoder Loader (Gemma 3)",
+    "LTX2LoraLoader": "LTX-2 LoRA Loader",
+    "LTX2UpsamplerLoader": "LTX-2 Latent Upsampler Loader",
+    "LTX2TextEncode": "LTX-2 Text Encode",
+    "LTX2EmptyLatent": "LTX-2 Empty Latent (video + audio)",
+    "LTX2Guidance": "LTX-2 Guidance",
+    "LTX2Sampler": "LTX-2 Sampler",
+    "LTX2LatentUpsample": "LTX-2 Latent Upsample x2",
+    "LTX2Decode": "LTX-2 Decode (video + audio)",
+    "LTX2Generate": "LTX-2 Generate (text to video + audio)",
+}
+NODE_CLASS_MAPPINGS: dict[str, type] = {
+    node.__name__: node
+    for node in (LTX2CheckpointLoader, LTX2TextEncoderLoader, LTX2LoraLoader, LTX2UpsamplerLoader, LTX2TextEncode,
+                 LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode, LTX2Generate)
+}

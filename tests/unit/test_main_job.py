@@ -4,15 +4,13 @@ any model work."""
 
 from __future__ import annotations
 
-import json
 
 import av
 import pytest
-from safetensors.torch import save_file
 
 import ltx2_core.model_files as model_files
 from ltx2_core.__main__ import main
-from ltx2_core.demo import demo_lora, demo_models, demo_upsampler
+from support.model_files import write_lora, write_upsampler
 
 
 def _probe(path):
@@ -86,30 +84,13 @@ def test_bad_requests_fail_before_any_model_work(flags, message, tmp_path, tiny_
     assert list(tmp_path.glob("*.mp4")) == []
 
 
-def _upsampler_file(path):
-    upsampler = demo_upsampler("2.0", seed=3)
-    save_file({k: v.contiguous() for k, v in upsampler.state_dict().items()}, str(path),
-              metadata={"config": json.dumps(upsampler.config.to_metadata())})
-    return path
-
-
-def _lora_file(path, seed):
-    lora = demo_lora(demo_models().transformer, seed=seed)
-    tensors = {}
-    for target, pair in lora.pairs.items():
-        stem = "diffusion_model." + target[: -len(".weight")]
-        tensors[stem + ".lora_A.weight"], tensors[stem + ".lora_B.weight"] = pair.down, pair.up
-    save_file(tensors, str(path))
-    return path
-
-
 def test_two_stage_from_files(capsys, gemma_files, tiny_checkpoints, tmp_path):
     """Every component from files: DiT + a user LoRA, Gemma + connectors, VAEs, vocoder, upsampler, distilled LoRA."""
     output = tmp_path / "out.mp4"
     args = ["generate", "--checkpoint", str(tiny_checkpoints["2.0"]), "--text-encoder", str(gemma_files[0]),
-            "--upsampler", str(_upsampler_file(tmp_path / "up.safetensors")),
-            "--distilled-lora", str(_lora_file(tmp_path / "distilled.safetensors", 1)),
-            "--lora", f"{_lora_file(tmp_path / 'style.safetensors', 2)}:0.5", "--mode", "two-stage",
+            "--upsampler", str(write_upsampler(tmp_path / "up.safetensors")),
+            "--distilled-lora", str(write_lora(tmp_path / "distilled.safetensors", 1)),
+            "--lora", f"{write_lora(tmp_path / 'style.safetensors', 2)}:0.5", "--mode", "two-stage",
             "--width", "128", "--height", "64", "--frames", "9", "--steps", "2", "--stg-blocks", "1",
             "--audio-stg-blocks", "1", "--output", str(output), "--no-progress"]
     assert main(args) == 0, capsys.readouterr().err

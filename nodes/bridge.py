@@ -1,0 +1,74 @@
+"""The only module of the pack that imports ComfyUI (`folder_paths`, `comfy.*`).
+
+Inside ComfyUI it resolves model files from ComfyUI's folders, drives ComfyUI's progress bar (each update is also
+where an interrupt from the UI or `POST /interrupt` stops the run) and asks ComfyUI to free the memory it holds
+before a large model loads. Outside ComfyUI (tests, scripts) every node still works: a file input is a path, there
+is no progress bar, no interrupt and nothing to free.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import torch
+
+try:
+    import comfy.model_management as model_management
+    import comfy.utils as comfy_utils
+    import folder_paths
+except ImportError:  # not running inside ComfyUI
+    model_management = comfy_utils = folder_paths = None
+
+IN_COMFYUI = folder_paths is not None
+
+
+def file_options(folder: str) -> list[str]:
+    """The files of one of ComfyUI's model folders (`checkpoints`, `loras`, ...) for a combo input; [] outside."""
+    return sorted(folder_paths.get_filename_list(folder)) if IN_COMFYUI else []
+
+
+def model_folders_with(folder: str, marker: str) -> list[str]:
+    """Sub-folders of a model folder that hold `marker` (e.g. Hugging Face model folders with config.json)."""
+    if not IN_COMFYUI:
+        return []
+    found = []
+    for root in folder_paths.get_folder_paths(folder):
+        if os.path.isdir(root):
+            found += [name for name in os.listdir(root) if os.path.isfile(os.path.join(root, name, marker))]
+    return sorted(found)
+
+
+def model_path(folder: str, name: str) -> str:
+    """The full path of `name` in a model folder; outside ComfyUI `name` is a path already."""
+    if IN_COMFYUI:
+        for root in folder_paths.get_folder_paths(folder):
+            if os.path.isdir(os.path.join(root, name)):
+                return os.path.join(root, name)
+        return folder_paths.get_full_path_or_raise(folder, name)
+    if not os.path.exists(name):
+        raise FileNotFoundError(f"{name}: no such file (outside ComfyUI a model input is a path)")
+    return name
+
+
+def torch_device() -> torch.device:
+    """ComfyUI's compute device, or CUDA when available outside it."""
+    if IN_COMFYUI:
+        return model_management.get_torch_device()
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def free_memory() -> None:
+    """Before a large model loads: ComfyUI unloads the models it holds and empties its cache."""
+    if IN_COMFYUI:
+        model_management.unload_all_models()
+        model_management.soft_empty_cache()
+
+
+def progress_bar(total: int, node_id: str | None) -> Callable[[int, int], None] | None:
+    """A per-step callback (steps done, total) for ComfyUI's progress bar; None outside ComfyUI. ComfyUI's hook
+    checks for an interrupt on every update, so a cancelled run stops before its next step."""
+    if not IN_COMFYUI:
+        return None
+    bar = comfy_utils.ProgressBar(total, node_id=node_id)
+    return lambda done, steps: bar.update_absolute(done, steps)

@@ -1,0 +1,58 @@
+"""Upsampling and decoding nodes: the latent x2, and video frames (IMAGE) + sound (AUDIO) for CreateVideo."""
+
+from __future__ import annotations
+
+from ltx2_core import TilingConfig
+from ltx2_core.model.upsampler import LatentUpsampler
+from ltx2_core.stages import AVLatent, Generation, decode, upsample
+
+from .handles import LATENT, MODEL, UPSAMPLER, ModelHandle
+
+
+def comfy_outputs(result: Generation) -> tuple:
+    """(IMAGE frames (F, H, W, 3) in [0, 1], AUDIO {"waveform": (1, 2, S), "sample_rate"}, fps)."""
+    return result.frames, {"waveform": result.waveform[None], "sample_rate": result.sample_rate}, result.fps
+
+
+class LTX2LatentUpsample:
+    DESCRIPTION = "Doubles the video latent's width and height with the x2 latent upsampler (audio unchanged)."
+    CATEGORY = "LTX-2/latent"
+    RETURN_TYPES = (LATENT,)
+    RETURN_NAMES = ("latent",)
+    FUNCTION = "upsample"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "model": (MODEL, {"tooltip": "the model whose VAE statistics the upsampler works in"}),
+            "upsampler": (UPSAMPLER, {"tooltip": "from LTX2 Upsampler Loader"}),
+            "latent": (LATENT, {"tooltip": "the stage-1 latent"}),
+        }}
+
+    def upsample(self, model: ModelHandle, upsampler: LatentUpsampler, latent: AVLatent):
+        return (upsample(latent, upsampler, model.decoders),)
+
+
+class LTX2Decode:
+    DESCRIPTION = "Decodes video frames (IMAGE) and stereo sound (AUDIO); with the fps, CreateVideo -> SaveVideo."
+    CATEGORY = "LTX-2/latent"
+    RETURN_TYPES = ("IMAGE", "AUDIO", "FLOAT")
+    RETURN_NAMES = ("images", "audio", "fps")
+    FUNCTION = "decode"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "model": (MODEL, {"tooltip": "the model whose VAE and vocoder decode"}),
+            "latent": (LATENT, {"tooltip": "the sampled latent"}),
+            "spatial_tile": ("INT", {"default": 512, "min": 0, "max": 4096, "step": 32,
+                                     "tooltip": "tile size in pixels (0: no spatial tiling); smaller tiles use less "
+                                                "memory"}),
+            "temporal_tile": ("INT", {"default": 64, "min": 0, "max": 1024, "step": 8,
+                                      "tooltip": "frames per chunk (0: no temporal tiling)"}),
+        }}
+
+    def decode(self, model: ModelHandle, latent: AVLatent, spatial_tile: int = 512, temporal_tile: int = 64):
+        tiling = TilingConfig(spatial_tile=spatial_tile or None, spatial_overlap=64 if spatial_tile else 0,
+                              temporal_tile=temporal_tile or None, temporal_overlap=24 if temporal_tile else 0)
+        return comfy_outputs(decode(latent, model.decoders, tiling))

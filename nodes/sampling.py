@@ -1,0 +1,179 @@
+"""Latent, guidance and sampler nodes."""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+
+import torch
+
+from ltx2_core import GuidanceParams, fused_loras
+from ltx2_core.compile import CudaGraphStep, compile_blocks
+from ltx2_core.latents import check_video_size
+from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, guided_step, ltx2_sigmas, sigma_table
+from ltx2_core.sampling.guidance import RELEASE_DEFAULTS, default_guidance
+from ltx2_core.stages import AVLatent, empty_latent, sample
+
+from . import bridge
+from .handles import CONDITIONING, GUIDANCE, LATENT, MODEL, Conditioning, ModelHandle
+
+CATEGORY = "LTX-2/sampling"
+SCHEDULES = ("ltx2", "distilled", "stage-2 refine")
+MAX_SEED = 2**63 - 1
+_COMPILED: weakref.WeakSet = weakref.WeakSet()  # transformers whose blocks are compiled already
+
+
+def size_problem(width: int | None, height: int | None, frames: int | None) -> str | None:
+    """The message for a size the model cannot make (None when fine or not known before running)."""
+    if None in (width, height, frames):
+        return None
+    try:
+        check_video_size(frames, height, width)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+class LTX2EmptyLatent:
+    DESCRIPTION = "An empty video + audio latent of the clip's size, length and frame rate."
+    CATEGORY = CATEGORY
+    RETURN_TYPES = (LATENT,)
+    RETURN_NAMES = ("latent",)
+    FUNCTION = "make"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "width": ("INT", {"default": 768, "min": 32, "max": 8192, "step": 32,
+                              "tooltip": "pixels, a multiple of 32 (64 for the two-stage pipelines' first stage)"}),
+            "height": ("INT", {"default": 512, "min": 32, "max": 8192, "step": 32,
+                               "tooltip": "pixels, a multiple of 32"}),
+            "frames": ("INT", {"default": 121, "min": 1, "max": 1441, "step": 8,
+                               "tooltip": "pixel frames, 8k+1 (121 = 5 s at 24 fps)"}),
+            "fps": ("FLOAT", {"default": 24.0, "min": 1.0, "max": 120.0, "step": 0.01,
+                              "tooltip": "frame rate; also sets the audio length"}),
+        }}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, width: int | None = None, height: int | None = None, frames: int | None = None):
+        return size_problem(width, height, frames) or True
+
+    def make(self, width: int, height: int, frames: int, fps: float = 24.0):
+        return (empty_latent(width, height, frames, fps),)
+
+
+def _blocks(text: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    if text.strip().lower() in ("", "auto"):
+        return default
+    try:
+        return tuple(int(block) for block in text.split(",") if block.strip())
+    except ValueError:
+        raise ValueError(f"STG blocks must be 'auto' or comma-separated block numbers such as 28,29; got {text!r}")
+
+
+class LTX2Guidance:
+    DESCRIPTION = "Multimodal guidance per modality (CFG, STG, rescale, modality isolation); release values by default."
+    CATEGORY = CATEGORY
+    RETURN_TYPES = (GUIDANCE,)
+    RETURN_NAMES = ("guidance",)
+    FUNCTION = "make"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        video, audio = RELEASE_DEFAULTS["2.0"][2:]
+        required = {"model": (MODEL, {"tooltip": "the model (its version sets the STG blocks of 'auto')"})}
+        for prefix, values, what in (("", video, "video"), ("audio_", audio, "audio")):
+            required |= {
+                f"{prefix}cfg": ("FLOAT", {"default": values["cfg"], "min": 0.0, "max": 30.0, "step": 0.1,
+                                           "tooltip": f"{what} classifier-free guidance; 1 switches it off"}),
+                f"{prefix}stg": ("FLOAT", {"default": values["stg"], "min": 0.0, "max": 10.0, "step": 0.1,
+                                           "tooltip": f"{what} spatio-temporal guidance; 0 switches it off"}),
+                f"{prefix}rescale": ("FLOAT", {"default": values["rescale"], "min": 0.0, "max": 1.0, "step": 0.05,
+                                               "tooltip": f"{what} rescale of the guided prediction (0..1)"}),
+                f"{prefix}modality": ("FLOAT", {"default": values["modality"], "min": 0.0, "max": 30.0, "step": 0.1,
+                                                "tooltip": f"{what} modality-isolation guidance; 1 switches it off"}),
+                f"{prefix}stg_blocks": ("STRING", {"default": "auto", "tooltip": f"{what} STG blocks, e.g. 29 or "
+                                                   "28,29; auto: the release's"}),
+            }
+        return {"required": required}
+
+    def make(self, model: ModelHandle, **scales):
+        defaults = default_guidance(model.config.version, model.config.num_layers)
+        params = []
+        for prefix, default in zip(("", "audio_"), defaults):
+            blocks = _blocks(scales[f"{prefix}stg_blocks"], default.stg_blocks)
+            if any(not 0 <= b < model.config.num_layers for b in blocks):
+                raise ValueError(f"{prefix}stg_blocks {list(blocks)} are outside this model's blocks "
+                                 f"0..{model.config.num_layers - 1}")
+            params.append(GuidanceParams(cfg=scales[f"{prefix}cfg"], stg=scales[f"{prefix}stg"], stg_blocks=blocks,
+                                         rescale=scales[f"{prefix}rescale"], modality=scales[f"{prefix}modality"]))
+        return (tuple(params),)
+
+
+def sigma_schedule(name: str, steps: int, sigmas: str) -> tuple[torch.Tensor, float]:
+    """(sigmas on the CPU, the noise level the latent is brought to first)."""
+    if sigmas.strip():
+        try:
+            values = tuple(float(v) for v in sigmas.replace(" ", "").split(",") if v)
+        except ValueError:
+            raise ValueError(f"sigmas must be comma-separated numbers such as 1.0, 0.5, 0.0; got {sigmas!r}")
+        if len(values) < 2 or values[-1] != 0 or any(a <= b for a, b in zip(values, values[1:])) or values[0] > 1:
+            raise ValueError(f"sigmas must fall strictly from at most 1 to 0 (e.g. 1.0, 0.5, 0.0); got {values}")
+        return sigma_table(values), values[0]
+    if name == "distilled":
+        return sigma_table(DISTILLED_SIGMAS), 1.0
+    if name == "stage-2 refine":
+        return sigma_table(STAGE2_SIGMAS), STAGE2_SIGMAS[0]
+    return ltx2_sigmas(steps), 1.0
+
+
+class LTX2Sampler:
+    DESCRIPTION = "Samples video + audio with every guidance pass batched in one forward and no host sync per step."
+    CATEGORY = CATEGORY
+    RETURN_TYPES = (LATENT,)
+    RETURN_NAMES = ("latent",)
+    FUNCTION = "sample"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "model": (MODEL, {"tooltip": "the LTX-2 model (with its LoRAs)"}),
+                "conditioning": (CONDITIONING, {"tooltip": "the encoded prompts"}),
+                "latent": (LATENT, {"tooltip": "an empty latent, or an upsampled one to refine"}),
+                "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True,
+                                 "tooltip": "the noise seed"}),
+                "steps": ("INT", {"default": 30, "min": 1, "max": 200, "tooltip": "steps of the ltx2 schedule (40 "
+                                  "for LTX-2.0, 30 for 2.3 in the releases); the fixed tables ignore it"}),
+                "schedule": (list(SCHEDULES), {"default": "ltx2", "tooltip": "ltx2: from noise; distilled: the "
+                             "8-step table of distilled models; stage-2 refine: re-noise to 0.909375, 3 steps"}),
+            },
+            "optional": {
+                "guidance": (GUIDANCE, {"tooltip": "without it: the plain conditional prediction (distilled, refine)"}),
+                "sigmas": ("STRING", {"default": "", "tooltip": "explicit sigmas (e.g. 1.0, 0.7, 0.3, 0.0) "
+                                      "overriding the schedule; the latent is noised to the first"}),
+                "compile": ("BOOLEAN", {"default": False, "tooltip": "torch.compile every block (CUDA; the first "
+                                        "run compiles)"}),
+                "cuda_graphs": ("BOOLEAN", {"default": False, "tooltip": "capture each step as a CUDA graph (CUDA)"}),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    def sample(self, model: ModelHandle, conditioning: Conditioning, latent: AVLatent, seed: int, steps: int,
+               schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
+               compile: bool = False, cuda_graphs: bool = False, unique_id: str | None = None):
+        table, noise_scale = sigma_schedule(schedule, steps, sigmas)
+        device = next(model.transformer.parameters()).device
+        if (compile or cuda_graphs) and device.type != "cuda":
+            raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
+        if compile and model.transformer not in _COMPILED:
+            compile_blocks(model.transformer)
+            _COMPILED.add(model.transformer)
+        video_guidance, audio_guidance = guidance or (None, None)
+        generator = torch.Generator(device).manual_seed(seed)
+        with fused_loras(model.transformer, model.loras) if model.loras else contextlib.nullcontext():
+            out = sample(model.transformer, conditioning.positive, conditioning.negative, latent, table, generator,
+                         noise_scale=noise_scale, video_guidance=video_guidance, audio_guidance=audio_guidance,
+                         step=CudaGraphStep() if cuda_graphs else guided_step,
+                         progress=bridge.progress_bar(len(table) - 1, unique_id))
+        return (out,)

@@ -1,0 +1,38 @@
+"""Prompt encoding: positive and negative prompt in one batched Gemma pass."""
+
+from __future__ import annotations
+
+from ltx2_core import DEFAULT_NEGATIVE_PROMPT, PromptEncoder
+from ltx2_core.stages import encode
+
+from .handles import CONDITIONING, TEXT_ENCODER, Conditioning
+
+
+class LTX2TextEncode:
+    DESCRIPTION = "Encodes the prompt and the negative prompt in one batched text-encoder pass."
+    CATEGORY = "LTX-2/conditioning"
+    RETURN_TYPES = (CONDITIONING,)
+    RETURN_NAMES = ("conditioning",)
+    FUNCTION = "encode"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "text_encoder": (TEXT_ENCODER, {"tooltip": "from LTX2 Text Encoder Loader"}),
+            "prompt": ("STRING", {"multiline": True, "default": "",
+                                  "tooltip": "what to see and hear: the scene, the motion, the sounds and speech"}),
+            "negative_prompt": ("STRING", {"multiline": True, "default": DEFAULT_NEGATIVE_PROMPT,
+                                           "tooltip": "what to avoid (used by CFG); the release's by default"}),
+        }}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, prompt: str | None = None):
+        """Named inputs only: ComfyUI skips its own range checks for every input when this takes **kwargs. A linked
+        input is None here (known only at run time)."""
+        if prompt is not None and not prompt.strip():
+            return "prompt: the prompt is empty; describe the video (and its sound) to generate"
+        return True
+
+    def encode(self, text_encoder: PromptEncoder, prompt: str, negative_prompt: str = DEFAULT_NEGATIVE_PROMPT):
+        positive, negative = encode(text_encoder, prompt, negative_prompt or None)
+        return (Conditioning(positive, negative),)
