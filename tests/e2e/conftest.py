@@ -1,0 +1,103 @@
+"""A real ComfyUI server for the end-to-end tests: the shared ComfyUI 0.26.0 (`../shared/comfyui/setup.sh` prints
+COMFYUI_PATH and COMFYUI_PYTHON; `.ci/run` exports them), started on 127.0.0.1 with a throw-away base directory,
+the pack linked into its custom_nodes/ and tiny random-weight model files in its models/ folders. Without those two
+variables every test here is skipped."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from support.model_files import write_lora, write_upsampler
+
+ROOT = Path(__file__).resolve().parents[2]
+PACK_FOLDER = "ComfyUI-LTX2-Fast"
+# the tiny files, by the name a user would pick in each model folder
+TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.safetensors",
+        "upsampler": "tiny-upscaler-x2.safetensors", "lora": "tiny-distilled-lora.safetensors"}
+
+
+class Server(NamedTuple):
+    url: str
+    base: Path
+    log: Path
+
+    def get(self, route: str) -> dict:
+        with urllib.request.urlopen(self.url + route, timeout=30) as response:
+            return json.load(response)
+
+    def post(self, route: str, body: dict | None = None) -> int:
+        request = urllib.request.Request(self.url + route, json.dumps(body or {}).encode(),
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+
+
+def _comfyui() -> tuple[Path, Path]:
+    path, python = os.environ.get("COMFYUI_PATH"), os.environ.get("COMFYUI_PYTHON")
+    if not path or not python or not (Path(path) / "main.py").is_file():
+        pytest.skip("no ComfyUI: set COMFYUI_PATH and COMFYUI_PYTHON (../shared/comfyui/setup.sh prints them)")
+    return Path(path), Path(python)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
+    folders = {name: base / "models" / name for name in ("checkpoints", "text_encoders", "loras",
+                                                         "latent_upscale_models")}
+    for folder in folders.values():
+        folder.mkdir(parents=True)
+    (folders["checkpoints"] / TINY["checkpoint"]).symlink_to(tiny_checkpoints["2.3"])
+    (folders["text_encoders"] / TINY["text_encoder"]).symlink_to(gemma_files[0])
+    write_upsampler(folders["latent_upscale_models"] / TINY["upsampler"], version="2.3")
+    write_lora(folders["loras"] / TINY["lora"], seed=1, version="2.3")
+
+
+@pytest.fixture(scope="session")
+def comfyui(tmp_path_factory, tiny_checkpoints, gemma_files):
+    path, python = _comfyui()
+    base = tmp_path_factory.mktemp("comfyui")
+    (base / "custom_nodes").mkdir()
+    (base / "custom_nodes" / PACK_FOLDER).symlink_to(ROOT)
+    _models(base, tiny_checkpoints, gemma_files)
+    port, log = _free_port(), base / "server.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [str(python), "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(port), "--base-directory",
+             str(base), "--database-url", f"sqlite:///{base}/comfyui.db", "--disable-auto-launch"],
+            cwd=path, stdout=out, stderr=subprocess.STDOUT)
+    server = Server(f"http://127.0.0.1:{port}", base, log)
+    try:
+        _wait_until_up(server, process)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _wait_until_up(server: Server, process: subprocess.Popen, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"ComfyUI exited with {process.returncode}:\n{server.log.read_text()[-3000:]}")
+        try:
+            server.get("/object_info/LTX2Sampler")
+            return
+        except OSError:
+            time.sleep(1)
+    pytest.fail(f"ComfyUI did not answer within {timeout:g} s:\n{server.log.read_text()[-3000:]}")

@@ -1,0 +1,85 @@
+"""The pack in a real ComfyUI: it registers every node, the example workflows run headless through the client and
+write an mp4 with sound, a bad value is refused with HTTP 400 before anything runs, and an interrupt stops sampling
+and leaves the pack usable."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import av
+import pytest
+
+from nodes import NODE_CLASS_MAPPINGS
+
+from .conftest import PACK_FOLDER, ROOT, TINY
+
+CLIENT = ROOT / "tools" / "ltx2_client.py"
+FILES = [f"ckpt_name={TINY['checkpoint']}", f"text_encoder={TINY['text_encoder']}"]
+UPSAMPLER = f"upscale_model_name={TINY['upsampler']}"
+# each example at a tiny size: (workflow, overrides, (frames, width, height) of the video)
+EXAMPLES = {
+    "ltx2_t2v_one_stage": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"], (9, 96, 64)),
+    "ltx2_t2v_two_stage": ([UPSAMPLER, f"lora_name={TINY['lora']}", "5.width=64", "5.height=32", "5.frames=9"], (9, 128, 64)),
+    "ltx2_t2v_distilled": ([UPSAMPLER, "4.width=64", "4.height=32", "4.frames=17"], (17, 128, 64)),
+    "ltx2_generate_two_stage": ([UPSAMPLER, f"distilled_lora={TINY['lora']}", "4.width=128", "4.height=64", "4.frames=9",
+                                 "4.steps=2"], (9, 128, 64)),
+}
+
+
+def client(server, workflow: str, *settings: str, out: Path, seed: int = 1, wait: bool = True):
+    args = [sys.executable, str(CLIENT), str(ROOT / "example_workflows" / f"{workflow}.api.json"), "--server",
+            server.url, "--seed", str(seed), "--out", str(out), "--timeout", "600"]
+    for setting in (*FILES, *settings):
+        args += ["--set", setting]
+    if wait:
+        return subprocess.run(args, capture_output=True, text=True, timeout=900)
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_every_node_is_registered_and_the_pack_imports_cleanly(comfyui):
+    info = comfyui.get("/object_info")
+    assert set(NODE_CLASS_MAPPINGS) <= set(info)
+    assert all(info[name]["category"].startswith("LTX-2/") for name in NODE_CLASS_MAPPINGS)
+    log = comfyui.log.read_text()
+    assert f"custom_nodes/{PACK_FOLDER}" in log and "IMPORT FAILED" not in log
+    assert TINY["checkpoint"] in info["LTX2CheckpointLoader"]["input"]["required"]["ckpt_name"][0]
+
+
+@pytest.mark.parametrize("workflow", list(EXAMPLES))
+def test_example_workflow_writes_an_mp4_with_sound(comfyui, workflow, tmp_path):
+    settings, (frames, width, height) = EXAMPLES[workflow]
+    run = client(comfyui, workflow, *settings, out=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    (video_file,) = tmp_path.glob("*.mp4")
+    with av.open(str(video_file)) as container:
+        video, audio = container.streams.video[0], container.streams.audio[0]
+        assert (video.frames, video.width, video.height, video.average_rate) == (frames, width, height, 24)
+        seconds = sum(frame.samples for frame in container.decode(audio)) / audio.rate
+    assert abs(seconds - frames / 24) < 0.1 and audio.channels == 2
+
+
+def test_a_bad_value_is_refused_before_anything_runs(comfyui, tmp_path):
+    run = client(comfyui, "ltx2_t2v_one_stage", "4.width=96", "4.height=64", "4.frames=16", out=tmp_path)
+    assert run.returncode == 2
+    assert "node 4 (LTX2EmptyLatent)" in run.stderr and "8k+1" in run.stderr
+    assert not list(tmp_path.glob("*"))
+
+
+def test_an_interrupt_stops_sampling_and_the_next_prompt_succeeds(comfyui, tmp_path):
+    small = ["4.width=96", "4.height=64", "4.frames=9"]
+    slow = client(comfyui, "ltx2_t2v_one_stage", *small, "6.steps=200", out=tmp_path / "slow", seed=11, wait=False)
+    lines = []
+    for line in slow.stdout:  # wait until sampling is under way
+        lines.append(line)
+        if "step" in line:
+            break
+    assert comfyui.post("/interrupt") == 200
+    assert slow.wait(timeout=120) == 3, "".join(lines) + slow.stdout.read() + slow.stderr.read()
+    assert "interrupted" in slow.stderr.read()
+    start = time.monotonic()
+    run = client(comfyui, "ltx2_t2v_one_stage", *small, "6.steps=2", out=tmp_path / "next", seed=12)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert list((tmp_path / "next").glob("*.mp4")) and time.monotonic() - start < 300

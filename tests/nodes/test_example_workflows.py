@@ -1,0 +1,75 @@
+"""The example workflows refer only to existing nodes and inputs, with values those inputs accept and links to
+existing outputs (checked without ComfyUI; the end-to-end tests run them in a real one)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nodes import NODE_CLASS_MAPPINGS as NODES
+
+ROOT = Path(__file__).resolve().parents[2]
+API_WORKFLOWS = sorted((ROOT / "example_workflows").glob("*.api.json"))
+# the core ComfyUI nodes the examples end with, and their inputs (ComfyUI 0.26's CreateVideo and SaveVideo)
+CORE = {"CreateVideo": ({"images", "fps"}, {"audio", "bit_depth"}, 1),
+        "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0)}
+FOLDER_COMBOS = {"ckpt_name", "text_encoder", "lora_name", "upscale_model_name", "distilled_lora"}
+
+
+def _inputs(class_type: str) -> tuple[dict, dict, int]:
+    if class_type in CORE:
+        required, optional, outputs = CORE[class_type]
+        return dict.fromkeys(required), dict.fromkeys(optional), outputs
+    spec = NODES[class_type].INPUT_TYPES()
+    return spec["required"], spec.get("optional", {}), len(NODES[class_type].RETURN_TYPES)
+
+
+def _value_problem(name: str, spec: tuple | None, value: object) -> str | None:
+    if spec is None or name in FOLDER_COMBOS:
+        return None  # a core input, or a combo of the user's model files
+    kind, options = spec[0], spec[1] if len(spec) > 1 else {}
+    if isinstance(kind, list):
+        return None if value in kind else f"{value!r} not in {kind}"
+    if kind in ("INT", "FLOAT"):
+        ok = isinstance(value, (int, float)) and options.get("min", value) <= value <= options.get("max", value)
+        return None if ok else f"{value!r} outside [{options.get('min')}, {options.get('max')}]"
+    expected = {"STRING": str, "BOOLEAN": bool}.get(kind)
+    return None if expected is None or isinstance(value, expected) else f"{value!r} is not a {kind}"
+
+
+@pytest.mark.parametrize("path", API_WORKFLOWS, ids=[p.name for p in API_WORKFLOWS])
+def test_api_workflow_uses_existing_nodes_inputs_and_values(path):
+    workflow = json.loads(path.read_text())
+    problems = []
+    for node_id, entry in workflow.items():
+        class_type, given = entry["class_type"], entry["inputs"]
+        if class_type not in NODES and class_type not in CORE:
+            problems.append(f"{node_id}: unknown node {class_type}")
+            continue
+        required, optional, _ = _inputs(class_type)
+        problems += [f"{node_id}.{name}: missing" for name in required if name not in given]
+        for name, value in given.items():
+            if name not in required and name not in optional:
+                problems.append(f"{node_id}.{name}: no such input of {class_type}")
+            elif isinstance(value, list):
+                source = workflow.get(value[0])
+                if source is None or not 0 <= value[1] < _inputs(source["class_type"])[2]:
+                    problems.append(f"{node_id}.{name}: links to a missing output {value}")
+            elif problem := _value_problem(name, {**required, **optional}[name], value):
+                problems.append(f"{node_id}.{name}: {problem}")
+        validate = getattr(NODES.get(class_type), "VALIDATE_INPUTS", None)
+        if validate is not None:
+            names = validate.__code__.co_varnames[1:validate.__code__.co_argcount]
+            result = validate(**{n: given[n] for n in names if n in given and not isinstance(given[n], list)})
+            if result is not True:
+                problems.append(f"{node_id}: {result}")
+    assert problems == []
+
+
+def test_every_pipeline_has_an_example():
+    names = {p.name for p in API_WORKFLOWS}
+    assert {"ltx2_t2v_one_stage.api.json", "ltx2_t2v_two_stage.api.json", "ltx2_t2v_distilled.api.json"} <= names
+    used = {entry["class_type"] for p in API_WORKFLOWS for entry in json.loads(p.read_text()).values()}
+    assert set(NODES) <= used  # every node appears in an example
