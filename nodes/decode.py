@@ -30,7 +30,7 @@ class LTX2LatentUpsample:
         }}
 
     def upsample(self, model: ModelHandle, upsampler: LatentUpsampler, latent: AVLatent):
-        return (upsample(latent, upsampler, model.decoders),)
+        return (upsample(latent, upsampler, model.check_loaded().decoders),)
 
 
 class LTX2Decode:
@@ -55,4 +55,4 @@ class LTX2Decode:
     def decode(self, model: ModelHandle, latent: AVLatent, spatial_tile: int = 512, temporal_tile: int = 64):
         tiling = TilingConfig(spatial_tile=spatial_tile or None, spatial_overlap=64 if spatial_tile else 0,
                               temporal_tile=temporal_tile or None, temporal_overlap=24 if temporal_tile else 0)
-        return comfy_outputs(decode(latent, model.decoders, tiling))
+        return comfy_outputs(decode(latent, model.check_loaded().decoders, tiling))

@@ -10,6 +10,7 @@ from ltx2_core.model.upsampler import LatentUpsampler
 from . import bridge
 from .decode import comfy_outputs
 from .handles import MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
+from .loaders import file_problem
 from .sampling import MAX_SEED, size_problem
 
 NO_LORA = "none"
@@ -57,7 +58,10 @@ class LTX2Generate:
 
     @classmethod
     def VALIDATE_INPUTS(cls, mode: str | None = None, width: int | None = None, height: int | None = None,
-                        frames: int | None = None, prompt: str | None = None):
+                        frames: int | None = None, prompt: str | None = None, distilled_lora: str | None = None):
+        lora_problem = distilled_lora not in (None, NO_LORA) and file_problem("loras", distilled_lora, "LoRA")
+        if isinstance(lora_problem, str):
+            return lora_problem
         if prompt is not None and not prompt.strip():
             return "prompt: the prompt is empty; describe the video (and its sound) to generate"
         if mode in ("two-stage", "distilled") and None not in (width, height) and (width % 64 or height % 64):
@@ -68,6 +72,7 @@ class LTX2Generate:
                  mode: str, width: int, height: int, frames: int, fps: float, seed: int, steps: int,
                  upsampler: LatentUpsampler | None = None, distilled_lora: str = NO_LORA,
                  unique_id: str | None = None):
+        model = model.check_loaded()
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
         models = Models(model.transformer, text_encoder, model.decoders, upsampler, lora)
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode)

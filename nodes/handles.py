@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import torch
+
 from ltx2_core import Lora, TextEmbeddings, TransformerConfig
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.video_vae import VideoEncoder
@@ -26,6 +28,20 @@ class ModelHandle(NamedTuple):
     @property
     def config(self) -> TransformerConfig:
         return self.transformer.config
+
+    def modules(self) -> tuple[torch.nn.Module, ...]:
+        return (self.transformer, self.video_encoder, *self.decoders)
+
+    def release(self) -> None:
+        """Frees every weight (they become `meta`); the handle then refuses to run."""
+        for module in self.modules():
+            module.to("meta")
+
+    def check_loaded(self) -> ModelHandle:
+        if next(self.transformer.parameters()).is_meta:
+            raise ValueError(f"the model of {self.checkpoint} was released when its loader node loaded another "
+                             "checkpoint; queue the workflow again to reload it")
+        return self
 
 
 class Conditioning(NamedTuple):

@@ -14,6 +14,8 @@ from ltx2_core import (
     load_video_encoder,
     load_vocoder,
 )
+from ltx2_core.errors import LTX2Error
+from ltx2_core.loader.kinds import check_kind
 from ltx2_core.types import Decoders
 
 from . import bridge
@@ -22,6 +24,7 @@ from .handles import MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
 CATEGORY = "LTX-2/loaders"
 DTYPES = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEVICES = ("default", "cpu", "cuda")
+_LOADED: dict[str, ModelHandle] = {}  # the model each checkpoint-loader node (by its id) holds now
 
 
 def _device(choice: str) -> torch.device:
@@ -34,6 +37,17 @@ def _device(choice: str) -> torch.device:
 
 def _options(folder: str) -> list[str]:
     return bridge.file_options(folder)
+
+
+def file_problem(folder: str, name: str | None, kind: str) -> str | bool:
+    """For VALIDATE_INPUTS: True, or why the file picked in `folder` is missing or not a `kind` (headers only)."""
+    if name is None:
+        return True
+    try:
+        check_kind(bridge.model_path(folder, name), kind)
+    except (LTX2Error, OSError, ValueError) as exc:
+        return f"{name}: {exc}"
+    return True
 
 
 class LTX2CheckpointLoader:
@@ -52,15 +66,25 @@ class LTX2CheckpointLoader:
                                             "doubles the memory"}),
             "device": (list(DEVICES), {"default": "default", "tooltip": "where the model runs; default is "
                                        "ComfyUI's device"}),
-        }}
+        }, "hidden": {"unique_id": "UNIQUE_ID"}}
 
-    def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default"):
+    @classmethod
+    def VALIDATE_INPUTS(cls, ckpt_name: str | None = None):
+        return file_problem("checkpoints", ckpt_name, "checkpoint")
+
+    def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default", unique_id: str | None = None):
         path, target, dtype = bridge.model_path("checkpoints", ckpt_name), _device(device), DTYPES[weight_dtype]
+        previous = _LOADED.pop(unique_id, None)
+        if previous is not None:  # this node loads another model: the old one goes first, never two at once
+            previous.release()
         bridge.free_memory()
         load = dict(device=target, dtype=dtype)
         decoders = Decoders(load_video_decoder(path, **load), load_audio_decoder(path, **load),
                             load_vocoder(path, device=target))  # fp32: small and precision-bound
-        return (ModelHandle(load_transformer(path, **load), decoders, load_video_encoder(path, **load), path),)
+        handle = ModelHandle(load_transformer(path, **load), decoders, load_video_encoder(path, **load), path)
+        if unique_id is not None:
+            _LOADED[unique_id] = handle
+        return (handle,)
 
 
 class LTX2TextEncoderLoader:
@@ -83,9 +107,13 @@ class LTX2TextEncoderLoader:
                                     "the device only while encoding)"}),
         }}
 
+    @classmethod
+    def VALIDATE_INPUTS(cls, text_encoder: str | None = None):
+        return file_problem("text_encoders", text_encoder, "text encoder")
+
     def load(self, text_encoder: str, model: ModelHandle, device: str = "default", offload: bool = True):
         path, target = bridge.model_path("text_encoders", text_encoder), _device(device)
-        dtype = next(model.transformer.parameters()).dtype
+        dtype = next(model.check_loaded().transformer.parameters()).dtype
         offload_device = "cpu" if offload and target.type != "cpu" else None
         return (load_prompt_encoder(path, model.checkpoint, device=target, dtype=dtype,
                                     offload_device=offload_device),)
@@ -106,6 +134,10 @@ class LTX2LoraLoader:
             "strength": ("FLOAT", {"default": 1.0, "min": -10.0, "max": 10.0, "step": 0.01,
                                    "tooltip": "how strongly the LoRA applies; 0 disables it"}),
         }}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, lora_name: str | None = None):
+        return file_problem("loras", lora_name, "LoRA")
 
     def load(self, model: ModelHandle, lora_name: str, strength: float = 1.0):
         lora = load_lora(bridge.model_path("loras", lora_name))
@@ -128,7 +160,11 @@ class LTX2UpsamplerLoader:
             "model": (MODEL, {"tooltip": "the model it upsamples for (its device and dtype)"}),
         }}
 
+    @classmethod
+    def VALIDATE_INPUTS(cls, upscale_model_name: str | None = None):
+        return file_problem("latent_upscale_models", upscale_model_name, "latent upsampler")
+
     def load(self, upscale_model_name: str, model: ModelHandle):
-        param = next(model.transformer.parameters())
+        param = next(model.check_loaded().transformer.parameters())
         path = bridge.model_path("latent_upscale_models", upscale_model_name)
         return (load_upsampler(path, device=param.device, dtype=param.dtype),)

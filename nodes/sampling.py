@@ -163,7 +163,7 @@ class LTX2Sampler:
                schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
                compile: bool = False, cuda_graphs: bool = False, unique_id: str | None = None):
         table, noise_scale = sigma_schedule(schedule, steps, sigmas)
-        device = next(model.transformer.parameters()).device
+        device = next(model.check_loaded().transformer.parameters()).device
         if (compile or cuda_graphs) and device.type != "cuda":
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
         if compile and model.transformer not in _COMPILED:

@@ -126,3 +126,30 @@ def test_run_time_errors_name_the_fix(loaded):
         node("LTX2Sampler", model, conditioning, latent, 0, 2, "ltx2", sigmas="1.0, 0.5, 0.7, 0.0")
     with pytest.raises(FileNotFoundError, match="outside ComfyUI a model input is a path"):
         node("LTX2LoraLoader", model, "missing.safetensors", 1.0)
+
+
+@pytest.mark.parametrize("name, key, other", [
+    ("LTX2CheckpointLoader", "checkpoint", "upsampler"),
+    ("LTX2TextEncoderLoader", "gemma", "checkpoint"),
+    ("LTX2LoraLoader", "style", "checkpoint"),
+    ("LTX2UpsamplerLoader", "upsampler", "style"),
+])
+def test_a_file_of_the_wrong_kind_is_refused_by_validation(files, name, key, other):
+    """Headers only, before anything runs: the right file passes, another kind and a missing file do not."""
+    validate = NODES[name].VALIDATE_INPUTS
+    argument = validate.__code__.co_varnames[1]
+    assert validate(**{argument: files[key]}) is True
+    wrong = validate(**{argument: files[other]})
+    assert isinstance(wrong, str) and wrong.startswith(files[other])
+    assert "no such file" in validate(**{argument: files[key] + ".missing"})
+
+
+def test_loading_another_checkpoint_releases_the_previous_model(files, tiny_checkpoints, loaded):
+    _, _, conditioning, _ = loaded
+    (first,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", unique_id="7")
+    (second,) = node("LTX2CheckpointLoader", str(tiny_checkpoints["2.3"]), "auto", "cpu", unique_id="7")
+    assert all(p.is_meta for module in first.modules() for p in module.parameters())
+    assert not any(p.is_meta for module in second.modules() for p in module.parameters())
+    (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
+    with pytest.raises(ValueError, match="released when its loader node loaded another checkpoint"):
+        node("LTX2Sampler", first, conditioning, latent, 0, 2, "ltx2")

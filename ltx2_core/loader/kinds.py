@@ -1,0 +1,38 @@
+"""Is this file what the user says it is? A check that reads headers only (no tensor), for the early validation
+of a model picked in a folder: a checkpoint, a text encoder, a LoRA or a latent upsampler."""
+
+from __future__ import annotations
+
+import os
+
+from ltx2_core.errors import CheckpointError
+from ltx2_core.loader.checkpoint import config_metadata, transformer_config
+from ltx2_core.loader.gemma_files import find_gemma
+from ltx2_core.loader.lora import LoraError
+from ltx2_core.loader.safetensors_file import read_header
+from ltx2_core.loader.upsampler_weights import upsampler_config
+
+BUNDLED = ("vae", "audio_vae", "vocoder")
+KINDS = ("checkpoint", "text encoder", "LoRA", "latent upsampler")
+_LORA_SUFFIXES = (".lora_A.weight", ".lora_down.weight")
+
+
+def check_kind(path: str | os.PathLike, kind: str) -> None:
+    """CheckpointError (or a subclass) naming what is wrong when `path` is not a `kind` file (one of KINDS)."""
+    if kind == "text encoder":
+        find_gemma(path)
+        return
+    file = read_header(path, kind)
+    if kind == "checkpoint":
+        transformer_config(file)
+        missing = [name for name in BUNDLED if name not in config_metadata(file)]
+        if missing:
+            raise CheckpointError(f"{file.path}: a transformer without the {', '.join(missing)} it needs for "
+                                  "decoding; use the full LTX-2 checkpoint (e.g. ltx-2.3-22b-dev.safetensors)")
+    elif kind == "latent upsampler":
+        upsampler_config(file)
+    elif kind == "LoRA":
+        if not any(name.endswith(_LORA_SUFFIXES) for name in file.tensors):
+            raise LoraError(f"{file.path}: not a LoRA (no lora_A / lora_down weights); pick a LoRA trained for LTX-2")
+    else:
+        raise ValueError(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
