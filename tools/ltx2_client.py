@@ -2,7 +2,7 @@
 downloads the outputs. Exit status: 0 done, 1 execution error, 2 validation error or bad arguments, 3 interrupted,
 4 timed out.
 
-    python tools/ltx2_client.py example_workflows/ltx2_t2v_one_stage.api.json --prompt "A red car at night." \
+    python tools/ltx2_client.py example_workflows/api/ltx2_t2v_one_stage.api.json --prompt "A red car at night." \
         --seed 7 --set ckpt_name=ltx-2.3-22b-dev.safetensors --set 4.frames=97 --out outputs/
 
 `--set [NODE.]INPUT=VALUE` sets one input of one node, or of every node where that input is a value rather than a

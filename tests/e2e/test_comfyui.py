@@ -31,7 +31,7 @@ EXAMPLES = {
 
 
 def client(server, workflow: str, *settings: str, out: Path, seed: int = 1, wait: bool = True):
-    args = [sys.executable, str(CLIENT), str(ROOT / "example_workflows" / f"{workflow}.api.json"), "--server",
+    args = [sys.executable, str(CLIENT), str(ROOT / "example_workflows" / "api" / f"{workflow}.api.json"), "--server",
             server.url, "--seed", str(seed), "--out", str(out), "--timeout", "600"]
     for setting in (*FILES, *settings):
         args += ["--set", setting]

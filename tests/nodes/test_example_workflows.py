@@ -11,7 +11,7 @@ import pytest
 from nodes import NODE_CLASS_MAPPINGS as NODES
 
 ROOT = Path(__file__).resolve().parents[2]
-API_WORKFLOWS = sorted((ROOT / "example_workflows").glob("*.api.json"))
+API_WORKFLOWS = sorted((ROOT / "example_workflows" / "api").glob("*.api.json"))
 # the core ComfyUI nodes the examples end with, and their inputs (ComfyUI 0.26's CreateVideo and SaveVideo)
 CORE = {"CreateVideo": ({"images", "fps"}, {"audio", "bit_depth"}, 1),
         "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0)}

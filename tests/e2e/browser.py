@@ -1,0 +1,89 @@
+"""The pack's workflows in ComfyUI's real frontend, in headless Chromium (run with ComfyUI's Python, which has
+playwright; Debian's /usr/bin/chromium). Only loopback requests are allowed.
+
+    python browser.py SERVER check UI.json ...         # load each UI workflow; print what the frontend makes of it
+    python browser.py SERVER to-ui API.json OUT.json   # load an API workflow and save the frontend's UI workflow
+
+`check` prints one JSON object per file: the API prompt the frontend builds from the loaded graph
+(`graphToPrompt`), the node types it does not know, and the console errors and page errors seen while loading.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+from playwright.sync_api import sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+# ready: the app is mounted, its canvas exists and the pack's node definitions are registered (a fresh server may
+# start on an empty graph: its first visit opens the template browser instead of the default workflow)
+READY = """() => { const app = window.comfyAPI?.app?.app;
+  return !!(app?.vueAppReady && app.canvas && window.LiteGraph?.registered_node_types?.LTX2Sampler); }"""
+# the start-up workflow may still be loading after the app is ready and would replace ours: load until it stays
+LOAD = """async (app, workflow) => {
+  const wanted = workflow.nodes.map(n => n.type).sort().join();
+  for (let attempt = 0; attempt < 10; attempt++) {
+    await app.loadGraphData(workflow);
+    await new Promise(r => setTimeout(r, 500));
+    if (app.graph.nodes.map(n => n.type).sort().join() === wanted) return;
+  }
+  throw new Error("the workflow did not stay loaded");
+}"""
+CHECK = """async (workflow) => {
+  const app = window.comfyAPI.app.app;
+  await (""" + LOAD + """)(app, workflow);
+  const known = new Set(Object.keys(await (await fetch("/object_info")).json()));
+  const missing = app.graph.nodes.map(n => n.type).filter(t => !known.has(t));
+  const prompt = (await app.graphToPrompt()).output;
+  return {missing, prompt};
+}"""
+TO_UI = """async (api) => {
+  const app = window.comfyAPI.app.app;
+  await app.loadApiJson(api, "converted");
+  app.graph.arrange?.(80);  // columns by dependency instead of nodes stacked at the origin
+  return app.graph.serialize();
+}"""
+
+
+def _page(browser, server: str, errors: list[str]):
+    page = browser.new_page()
+    page.route("**/*", lambda route: route.continue_() if urlparse(route.request.url).hostname in
+               ("127.0.0.1", "localhost") else route.abort())
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server)
+    page.wait_for_function(READY, timeout=60_000)
+    page.keyboard.press("Escape")  # a fresh profile opens the templates dialog first
+    return page
+
+
+def main(server: str, mode: str, paths: list[str]) -> None:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            if mode == "to-ui":
+                errors: list[str] = []
+                page = _page(browser, server, errors)
+                source, target = paths
+                Path(target).write_text(json.dumps(page.evaluate(TO_UI, json.loads(Path(source).read_text())),
+                                                   indent=1) + "\n")
+                return
+            for path in paths:
+                errors = []
+                page = _page(browser, server, errors)
+                seen_before = len(errors)
+                result = page.evaluate(CHECK, json.loads(Path(path).read_text()))
+                print(json.dumps({"file": path, **result, "errors": errors[seen_before:],
+                                  "startup_errors": errors[:seen_before]}), flush=True)
+                page.close()
+        finally:
+            browser.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3:])

@@ -1,0 +1,45 @@
+"""The UI-format examples in ComfyUI's real frontend (headless Chromium): every node type is known, nothing from
+the pack logs an error, and the graph the frontend loads queues exactly the API-format example beside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import PACK_FOLDER, ROOT
+
+UI_WORKFLOWS = sorted((ROOT / "example_workflows").glob("*.json"))
+BROWSER_SCRIPT = Path(__file__).with_name("browser.py")
+
+
+@pytest.fixture(scope="module")
+def frontend_results(comfyui):
+    python = os.environ["COMFYUI_PYTHON"]
+    if not shutil.which("chromium") or subprocess.run([python, "-c", "import playwright"]).returncode:
+        pytest.skip("no headless browser: build the shared ComfyUI with WITH_BROWSER=1 (Chromium + playwright)")
+    run = subprocess.run([python, str(BROWSER_SCRIPT), comfyui.url, "check", *map(str, UI_WORKFLOWS)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return {Path(result["file"]).name: result for result in map(json.loads, run.stdout.splitlines())}
+
+
+@pytest.mark.parametrize("path", UI_WORKFLOWS, ids=[p.name for p in UI_WORKFLOWS])
+def test_ui_example_loads_and_queues_its_api_twin(frontend_results, path):
+    result = frontend_results[path.name]
+    assert result["missing"] == []
+    assert [e for e in result["errors"] if "LTX2" in e or PACK_FOLDER in e] == []
+    api = json.loads((path.parent / "api" / path.name.replace(".json", ".api.json")).read_text())
+    prompt = result["prompt"]
+    assert {k: v["class_type"] for k, v in prompt.items()} == {k: v["class_type"] for k, v in api.items()}
+    for node_id, node in api.items():
+        assert prompt[node_id]["inputs"] == node["inputs"], node_id
+
+
+def test_every_ui_example_has_an_api_twin():
+    names = {p.name.replace(".json", "") for p in UI_WORKFLOWS}
+    assert names == {p.name.replace(".api.json", "") for p in (ROOT / "example_workflows" / "api").glob("*.api.json")}
