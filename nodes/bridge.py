@@ -11,16 +11,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 try:
     import comfy.model_management as model_management
     import comfy.utils as comfy_utils
     import folder_paths
+    from PIL import Image
 except ImportError:  # not running inside ComfyUI
-    model_management = comfy_utils = folder_paths = None
+    model_management = comfy_utils = folder_paths = Image = None
 
 IN_COMFYUI = folder_paths is not None
+PREVIEW_SCALE = 8  # a latent cell is 32 px: previews at a quarter of the video's size
 
 
 def file_options(folder: str) -> list[str]:
@@ -65,10 +68,20 @@ def free_memory() -> None:
         model_management.soft_empty_cache()
 
 
-def progress_bar(total: int, node_id: str | None) -> Callable[[int, int], None] | None:
-    """A per-step callback (steps done, total) for ComfyUI's progress bar; None outside ComfyUI. ComfyUI's hook
-    checks for an interrupt on every update, so a cancelled run stops before its next step."""
+def progress_bar(total: int, node_id: str | None, preview: Callable[[], np.ndarray | None] | None = None
+                 ) -> Callable[[int, int], None] | None:
+    """A per-step callback (steps done, total) for ComfyUI's progress bar, showing `preview()` (an RGB uint8 image,
+    or None when none is ready) with it; None outside ComfyUI. ComfyUI's hook checks for an interrupt on every
+    update, so a cancelled run stops before its next step."""
     if not IN_COMFYUI:
         return None
     bar = comfy_utils.ProgressBar(total, node_id=node_id)
-    return lambda done, steps: bar.update_absolute(done, steps)
+
+    def update(done: int, steps: int) -> None:
+        image = preview() if preview is not None else None
+        if image is not None:
+            picture = Image.fromarray(image)
+            image = ("JPEG", picture.resize((picture.width * PREVIEW_SCALE, picture.height * PREVIEW_SCALE)), None)
+        bar.update_absolute(done, steps, image)
+
+    return update

@@ -16,6 +16,7 @@ from ltx2_core.stages import AVLatent, empty_latent, sample
 
 from . import bridge
 from .handles import CONDITIONING, GUIDANCE, LATENT, MODEL, Conditioning, ModelHandle
+from .preview import LatentPreview
 
 CATEGORY = "LTX-2/sampling"
 SCHEDULES = ("ltx2", "distilled", "stage-2 refine")
@@ -171,9 +172,11 @@ class LTX2Sampler:
             _COMPILED.add(model.transformer)
         video_guidance, audio_guidance = guidance or (None, None)
         generator = torch.Generator(device).manual_seed(seed)
+        preview = LatentPreview(model.decoders.video, *latent.video.shape[2:]) if bridge.IN_COMFYUI else None
         with fused_loras(model.transformer, model.loras) if model.loras else contextlib.nullcontext():
             out = sample(model.transformer, conditioning.positive, conditioning.negative, latent, table, generator,
                          noise_scale=noise_scale, video_guidance=video_guidance, audio_guidance=audio_guidance,
                          step=CudaGraphStep() if cuda_graphs else guided_step,
-                         progress=bridge.progress_bar(len(table) - 1, unique_id))
+                         progress=bridge.progress_bar(len(table) - 1, unique_id, preview and preview.ready),
+                         observe=preview and preview.observe)
         return (out,)

@@ -85,9 +85,10 @@ def validation_report(answer: dict) -> str:
     return "\n".join(lines)
 
 
-def follow(ws: websocket.WebSocket, prompt_id: str, timeout: float) -> None:
-    """Prints progress until the prompt ends; ClientError for an error, an interrupt or the timeout."""
-    deadline = time.monotonic() + timeout
+def follow(ws: websocket.WebSocket, prompt_id: str, timeout: float) -> int:
+    """Prints progress until the prompt ends and returns how many preview images came; ClientError for an error,
+    an interrupt or the timeout."""
+    deadline, previews = time.monotonic() + timeout, 0
     while time.monotonic() < deadline:
         ws.settimeout(max(deadline - time.monotonic(), 0.1))
         try:
@@ -95,7 +96,8 @@ def follow(ws: websocket.WebSocket, prompt_id: str, timeout: float) -> None:
         except websocket.WebSocketTimeoutException:
             break
         if not isinstance(frame, str):
-            continue  # binary previews
+            previews += 1  # a binary frame: a preview image
+            continue
         message = json.loads(frame)
         kind, data = message.get("type"), message.get("data", {})
         if data.get("prompt_id") not in (None, prompt_id):
@@ -110,7 +112,7 @@ def follow(ws: websocket.WebSocket, prompt_id: str, timeout: float) -> None:
         elif kind == "execution_interrupted":
             raise ClientError(INTERRUPTED, f"interrupted at node {data.get('node_id')} ({data.get('node_type')})")
         elif kind == "execution_success":
-            return
+            return previews
     raise ClientError(TIMED_OUT, f"no result within {timeout:g} s")
 
 
@@ -151,7 +153,8 @@ def run(args: argparse.Namespace) -> list[Path]:
     try:
         prompt_id = submit(server, workflow, client_id)
         print(f"queued prompt {prompt_id}", flush=True)
-        follow(ws, prompt_id, args.timeout)
+        previews = follow(ws, prompt_id, args.timeout)
+        print(f"done; {previews} preview images", flush=True)
     finally:
         ws.close()
     return download(server, prompt_id, Path(args.out))

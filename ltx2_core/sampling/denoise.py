@@ -24,6 +24,7 @@ from ltx2_core.sampling.steps import StreamState, euler_step, keep_clean, timest
 from ltx2_core.types import PassPerturbation, RunConstants, StreamInput, TextEmbeddings
 
 Progress = Callable[[int, int], None]  # (steps done, total steps), called on the host after each step is queued
+Observer = Callable[[torch.Tensor, torch.Tensor], None]  # a step's (video, audio) latent tokens, still on the device
 
 
 class PassRunner(Protocol):
@@ -160,13 +161,17 @@ def denoise(
     *,
     step: Step = guided_step,
     progress: Progress | None = None,
+    observe: Observer | None = None,
 ) -> tuple[StreamState, StreamState]:
     """Runs len(sigmas) − 1 steps. `sigmas` is the (steps + 1,) fp32 schedule already on the device; indexing it
-    is a view, so the loop never waits for the device. `step` may be a compiled or graph-captured guided_step."""
+    is a view, so the loop never waits for the device. `step` may be a compiled or graph-captured guided_step.
+    `observe` gets each step's (video, audio) latent tokens, on the device, before `progress` is called."""
     total = sigmas.shape[0] - 1
     for index in range(total):
         video_latent, audio_latent = step(plan, video, audio, sigmas[index], sigmas[index + 1])
         video, audio = video._replace(latent=video_latent), audio._replace(latent=audio_latent)
+        if observe is not None:
+            observe(video_latent, audio_latent)
         if progress is not None:
             progress(index + 1, total)
     return video, audio

@@ -1,0 +1,64 @@
+"""The per-step preview: a linear latent→RGB map fitted from the VAE decoder, and previews queued per step that are
+shown once ready, newest first, without waiting."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+
+from nodes import bridge
+from nodes import sampling as sampling_nodes
+from nodes.preview import LatentPreview, rgb_projection
+
+
+class LinearDecoder(nn.Module):
+    """Decodes each latent cell to a flat 32×32 block of tanh(W·latent + b): the case a linear fit recovers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(latent_channels=128)
+        self.colour = nn.Conv3d(128, 3, 1)
+        with torch.no_grad():
+            self.colour.weight.mul_(0.2)
+
+    def forward(self, latent: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        rgb = torch.tanh(self.colour(latent) * 0.1)  # small arguments: tanh is nearly linear there
+        return rgb.repeat_interleave(32, dim=3).repeat_interleave(32, dim=4)
+
+
+def test_the_fitted_projection_recovers_a_linear_decoder():
+    decoder = LinearDecoder()
+    weight, bias = rgb_projection(decoder)
+    assert weight.shape == (128, 3) and bias.shape == (3,)
+    expected = decoder.colour.weight.reshape(3, 128).T * 0.1 / 2  # [-1, 1] -> [0, 1] halves the slope
+    torch.testing.assert_close(weight, expected, atol=2e-3, rtol=0.05)
+    torch.testing.assert_close(bias, decoder.colour.bias * 0.1 / 2 + 0.5, atol=2e-3, rtol=0.05)
+    assert rgb_projection(decoder)[0] is weight  # fitted once per decoder
+
+
+def test_previews_are_queued_per_step_and_shown_newest_first():
+    preview = LatentPreview(LinearDecoder(), frames=3, rows=2, cols=4)
+    assert preview.ready() is None
+    tokens = [torch.randn(1, 3 * 2 * 4, 128) for _ in range(2)]
+    for step in tokens:
+        preview.observe(step, torch.zeros(1, 5, 128))
+    image = preview.ready()
+    assert image.shape == (2, 4, 3) and image.dtype.name == "uint8"
+    middle = tokens[1][0, 8:16] @ preview.weight + preview.bias  # the middle latent frame of the newest step
+    expected = middle.clamp(0, 1).mul(255).to(torch.uint8).reshape(2, 4, 3).numpy()
+    assert abs(image.astype(int) - expected.astype(int)).max() <= 1
+    assert preview.ready() is None  # the older one was dropped
+
+
+def test_the_sampler_node_feeds_a_preview_to_every_step_inside_comfyui(monkeypatch, loaded):
+    model, _, conditioning, guidance = loaded
+    shown = []
+    monkeypatch.setattr(bridge, "IN_COMFYUI", True)
+    monkeypatch.setattr(bridge, "progress_bar", lambda total, node_id, preview: lambda done, steps: shown.append(
+        (done, steps, preview())))
+    (latent,) = sampling_nodes.LTX2EmptyLatent().make(96, 64, 9, 24.0)
+    sampling_nodes.LTX2Sampler().sample(model, conditioning, latent, 0, 3, "ltx2", guidance=guidance, unique_id="6")
+    assert [(done, steps) for done, steps, _ in shown] == [(1, 3), (2, 3), (3, 3)]
+    assert all(image.shape == (2, 3, 3) for _, _, image in shown)  # on the CPU every copy is ready at once
