@@ -64,6 +64,38 @@ class ChunkedPasses:
         return torch.cat([v for v, _ in outputs]), torch.cat([a for _, a in outputs])
 
 
+class RunnerFactory(Protocol):
+    """Builds a step's PassRunner from the run's constants (prepared for every pass, in pass order) and the passes'
+    perturbations: `LocalPasses` on one device; CFG-parallel runners (in `ltx2_core.parallel`) split the passes."""
+
+    def __call__(self, model: LTX2Transformer, run: RunConstants, passes: tuple[str, ...],
+                 perturbations: list[PassPerturbation]) -> PassRunner: ...
+
+
+def batched_passes(model: LTX2Transformer, run: RunConstants, passes: tuple[str, ...],
+                   perturbations: list[PassPerturbation], part: slice) -> BatchedPasses:
+    """The passes `part` as one forward: their slice of the text contexts and their perturbations."""
+    part_run = run._replace(video_context=run.video_context[part], audio_context=run.audio_context[part])
+    return BatchedPasses(model, part_run, passes[part], _batch_perturbations(model, perturbations[part]))
+
+
+class LocalPasses:
+    """Every pass on this device: one forward, or groups of `passes_per_forward` that share the run's RoPE."""
+
+    def __init__(self, passes_per_forward: int | None = None) -> None:
+        size = passes_per_forward
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError(f"passes_per_forward must be an integer ≥ 1, got {passes_per_forward!r}")
+        self.size = size
+
+    def __call__(self, model: LTX2Transformer, run: RunConstants, passes: tuple[str, ...],
+                 perturbations: list[PassPerturbation]) -> PassRunner:
+        size = self.size or len(passes)
+        groups = [batched_passes(model, run, passes, perturbations, slice(start, start + size))
+                  for start in range(0, len(passes), size)]
+        return groups[0] if len(groups) == 1 else ChunkedPasses(groups)
+
+
 class StepPlan(NamedTuple):
     """What a step needs besides the state: the pass runner and each modality's device-side guidance scales
     (None: no guidance, the single conditional pass is the prediction)."""
@@ -93,32 +125,26 @@ def guided_plan(
     audio_guidance: GuidanceParams | None = None,
     *,
     passes_per_forward: int | None = None,
+    runner: RunnerFactory | None = None,
 ) -> StepPlan:
     """Set-up of a run: which passes (decided here, on the host), their contexts, RoPE and perturbations, and the
     scales on the device. No guidance for either modality (None or neutral) means one conditional pass.
-    `passes_per_forward` caps the batch of one forward (None: all passes in one); RoPE is shared by all groups."""
+    `passes_per_forward` caps the batch of one forward (None: all passes in one); RoPE is shared by all groups.
+    `runner` builds the pass runner instead (e.g. CFG-parallel); by default `LocalPasses(passes_per_forward)`."""
     video_guidance, audio_guidance = video_guidance or GuidanceParams(), audio_guidance or GuidanceParams()
     passes = active_passes(video_guidance, audio_guidance)
     if "uncond" in passes and negative is None:
         raise ValueError("cfg ≠ 1 needs a negative prompt (its text contexts); pass one or set cfg to 1")
-    size = len(passes) if passes_per_forward is None else passes_per_forward
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"passes_per_forward must be an integer ≥ 1, got {passes_per_forward!r}")
+    runner = runner or LocalPasses(passes_per_forward)
     device = next(model.parameters()).device
     contexts = [negative if name == "uncond" else positive for name in passes]
     run = model.prepare_run(video_positions.to(device), audio_positions.to(device),
                             torch.cat([c.video for c in contexts]).to(device),
                             torch.cat([c.audio for c in contexts]).to(device))
-    perturbations = pass_perturbations(passes, video_guidance, audio_guidance)
-    groups = []
-    for start in range(0, len(passes), size):
-        part = slice(start, start + size)
-        group_run = run._replace(video_context=run.video_context[part], audio_context=run.audio_context[part])
-        groups.append(BatchedPasses(model, group_run, passes[part], _batch_perturbations(model, perturbations[part])))
-    runner = groups[0] if len(groups) == 1 else ChunkedPasses(groups)
+    pass_runner = runner(model, run, passes, pass_perturbations(passes, video_guidance, audio_guidance))
     if passes == ("cond",):
-        return StepPlan(runner, None, None)
-    return StepPlan(runner, guidance_weights(video_guidance, passes, device),
+        return StepPlan(pass_runner, None, None)
+    return StepPlan(pass_runner, guidance_weights(video_guidance, passes, device),
                     guidance_weights(audio_guidance, passes, device))
 
 
