@@ -1,0 +1,128 @@
+"""Megatron tensor parallelism as a pass over the single-device transformer (functional collectives).
+
+In all six attentions of every block Q, K, V and the gate logits are column-parallel (each rank keeps the output
+features of its contiguous share of the heads) and `to_out.0` is row-parallel; in both feed-forwards `net.0.proj` is
+column-parallel and `net.2` row-parallel, so the hidden activation stays sharded through GELU. No all-gather is ever
+needed: a row-parallel layer all-reduces its partial output (then adds its bias once), and each q/k RMSNorm, which
+spans all heads, all-reduces one fp32 sum of squares. Per block: 6 × 3 + 2 = 20 all-reduces. RoPE tables are cut to
+the local heads once per run, in `prepare_run`. Parameter names stay the checkpoint's, with local shapes.
+
+Works on a model with weights (each rank slices them) or on the `meta` model before a sharded load.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+import torch.nn.functional as F
+from torch import nn
+
+from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.model.transformer.attention import Attention
+from ltx2_core.types import Rope, RunConstants
+
+ATTENTIONS = ("attn1", "attn2", "audio_attn1", "audio_attn2", "audio_to_video_attn", "video_to_audio_attn")
+FEED_FORWARDS = ("ff", "audio_ff")
+COLUMN = ("to_q", "to_k", "to_v", "to_gate_logits")
+ALL_REDUCES_PER_BLOCK = 3 * len(ATTENTIONS) + len(FEED_FORWARDS)
+
+
+def _share(size: int, rank: int, world: int) -> slice:
+    if size % world:
+        raise ValueError(f"tensor parallel degree {world} must divide {size}; pick a tp that divides the head count")
+    part = size // world
+    return slice(rank * part, (rank + 1) * part)
+
+
+def _param(tensor: torch.Tensor) -> nn.Parameter:
+    return nn.Parameter(tensor.detach().clone() if tensor.device.type != "meta" else tensor, requires_grad=False)
+
+
+def column_parallel_(linear: nn.Linear, rows: slice) -> None:
+    """Keeps the output features `rows` of `linear` (in place)."""
+    linear.weight = _param(linear.weight[rows])
+    if linear.bias is not None:
+        linear.bias = _param(linear.bias[rows])
+    linear.out_features = rows.stop - rows.start
+
+
+class RowParallelLinear(nn.Module):
+    """The input features `cols` of a linear layer: partial products all-reduced, the bias added once after."""
+
+    def __init__(self, linear: nn.Linear, cols: slice, group: dist.ProcessGroup) -> None:
+        super().__init__()
+        self.weight = _param(linear.weight[:, cols])
+        self.bias = None if linear.bias is None else _param(linear.bias)
+        self.group = group
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = funcol.all_reduce(F.linear(x, self.weight), "sum", self.group)
+        return out if self.bias is None else out + self.bias
+
+
+class ShardedQKNorm(nn.Module):
+    """RMSNorm across all heads of a column-sharded projection: the local features' fp32 sum of squares is
+    all-reduced, then each rank normalises its own features."""
+
+    def __init__(self, weight: torch.Tensor, width: int, eps: float, group: dist.ProcessGroup) -> None:
+        super().__init__()
+        self.weight, self.width, self.eps, self.group = _param(weight), width, eps, group
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        squares = funcol.all_reduce(x.float().pow(2).sum(-1, keepdim=True), "sum", self.group)
+        return (x.float() * torch.rsqrt(squares / self.width + self.eps)).to(x.dtype) * self.weight
+
+
+def _attention_(attn: Attention, rank: int, world: int, group: dist.ProcessGroup) -> None:
+    heads = attn.to_q.out_features // attn.head_dim
+    local = _share(heads, rank, world)
+    features = slice(local.start * attn.head_dim, local.stop * attn.head_dim)
+    for name in COLUMN:
+        linear = getattr(attn, name)
+        if linear is not None:
+            column_parallel_(linear, local if name == "to_gate_logits" else features)
+    for name in ("q_norm", "k_norm"):
+        norm = getattr(attn, name)
+        setattr(attn, name, ShardedQKNorm(norm.weight[features], norm.weight.shape[0], norm.eps, group))
+    attn.to_out[0] = RowParallelLinear(attn.to_out[0], features, group)
+
+
+def _feed_forward_(ff: nn.Module, rank: int, world: int, group: dist.ProcessGroup) -> None:
+    hidden = _share(ff.net[0].proj.out_features, rank, world)
+    column_parallel_(ff.net[0].proj, hidden)
+    ff.net[2] = RowParallelLinear(ff.net[2], hidden, group)
+
+
+class LocalHeadsRun:
+    """`prepare_run` of a tensor-parallel model: the full run constants, with every RoPE table cut to this rank's
+    heads (once per run)."""
+
+    def __init__(self, prepare_run, rank: int, world: int) -> None:
+        self.prepare_run, self.rank, self.world = prepare_run, rank, world
+
+    def __call__(self, *args, **kwargs) -> RunConstants:
+        run = self.prepare_run(*args, **kwargs)
+        ropes = {name: self._local(getattr(run, name)) for name in
+                 ("video_rope", "audio_rope", "video_cross_rope", "audio_cross_rope")}
+        return run._replace(**ropes)
+
+    def _local(self, rope: Rope) -> Rope:
+        # split tables are (B, T, heads, head_dim/2); interleaved ones (B, T, heads·head_dim): both by heads
+        dim = 2 if rope.cos.dim() == 4 else -1
+        part = _share(rope.cos.shape[dim], self.rank, self.world)
+        index = (slice(None),) * (dim % rope.cos.dim()) + (part,)
+        return Rope(rope.cos[index], rope.sin[index])
+
+
+def tensor_parallel(model: LTX2Transformer, group: dist.ProcessGroup | None = None) -> LTX2Transformer:
+    """Shards `model` in place over the ranks of `group` (default: all) and returns it."""
+    group = group or dist.group.WORLD
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    for block in model.transformer_blocks:
+        for name in ATTENTIONS:
+            _attention_(getattr(block, name), rank, world, group)
+        for name in FEED_FORWARDS:
+            _feed_forward_(getattr(block, name), rank, world, group)
+    model.prepare_run = LocalHeadsRun(model.prepare_run, rank, world)
+    return model
