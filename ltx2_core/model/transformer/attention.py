@@ -7,12 +7,22 @@ under tensor parallelism work without changing this code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.model.transformer.rope import apply_rope
 from ltx2_core.types import Rope
+
+
+AttentionFunction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Scaled dot-product attention on (B, tokens, heads, head_dim) -> (B, q tokens, heads, head_dim)."""
+    return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
 
 
 class QKNorm(nn.Module):
@@ -53,6 +63,8 @@ class Attention(nn.Module):
         self.to_gate_logits = nn.Linear(query_dim, heads) if gated else None
         # a list only so the output projection is named `to_out.0` like in the checkpoint
         self.to_out = nn.ModuleList([nn.Linear(inner, query_dim)])
+        # the attention proper, after q/k norm and RoPE; swapped by parallel passes (e.g. Ulysses)
+        self.attend: AttentionFunction = sdpa
 
     def forward(
         self,
@@ -91,5 +103,4 @@ class Attention(nn.Module):
         if rope is not None:
             q = apply_rope(q, rope, self.rope_type)
             k = apply_rope(k, k_rope, self.rope_type)
-        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
-        return out.transpose(1, 2).flatten(-2)
+        return self.attend(q, k, v).flatten(-2)

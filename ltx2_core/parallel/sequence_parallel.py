@@ -1,0 +1,135 @@
+"""Ulysses sequence parallelism over the video tokens, as a pass over the single-device transformer.
+
+Each rank of the `sp` group keeps a contiguous 1/sp of the video tokens (padded to a multiple of sp; the padding is
+masked out as keys and dropped from the output); audio and text are replicated. Per block:
+
+* video self-attention: ONE all-to-all turns the local tokens × all heads of q, k, v (stacked) into all tokens ×
+  1/sp of the heads, attention runs there, and ONE all-to-all brings the output back;
+* text cross-attention and audio→video attention stay local (their keys are replicated);
+* video→audio attention gathers the keys and values of all video tokens (ONE all-gather);
+
+plus one all-gather of the video output per forward. Everything positional is computed once per run in the layout
+it is used in (the video RoPE tables cut to the local tokens in `prepare_run`): no collective touches positions.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+import torch.nn.functional as F
+
+from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.model.transformer.perturbations import BatchPerturbations
+from ltx2_core.types import Rope, RunConstants, StreamInput
+
+COLLECTIVES_PER_BLOCK = 3  # all-to-all in and out of video self-attention, all-gather of the v2a keys and values
+
+
+class _Layout:
+    """The run's token layout, shared by the forward and the attention functions (set once per run)."""
+
+    def __init__(self, rank: int, world: int, group: dist.ProcessGroup) -> None:
+        self.rank, self.world, self.group = rank, world, group
+        self.tokens = self.padded = 0
+        self.key_mask: torch.Tensor | None = None  # (1, 1, 1, padded) True for real tokens; None without padding
+
+    def set_tokens(self, tokens: int, device: torch.device) -> None:
+        self.tokens, self.padded = tokens, -(-tokens // self.world) * self.world
+        self.key_mask = None if self.padded == tokens else (
+            torch.arange(self.padded, device=device) < tokens).view(1, 1, 1, -1)
+
+    @property
+    def local(self) -> slice:
+        size = self.padded // self.world
+        return slice(self.rank * size, (self.rank + 1) * size)
+
+    def pad(self, x: torch.Tensor, dim: int) -> torch.Tensor:
+        """`x` with its token dim `dim` padded (repeating the last token) to the padded count."""
+        missing = self.padded - x.shape[dim]
+        if missing == 0:
+            return x
+        last = x.narrow(dim, x.shape[dim] - 1, 1)
+        return torch.cat([x, last.expand(*(missing if d == dim % x.dim() else -1 for d in range(x.dim())))], dim)
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
+    return out.transpose(1, 2)
+
+
+class UlyssesAttention:
+    """Video self-attention on (B, local tokens, heads, head_dim) through all tokens × heads/sp."""
+
+    def __init__(self, layout: _Layout) -> None:
+        self.layout = layout
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        world, group = self.layout.world, self.layout.group
+        batch, local, heads, dim = q.shape
+        qkv = torch.stack([q, k, v]).unflatten(3, (world, heads // world))  # (3, B, Tl, sp, H/sp, d)
+        sent = qkv.permute(3, 0, 1, 2, 4, 5).contiguous()  # by destination rank (head share)
+        got = funcol.all_to_all_single(sent, None, None, group)  # by source rank (token share)
+        q, k, v = got.permute(1, 2, 0, 3, 4, 5).reshape(3, batch, world * local, heads // world, dim)
+        out = _attention(q, k, v, self.layout.key_mask)  # (B, T, H/sp, d)
+        sent = out.unflatten(1, (world, local)).permute(1, 0, 2, 3, 4).contiguous()  # by token owner
+        got = funcol.all_to_all_single(sent, None, None, group)  # by head share
+        return got.permute(1, 2, 0, 3, 4).reshape(batch, local, heads, dim)
+
+
+class GatheredKeysAttention:
+    """Video→audio attention: replicated audio queries over the keys and values of all video tokens."""
+
+    def __init__(self, layout: _Layout) -> None:
+        self.layout = layout
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        kv = funcol.all_gather_tensor(torch.stack([k, v]).contiguous(), gather_dim=2, group=self.layout.group)
+        return _attention(q, kv[0], kv[1], self.layout.key_mask)
+
+
+class LocalTokensRun:
+    """`prepare_run` of a sequence-parallel model: positions padded, then the video RoPE tables (self and cross)
+    cut to this rank's tokens; once per run."""
+
+    def __init__(self, prepare_run, layout: _Layout) -> None:
+        self.prepare_run, self.layout = prepare_run, layout
+
+    def __call__(self, video_positions: torch.Tensor, *args, **kwargs) -> RunConstants:
+        layout = self.layout
+        layout.set_tokens(video_positions.shape[2], video_positions.device)
+        run = self.prepare_run(layout.pad(video_positions, 2), *args, **kwargs)
+        return run._replace(video_rope=self._local(run.video_rope), video_cross_rope=self._local(run.video_cross_rope))
+
+    def _local(self, rope: Rope) -> Rope:
+        return Rope(rope.cos[:, self.layout.local], rope.sin[:, self.layout.local])  # tokens are dim 1
+
+
+class LocalTokensForward:
+    """The forward of a sequence-parallel model: this rank's video tokens in, all video tokens out (one gather)."""
+
+    def __init__(self, forward, layout: _Layout) -> None:
+        self.forward, self.layout = forward, layout
+
+    def __call__(self, video: StreamInput, audio: StreamInput, run: RunConstants,
+                 perturbations: BatchPerturbations | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        layout = self.layout
+        timesteps = video.timesteps
+        if timesteps.shape[1] == layout.tokens:  # per-token noise levels: the local ones
+            timesteps = layout.pad(timesteps, 1)[:, layout.local]
+        local = StreamInput(layout.pad(video.latent, 1)[:, layout.local], video.sigma, timesteps)
+        video_out, audio_out = self.forward(local, audio, run, perturbations)
+        gathered = funcol.all_gather_tensor(video_out.contiguous(), gather_dim=1, group=layout.group)
+        return gathered[:, : layout.tokens], audio_out
+
+
+def sequence_parallel(model: LTX2Transformer, group: dist.ProcessGroup | None = None) -> LTX2Transformer:
+    """Makes `model` Ulysses-parallel over the ranks of `group` (default: all), in place; returns it."""
+    group = group or dist.group.WORLD
+    layout = _Layout(dist.get_rank(group), dist.get_world_size(group), group)
+    for block in model.transformer_blocks:
+        block.attn1.attend = UlyssesAttention(layout)
+        block.video_to_audio_attn.attend = GatheredKeysAttention(layout)
+    model.prepare_run = LocalTokensRun(model.prepare_run, layout)
+    model.forward = LocalTokensForward(model.forward, layout)
+    return model

@@ -1,0 +1,74 @@
+"""One rank of the layout tests (tests/distributed/test_layouts.py, real gloo groups on a named device mesh): a tiny
+transformer with 4 heads per stream under `cfg × sp × tp`, against the whole model in this process."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
+
+from ltx2_core.config import TransformerConfig  # noqa: E402
+from ltx2_core.demo import demo_inputs, demo_transformer  # noqa: E402
+from ltx2_core.parallel import ParallelConfig  # noqa: E402
+from ltx2_core.parallel.cfg_parallel import CfgParallel  # noqa: E402
+from ltx2_core.parallel.mesh import device_mesh  # noqa: E402
+from ltx2_core.parallel.sequence_parallel import sequence_parallel  # noqa: E402
+from ltx2_core.parallel.tensor_parallel import tensor_parallel  # noqa: E402
+from support import cfg_case  # noqa: E402
+
+
+def four_heads() -> torch.nn.Module:
+    tiny = TransformerConfig.tiny("2.3")
+    video, audio = tiny.video, tiny.audio  # LTX-2.3 has no caption projection: contexts as wide as the streams
+    config = replace(tiny, video=replace(video, heads=4, context_dim=4 * video.head_dim),
+                     audio=replace(audio, heads=4, context_dim=4 * audio.head_dim))
+    return demo_transformer(config, seed=4)
+
+
+def parallelize(model: torch.nn.Module, layout: ParallelConfig):
+    """TP, then SP (the fixed order); the CFG runner for the plan (None without cfg)."""
+    mesh = device_mesh(layout, "cpu")
+    if layout.tp > 1:
+        tensor_parallel(model, mesh["tp"].get_group())
+    if layout.sp > 1:
+        sequence_parallel(model, mesh["sp"].get_group())
+    return CfgParallel(mesh["cfg"].get_group()) if layout.cfg > 1 else None
+
+
+def main(rank: int, world: int, init_file: str, shape: str, out: str) -> None:
+    torch.set_grad_enabled(False)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        layout = ParallelConfig(*(int(n) for n in shape.split("x")))
+        full = four_heads()
+        model = copy.deepcopy(full)
+        runner = parallelize(model, layout)
+        result = {"forward": {}}
+        for name, size in (("even", dict(height=64, width=96)), ("odd", dict(height=32, width=96))):
+            want = full(*demo_inputs(full, text_tokens=7, **size))
+            with CommDebugMode() as comm:
+                got = model(*demo_inputs(model, text_tokens=7, **size))
+            result["forward"][name] = {
+                "tokens": want[0].shape[1], "diff": max((g - w).abs().max().item() for g, w in zip(got, want)),
+                "collectives": {str(op): count for op, count in comm.get_comm_counts().items()}}
+        want = cfg_case.run(cfg_case.plan(full))
+        got = cfg_case.run(cfg_case.plan(model, runner=runner))
+        result["sampling_diff"] = max((g - w).abs().max().item() for g, w in zip(got, want))
+        result["blocks"] = full.config.num_layers
+        Path(out).write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])

@@ -1,0 +1,32 @@
+"""Every parallel layout over real ranks (gloo, CPU) gives the single-process transformer: the forward (also at a
+video token count that is not a multiple of sp) and a 3-step guided sampling run with all four passes; the
+collectives per forward are the ones the design predicts."""
+
+from __future__ import annotations
+
+import pytest
+
+from ltx2_core.parallel.sequence_parallel import COLLECTIVES_PER_BLOCK
+from ltx2_core.parallel.tensor_parallel import ALL_REDUCES_PER_BLOCK
+from support.ranks import run_ranks
+
+
+@pytest.mark.parametrize("shape", ["1x2x1", "2x2x1", "1x2x2"], ids=["SP2", "CFG2xSP2", "TP2xSP2"])
+def test_layout_equals_one_process(tmp_path, shape):
+    cfg, sp, tp = (int(n) for n in shape.split("x"))
+    results = run_ranks("layout_rank.py", cfg * sp * tp, tmp_path, shape)
+    for result in results:
+        blocks = result["blocks"]
+        for name, forward in result["forward"].items():
+            assert forward["diff"] <= 1e-5, (name, forward)  # fp32
+            expected = {}
+            if sp > 1:  # per block: all-to-all in and out of video self-attention, the v2a key gather; the output
+                expected["c10d_functional.all_to_all_single"] = 2 * blocks
+                expected["c10d_functional.all_gather_into_tensor"] = blocks + 1
+            if tp > 1:
+                expected["c10d_functional.all_reduce"] = ALL_REDUCES_PER_BLOCK * blocks
+            assert forward["collectives"] == expected, (name, forward)
+            assert sum(expected.values()) == (COLLECTIVES_PER_BLOCK * blocks + 1 if sp > 1 else 0) + (
+                ALL_REDUCES_PER_BLOCK * blocks if tp > 1 else 0)
+        assert result["forward"]["odd"]["tokens"] % sp  # the odd case really is not a multiple of sp
+        assert result["sampling_diff"] <= 1e-4, result
