@@ -17,14 +17,14 @@ import contextlib
 import logging
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from ltx2_core.errors import CheckpointError
-from ltx2_core.loader.safetensors_file import read_header, read_tensors
+from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,22 @@ class Lora(NamedTuple):
 
     name: str
     pairs: dict[str, LoraPair]
+
+
+def shard_lora(lora: Lora, shards: Mapping[str, Shard]) -> Lora:
+    """The LoRA's updates of a rank's shards: W[rows] += B[rows]·A, W[:, cols] += B·A[:, cols]."""
+    if not shards:
+        return lora
+    pairs = {}
+    for target, pair in lora.pairs.items():
+        shard = shards.get(target)
+        if shard is None:
+            pairs[target] = pair
+        elif shard.dim == 0:
+            pairs[target] = pair._replace(up=shard.of(pair.up))
+        else:
+            pairs[target] = pair._replace(down=shard.of(pair.down))
+    return Lora(lora.name, pairs)
 
 
 def load_lora(path: str | os.PathLike) -> Lora:

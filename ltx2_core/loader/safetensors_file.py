@@ -14,6 +14,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from safetensors import safe_open
@@ -138,17 +139,30 @@ def _entry(path: Path, name: str, info: object, data_bytes: int) -> TensorEntry:
     return TensorEntry(dtype, shape)
 
 
+class Shard(NamedTuple):
+    """The part of a tensor a rank holds: `part` of dimension `dim`."""
+
+    dim: int
+    part: slice
+
+    def of(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor[(slice(None),) * self.dim + (self.part,)]
+
+
 def read_tensors(
     file: SafetensorsFile,
     names: Mapping[str, str],
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
+    shards: Mapping[str, Shard] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Reads only the tensors in `names` (model key -> file key), cast to `dtype` when floating."""
-    out = {}
+    """Reads only the tensors in `names` (model key -> file key), cast to `dtype` when floating; a model key in
+    `shards` reads only its shard from the file (`get_slice`), never the whole tensor."""
+    out, shards = {}, shards or {}
     with safe_open(str(file.path), framework="pt", device=str(device)) as f:
         for key, file_key in names.items():
-            tensor = f.get_tensor(file_key)
+            shard = shards.get(key)
+            tensor = f.get_tensor(file_key) if shard is None else shard.of(f.get_slice(file_key))
             if dtype is not None and tensor.is_floating_point():
                 tensor = tensor.to(dtype)
             out[key] = tensor

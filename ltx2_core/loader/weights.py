@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
 from ltx2_core.config import TransformerConfig
 from ltx2_core.loader.checkpoint import check_tensors, transformer_config, transformer_keys
 from ltx2_core.loader.layouts import transformer_layout
-from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora
-from ltx2_core.loader.safetensors_file import read_header, read_tensors
+from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora, shard_lora
+from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
 from ltx2_core.model.transformer import LTX2Transformer
 
 
@@ -22,6 +22,7 @@ def load_transformer(
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
     loras: Sequence[tuple[str | os.PathLike | Lora, float]] = (),
+    parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None,
 ) -> LTX2Transformer:
     """The DiT of a single-file LTX-2 checkpoint; `config` overrides the file's metadata.
 
@@ -29,6 +30,8 @@ def load_transformer(
     shapes. A transformer-only file with the official names under another prefix loads too (see `layouts`).
     Only the DiT's own tensors are read; `dtype` (e.g. torch.bfloat16) casts floating tensors while loading.
     `loras` ((file or Lora, strength) pairs) are checked against the model before loading and fused after.
+    `parallelize` (e.g. `ltx2_core.parallel.tensor_parallel` with a group) runs on the meta model once it is
+    checked; this rank then reads only its shard of each parameter it names, and the LoRAs are fused into the shards.
     """
     file = read_header(path)
     layout = transformer_layout(file)
@@ -41,7 +44,8 @@ def load_transformer(
     loras = [(lora if isinstance(lora, Lora) else load_lora(lora), strength) for lora, strength in loras]
     for lora, _ in loras:
         check_lora(model, lora)
-    state = read_tensors(file, keys, device=device, dtype=dtype)
+    shards = parallelize(model) if parallelize is not None else {}
+    state = read_tensors(file, keys, device=device, dtype=dtype, shards=shards)
     model.load_state_dict(state, strict=True, assign=True)
-    fuse_loras(model, loras)
+    fuse_loras(model, [(shard_lora(lora, shards), strength) for lora, strength in loras])
     return model.eval()

@@ -7,7 +7,8 @@ needed: a row-parallel layer all-reduces its partial output (then adds its bias 
 spans all heads, all-reduces one fp32 sum of squares. Per block: 6 × 3 + 2 = 20 all-reduces. RoPE tables are cut to
 the local heads once per run, in `prepare_run`. Parameter names stay the checkpoint's, with local shapes.
 
-Works on a model with weights (each rank slices them) or on the `meta` model before a sharded load.
+Works on a model with weights (each rank slices them) or on the `meta` model before a sharded load
+(`load_transformer(..., parallelize=...)` reads each rank's shards only).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.model.transformer.attention import Attention
 from ltx2_core.types import Rope, RunConstants
 
@@ -74,24 +76,32 @@ class ShardedQKNorm(nn.Module):
         return (x.float() * torch.rsqrt(squares / self.width + self.eps)).to(x.dtype) * self.weight
 
 
-def _attention_(attn: Attention, rank: int, world: int, group: dist.ProcessGroup) -> None:
+def _attention_(attn: Attention, prefix: str, rank: int, world: int, group: dist.ProcessGroup) -> dict[str, Shard]:
     heads = attn.to_q.out_features // attn.head_dim
     local = _share(heads, rank, world)
     features = slice(local.start * attn.head_dim, local.stop * attn.head_dim)
+    shards = {}
     for name in COLUMN:
         linear = getattr(attn, name)
         if linear is not None:
-            column_parallel_(linear, local if name == "to_gate_logits" else features)
+            rows = local if name == "to_gate_logits" else features
+            column_parallel_(linear, rows)
+            shards |= {f"{prefix}{name}.{p}": Shard(0, rows) for p in ("weight", "bias")
+                       if getattr(linear, p) is not None}
     for name in ("q_norm", "k_norm"):
         norm = getattr(attn, name)
         setattr(attn, name, ShardedQKNorm(norm.weight[features], norm.weight.shape[0], norm.eps, group))
+        shards[f"{prefix}{name}.weight"] = Shard(0, features)
     attn.to_out[0] = RowParallelLinear(attn.to_out[0], features, group)
+    return shards | {f"{prefix}to_out.0.weight": Shard(1, features)}
 
 
-def _feed_forward_(ff: nn.Module, rank: int, world: int, group: dist.ProcessGroup) -> None:
+def _feed_forward_(ff: nn.Module, prefix: str, rank: int, world: int, group: dist.ProcessGroup) -> dict[str, Shard]:
     hidden = _share(ff.net[0].proj.out_features, rank, world)
     column_parallel_(ff.net[0].proj, hidden)
     ff.net[2] = RowParallelLinear(ff.net[2], hidden, group)
+    return {f"{prefix}net.0.proj.weight": Shard(0, hidden), f"{prefix}net.0.proj.bias": Shard(0, hidden),
+            f"{prefix}net.2.weight": Shard(1, hidden)}
 
 
 class LocalHeadsRun:
@@ -115,14 +125,16 @@ class LocalHeadsRun:
         return Rope(rope.cos[index], rope.sin[index])
 
 
-def tensor_parallel(model: LTX2Transformer, group: dist.ProcessGroup | None = None) -> LTX2Transformer:
-    """Shards `model` in place over the ranks of `group` (default: all) and returns it."""
+def tensor_parallel(model: LTX2Transformer, group: dist.ProcessGroup | None = None) -> dict[str, Shard]:
+    """Shards `model` in place over the ranks of `group` (default: all); returns which part of each sharded
+    parameter (state-dict name) this rank holds, what a sharded load reads from the file."""
     group = group or dist.group.WORLD
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    for block in model.transformer_blocks:
+    shards = {}
+    for index, block in enumerate(model.transformer_blocks):
         for name in ATTENTIONS:
-            _attention_(getattr(block, name), rank, world, group)
+            shards |= _attention_(getattr(block, name), f"transformer_blocks.{index}.{name}.", rank, world, group)
         for name in FEED_FORWARDS:
-            _feed_forward_(getattr(block, name), rank, world, group)
+            shards |= _feed_forward_(getattr(block, name), f"transformer_blocks.{index}.{name}.", rank, world, group)
     model.prepare_run = LocalHeadsRun(model.prepare_run, rank, world)
-    return model
+    return shards
