@@ -16,13 +16,26 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 from tqdm import tqdm
 
 from ltx2_core.compile import compile_blocks
 from ltx2_core.config import ModelVersion
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
-from ltx2_core.pipeline import DEFAULT_NEGATIVE_PROMPT, MODES, Request, check_stg_blocks, generate, guidance_for
+from ltx2_core.parallel import ParallelConfig
+from ltx2_core.parallel import launch
+from ltx2_core.pipeline import (
+    DEFAULT_NEGATIVE_PROMPT,
+    MODES,
+    Distribution,
+    Generation,
+    Request,
+    check_stg_blocks,
+    generate,
+    guidance_for,
+)
+from ltx2_core.sampling.guidance import active_passes
 from ltx2_core.sampling import GuidanceParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -67,7 +80,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
     p.add_argument("--passes-per-forward", type=_positive, help="guidance passes per transformer forward (default: "
                    "all 4 in one; 1 or 2 need less memory)")
+    d = p.add_argument_group("several GPUs: run under `torchrun --nproc-per-node N` with cfg-parallel·sp·tp = N")
+    d.add_argument("--cfg-parallel", type=_positive, default=1, help="guidance passes spread over this many ranks "
+                   "(CFG-parallel; --cfg is the guidance scale)")
+    d.add_argument("--sp", type=_positive, default=1, help="Ulysses sequence parallelism over the video tokens")
+    d.add_argument("--tp", type=_positive, default=1, help="tensor parallelism (divides the weights)")
     p.add_argument("--output", default="ltx2_output.mp4", help="mp4 file to write")
+    p.add_argument("--tensors", help="also write the decoded frames and waveform (float32) to this .safetensors")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p.parse_args(argv)
 
@@ -128,7 +147,15 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
     if (args.compile or args.cuda_graphs) and not args.device.startswith("cuda"):
         raise ValueError("--compile and --cuda-graphs are CUDA options (off on the CPU); drop them or use --device "
                          "cuda")
+    config = files.transformer_config()
+    layout(args).check(world_size=launch.ranks(), heads=(config.video.heads, config.audio.heads),
+                       devices=torch.cuda.device_count() if args.device.startswith("cuda") else None,
+                       passes=len(active_passes(*guidance_for(request, config))))
     return request
+
+
+def layout(args: argparse.Namespace) -> ParallelConfig:
+    return ParallelConfig(args.cfg_parallel, args.sp, args.tp)
 
 
 class ProgressBars:
@@ -163,26 +190,49 @@ def run(args: argparse.Namespace) -> None:
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
                        args.version)
     request = check_early(args, build_request(args), files)
-    print(f"model: {files.label}")
+    parallel = layout(args).world_size > 1 or launch.ranks() > 1
+    try:
+        result = _generate(args, request, files, parallel)
+    finally:
+        if parallel:
+            launch.leave()
+    if result is not None:
+        _write(args, result)
+
+
+def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, parallel: bool) -> Generation | None:
+    """Loads the models (this rank's shard of the transformer under torchrun) and generates; None on ranks that do
+    not decode."""
+    device = launch.local_device(args.device) if parallel else args.device
+    mesh = launch.join(layout(args), device) if parallel else None
+    say = print if launch.is_main() else (lambda *_: None)
+    say(f"model: {files.label}" + (f"; cfg {args.cfg_parallel} × sp {args.sp} × tp {args.tp}" if parallel else ""))
     start = time.perf_counter()
-    models = files.load(args.device, DTYPES[args.dtype] if args.dtype else None)
+    models = files.load(device, DTYPES[args.dtype] if args.dtype else None,
+                        parallelize=launch.tensor_parallel_for(mesh, layout(args)) if parallel else None)
+    distribution = launch.finish(models.transformer, mesh, layout(args)) if parallel else Distribution()
     if args.compile:
         compile_blocks(models.transformer)
-    print(f"loaded in {time.perf_counter() - start:.1f} s; {request.mode}, {request.width}x{request.height}, "
-          f"{request.frames} frames at {request.fps:g} fps, seed {request.seed}")
-    progress = None if args.no_progress else ProgressBars()
-    start = time.perf_counter()
+    say(f"loaded in {time.perf_counter() - start:.1f} s; {request.mode}, {request.width}x{request.height}, "
+        f"{request.frames} frames at {request.fps:g} fps, seed {request.seed}")
+    progress = None if args.no_progress or not launch.is_main() else ProgressBars()
     try:
-        result = generate(request, models, progress, cuda_graphs=args.cuda_graphs,
-                          passes_per_forward=args.passes_per_forward)
+        return generate(request, models, progress, cuda_graphs=args.cuda_graphs,
+                        passes_per_forward=args.passes_per_forward, distribution=distribution)
     finally:
         if progress is not None:
             progress.close()
+
+
+def _write(args: argparse.Namespace, result: Generation) -> None:
+    start = time.perf_counter()
     path = result.save(args.output)
+    if args.tensors:
+        save_file({"frames": result.frames.contiguous(), "waveform": result.waveform.contiguous()}, args.tensors)
     seconds = result.waveform.shape[-1] / result.sample_rate
     print(f"wrote {path}: {result.frames.shape[0]} frames {result.frames.shape[2]}x{result.frames.shape[1]} at "
           f"{result.fps:g} fps, {seconds:.2f} s of stereo audio at {result.sample_rate} Hz "
-          f"(generated in {time.perf_counter() - start:.1f} s)")
+          f"(written in {time.perf_counter() - start:.1f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ wrong request fails before any model work; `load()` then reads them.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -22,7 +23,9 @@ from ltx2_core.loader import (
     load_video_decoder,
     load_vocoder,
 )
+from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.text_weights import load_prompt_encoder
+from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
 from ltx2_core.types import Decoders
 
@@ -73,13 +76,19 @@ class ModelFiles:
             return TransformerConfig.tiny(self.version)
         return transformer_config(read_header(self.checkpoint))
 
-    def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None) -> Models:
+    def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
+             parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None) -> Models:
+        """Every model of the generation; `parallelize` (tensor parallelism) shards the transformer: a checkpoint's
+        on the meta model so this rank reads only its shards, the demo's after it is built."""
         if self.checkpoint is None:
             from ltx2_core.demo import demo_models  # the demo is built only when asked for
 
-            return demo_models(self.version, device, dtype)
+            models = demo_models(self.version, device, dtype)
+            if parallelize is not None:
+                parallelize(models.transformer)
+            return models
         load = dict(device=device, dtype=dtype)
-        transformer = load_transformer(self.checkpoint, loras=self.loras, **load)
+        transformer = load_transformer(self.checkpoint, loras=self.loras, parallelize=parallelize, **load)
         return Models(
             transformer=transformer,
             prompt_encoder=load_prompt_encoder(self.text_encoder, self.checkpoint, **load),

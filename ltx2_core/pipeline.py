@@ -35,7 +35,8 @@ from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, guided_step, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance, default_steps
 from ltx2_core.stages import Generation, decode, empty_latent, encode, sample, upsample
-from ltx2_core.types import Decoders
+from ltx2_core.sampling.denoise import RunnerFactory
+from ltx2_core.types import Decoders, TextEmbeddings
 
 MODES = ("one-stage", "two-stage", "distilled")
 # ltx_pipelines/utils/constants.py
@@ -140,12 +141,30 @@ def check_stg_blocks(request: Request, config: TransformerConfig) -> None:
                              f"0..{blocks - 1}; pick blocks in that range")
 
 
+Prompts = tuple[TextEmbeddings, TextEmbeddings | None]
+
+
+class Distribution(NamedTuple):
+    """How a generation is spread over processes (ltx2_core.parallel makes multi-rank ones); the default: all here.
+
+    runner: builds each step's pass runner (e.g. CFG-parallel); None: every pass in this process.
+    prompts: gets the encoded prompts given the function that encodes them (e.g. encode on one rank, broadcast).
+    decodes: whether this process decodes and returns the media (one rank does; the others return None).
+    """
+
+    runner: RunnerFactory | None = None
+    prompts: Callable[[Callable[[], Prompts]], Prompts] = lambda encode_here: encode_here()
+    decodes: bool = True
+
+
 @torch.no_grad()
 def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
-             cuda_graphs: bool = False, passes_per_forward: int | None = None) -> Generation:
+             cuda_graphs: bool = False, passes_per_forward: int | None = None,
+             distribution: Distribution = Distribution()) -> Generation | None:
     """Runs one request end to end and returns the decoded frames and waveform. `cuda_graphs` captures each stage's
     step as a CUDA graph on its first step and replays it for the others (CUDA only). `passes_per_forward` caps
-    how many guidance passes share one forward (None: all; fewer need less activation memory)."""
+    how many guidance passes share one forward (None: all; fewer need less activation memory). `distribution`
+    spreads the run over processes (None is returned where it does not decode)."""
     check_request(request, models)
     if cuda_graphs and next(models.transformer.parameters()).device.type != "cuda":
         raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
@@ -154,7 +173,8 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     param = next(model.parameters())
     video_guidance, audio_guidance = guidance_for(request, model.config)
     guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
-    positive, negative = encode(models.prompt_encoder, request.prompt, request.negative_prompt if guided else None)
+    negative_prompt = request.negative_prompt if guided else None
+    positive, negative = distribution.prompts(lambda: encode(models.prompt_encoder, request.prompt, negative_prompt))
     generator = torch.Generator(param.device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1
     latent = empty_latent(request.width // scale, request.height // scale, request.frames, request.fps)
@@ -165,15 +185,15 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     stage = "stage 1" if scale == 2 else "denoise"
     latent = sample(model, positive, negative, latent, sigmas, generator, video_guidance=video_guidance,
                     audio_guidance=audio_guidance, step=new_step(), progress=_stage(progress, stage),
-                    passes_per_forward=passes_per_forward, stage=stage)
+                    passes_per_forward=passes_per_forward, runner=distribution.runner, stage=stage)
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)
         lora = [(models.distilled_lora, 1.0)] if request.mode == "two-stage" else []
         with fused_loras(model, lora) if lora else contextlib.nullcontext():
             latent = sample(model, positive, None, latent, sigma_table(STAGE2_SIGMAS), generator,
                             noise_scale=STAGE2_SIGMAS[0], step=new_step(), progress=_stage(progress, "stage 2"),
-                            stage="stage 2")
-    return decode(latent, models.decoders, generator=generator)
+                            runner=distribution.runner, stage="stage 2")
+    return decode(latent, models.decoders, generator=generator) if distribution.decodes else None
 
 
 def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], None] | None:

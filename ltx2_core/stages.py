@@ -31,7 +31,7 @@ from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.upsampler import LatentUpsampler, upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, guided_step, noised_state
-from ltx2_core.sampling.denoise import Observer, Progress, Step
+from ltx2_core.sampling.denoise import Observer, Progress, RunnerFactory, Step
 from ltx2_core.types import Decoders, TextEmbeddings
 
 AUDIO_CHANNELS, MEL_BINS = 8, 16
@@ -89,10 +89,11 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
            sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
            video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
            step: Step = guided_step, progress: Progress | None = None, observe: Observer | None = None,
-           passes_per_forward: int | None = None, stage: str = "denoise") -> AVLatent:
+           passes_per_forward: int | None = None, runner: RunnerFactory | None = None,
+           stage: str = "denoise") -> AVLatent:
     """Noises `latent` to `noise_scale` (1: pure noise; the first sigma when refining) and denoises it over
-    `sigmas` with the guided loop (`progress` and `observe` as in `denoise`). One NaN/inf check after the last step
-    (NonFiniteError naming `stage`)."""
+    `sigmas` with the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the pass runner, e.g.
+    CFG-parallel). One NaN/inf check after the last step (NonFiniteError naming `stage`)."""
     param = next(model.parameters())
     frames, rows, cols = latent.video.shape[2:]
     states = []
@@ -102,7 +103,7 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
                                    noise_scale))
     plan = guided_plan(model, positive, negative, video_positions(frames, rows, cols, latent.fps),
                        audio_positions(latent.audio.shape[2]), video_guidance, audio_guidance,
-                       passes_per_forward=passes_per_forward)
+                       passes_per_forward=passes_per_forward, runner=runner)
     video, audio = denoise(plan, *states, sigmas.to(param.device), step=step, progress=progress, observe=observe)
     check_finite(stage, {"video latents": video.latent, "audio latents": audio.latent}, SAMPLING_CAUSES,
                  "Nothing was decoded or written.")

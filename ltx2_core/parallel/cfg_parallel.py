@@ -55,7 +55,7 @@ class GatheredPasses:
         flat = torch.cat([video_x0.flatten(1), audio_x0.flatten(1)], dim=1)
         if flat.shape[0] < self.rows:
             flat = torch.cat([flat, flat.new_zeros(self.rows - flat.shape[0], flat.shape[1])])
-        gathered = funcol.all_gather_tensor(flat.contiguous(), gather_dim=0, group=self.group)
+        gathered = funcol.all_gather_single(flat.contiguous(), 0, self.group)
         rows = gathered.index_select(0, self.order)
         split = video_x0[0].numel()
         return (rows[:, :split].reshape(len(self.passes), *video_x0.shape[1:]),
@@ -71,9 +71,8 @@ class CfgParallel:
 
     def __call__(self, model: LTX2Transformer, run: RunConstants, passes: tuple[str, ...],
                  perturbations: list[PassPerturbation]) -> PassRunner:
-        if self.size > len(passes):
-            raise ValueError(f"cfg {self.size} exceeds the {len(passes)} guidance passes of this run; use a cfg "
-                             f"degree ≤ {len(passes)}")
+        if self.size > len(passes):  # a stage with fewer passes (the unguided refinement): whole on every rank
+            return batched_passes(model, run, passes, perturbations, slice(0, len(passes)))
         parts = shares(len(passes), self.size)
         local = batched_passes(model, run, passes, perturbations, parts[self.rank])
         return GatheredPasses(local, passes, parts, self.rank, self.group)

@@ -53,6 +53,11 @@ class _Layout:
         return torch.cat([x, last.expand(*(missing if d == dim % x.dim() else -1 for d in range(x.dim())))], dim)
 
 
+def _gather_tokens(x: torch.Tensor, dim: int, group: dist.ProcessGroup) -> torch.Tensor:
+    """`x` concatenated over the ranks along its token dim `dim` (one all-gather, on dim 0 as the op requires)."""
+    return funcol.all_gather_single(x.movedim(dim, 0).contiguous(), 0, group).movedim(0, dim)
+
+
 def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
     return out.transpose(1, 2)
@@ -84,7 +89,7 @@ class GatheredKeysAttention:
         self.layout = layout
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        kv = funcol.all_gather_tensor(torch.stack([k, v]).contiguous(), gather_dim=2, group=self.layout.group)
+        kv = _gather_tokens(torch.stack([k, v]), 2, self.layout.group)
         return _attention(q, kv[0], kv[1], self.layout.key_mask)
 
 
@@ -119,7 +124,7 @@ class LocalTokensForward:
             timesteps = layout.pad(timesteps, 1)[:, layout.local]
         local = StreamInput(layout.pad(video.latent, 1)[:, layout.local], video.sigma, timesteps)
         video_out, audio_out = self.forward(local, audio, run, perturbations)
-        gathered = funcol.all_gather_tensor(video_out.contiguous(), gather_dim=1, group=layout.group)
+        gathered = _gather_tokens(video_out, 1, layout.group)
         return gathered[:, : layout.tokens], audio_out
 
 

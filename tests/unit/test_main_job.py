@@ -67,6 +67,8 @@ BAD = [
     (["--lora", "{tmp}/x.safetensors"], "needs --checkpoint"),
     (["--output", "{tmp}/no/such/folder/x.mp4"], "does not exist"),
     (["--cuda-graphs", "--device", "cpu"], "CUDA options"),
+    (["--sp", "3"], "3 ranks, but 1 were started"),
+    (["--cfg-parallel", "2", "--mode", "distilled"], "cfg 2 exceeds the 1 guidance passes"),
 ]
 
 

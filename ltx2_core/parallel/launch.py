@@ -1,0 +1,88 @@
+"""One generation over the ranks of a torchrun launch: join the group, shard the model, share the prompts.
+
+`torchrun --nproc-per-node N -m ltx2_core generate --cfg C --sp S --tp T` (C·S·T = N): every rank holds its shard
+of the transformer and samples; global rank 0 alone encodes the prompts (then broadcasts the embeddings) and
+decodes and writes the video. NCCL on GPUs (one device per local rank), gloo on the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh
+
+from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.parallel.cfg_parallel import CfgParallel
+from ltx2_core.parallel.config import ParallelConfig
+from ltx2_core.parallel.mesh import device_mesh
+from ltx2_core.parallel.sequence_parallel import sequence_parallel
+from ltx2_core.parallel.tensor_parallel import tensor_parallel
+from ltx2_core.pipeline import Distribution, Prompts
+from ltx2_core.types import TextEmbeddings
+
+
+def ranks() -> int:
+    """The ranks torchrun started (1 without torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def local_device(device: str) -> torch.device:
+    """This rank's device: its local GPU under torchrun, else `device`."""
+    if device.startswith("cuda"):
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device(device)
+
+
+def is_main() -> bool:
+    return not dist.is_initialized() or dist.get_rank() == 0
+
+
+def leave() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def tensor_parallel_for(mesh: DeviceMesh, layout: ParallelConfig):
+    """The `parallelize` of a load (tensor parallelism over the mesh's tp axis), or None without it."""
+    if layout.tp == 1:
+        return None
+    group = mesh["tp"].get_group()
+    return lambda model: tensor_parallel(model, group)
+
+
+def join(layout: ParallelConfig, device: torch.device) -> DeviceMesh:
+    """Initialises the default group from torchrun's environment and returns the layout's mesh."""
+    if not dist.is_initialized():
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return device_mesh(layout, device.type)
+
+
+def finish(model: LTX2Transformer, mesh: DeviceMesh, layout: ParallelConfig) -> Distribution:
+    """After the (tensor-parallel) load: sequence parallelism on the model, and how the run is distributed."""
+    if layout.sp > 1:
+        sequence_parallel(model, mesh["sp"].get_group())
+    device = next(model.parameters()).device
+    runner = CfgParallel(mesh["cfg"].get_group()) if layout.cfg > 1 else None
+    return Distribution(runner, lambda encode_here: broadcast_prompts(encode_here, device), dist.get_rank() == 0)
+
+
+def broadcast_prompts(encode_here, device: torch.device) -> Prompts:
+    """Rank 0 encodes; every rank gets the embeddings (shapes first, then the tensors)."""
+    prompts = encode_here() if dist.get_rank() == 0 else None
+    shapes = [None if prompts is None else [None if e is None else [(t.shape, t.dtype) for t in e] for e in prompts]]
+    dist.broadcast_object_list(shapes, src=0)
+    out = []
+    for index, entry in enumerate(shapes[0]):
+        if entry is None:
+            out.append(None)
+            continue
+        tensors = [prompts[index][j].to(device).contiguous() if prompts is not None else
+                   torch.empty(shape, dtype=dtype, device=device) for j, (shape, dtype) in enumerate(entry)]
+        for tensor in tensors:
+            dist.broadcast(tensor, src=0)
+        out.append(TextEmbeddings(*tensors))
+    return out[0], out[1]
