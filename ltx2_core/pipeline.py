@@ -34,7 +34,7 @@ from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, guided_step, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance, default_steps
-from ltx2_core.stages import Generation, decode, empty_latent, encode, sample, upsample
+from ltx2_core.stages import AVLatent, Generation, decode, empty_latent, encode, sample, upsample
 from ltx2_core.sampling.denoise import RunnerFactory
 from ltx2_core.types import Decoders, TextEmbeddings
 
@@ -166,16 +166,32 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     how many guidance passes share one forward (None: all; fewer need less activation memory). `distribution`
     spreads the run over processes (None is returned where it does not decode)."""
     check_request(request, models)
+    positive, negative = distribution.prompts(lambda: encode_request(request, models))
+    latent, generator = sample_request(request, models, positive, negative, progress, cuda_graphs=cuda_graphs,
+                                       passes_per_forward=passes_per_forward, runner=distribution.runner)
+    return decode(latent, models.decoders, generator=generator) if distribution.decodes else None
+
+
+def encode_request(request: Request, models: Models) -> Prompts:
+    """The request's prompts in one batched pass; no negative when no modality uses CFG."""
+    video_guidance, audio_guidance = guidance_for(request, models.transformer.config)
+    guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
+    return encode(models.prompt_encoder, request.prompt, request.negative_prompt if guided else None)
+
+
+@torch.no_grad()
+def sample_request(request: Request, models: Models, positive: TextEmbeddings, negative: TextEmbeddings | None,
+                   progress: StageProgress | None = None, *, cuda_graphs: bool = False,
+                   passes_per_forward: int | None = None, runner: RunnerFactory | None = None
+                   ) -> tuple[AVLatent, torch.Generator]:
+    """Every sampling stage of a request (and the x2 upsampling between them) from its encoded prompts: the final
+    latent and the generator, whose state the decoder's noise continues from."""
     if cuda_graphs and next(models.transformer.parameters()).device.type != "cuda":
         raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
     new_step = CudaGraphStep if cuda_graphs else (lambda: guided_step)
     model = models.transformer
-    param = next(model.parameters())
     video_guidance, audio_guidance = guidance_for(request, model.config)
-    guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
-    negative_prompt = request.negative_prompt if guided else None
-    positive, negative = distribution.prompts(lambda: encode(models.prompt_encoder, request.prompt, negative_prompt))
-    generator = torch.Generator(param.device).manual_seed(request.seed)
+    generator = torch.Generator(next(model.parameters()).device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1
     latent = empty_latent(request.width // scale, request.height // scale, request.frames, request.fps)
     if request.mode == "distilled":
@@ -185,15 +201,15 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     stage = "stage 1" if scale == 2 else "denoise"
     latent = sample(model, positive, negative, latent, sigmas, generator, video_guidance=video_guidance,
                     audio_guidance=audio_guidance, step=new_step(), progress=_stage(progress, stage),
-                    passes_per_forward=passes_per_forward, runner=distribution.runner, stage=stage)
+                    passes_per_forward=passes_per_forward, runner=runner, stage=stage)
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)
         lora = [(models.distilled_lora, 1.0)] if request.mode == "two-stage" else []
         with fused_loras(model, lora) if lora else contextlib.nullcontext():
             latent = sample(model, positive, None, latent, sigma_table(STAGE2_SIGMAS), generator,
                             noise_scale=STAGE2_SIGMAS[0], step=new_step(), progress=_stage(progress, "stage 2"),
-                            runner=distribution.runner, stage="stage 2")
-    return decode(latent, models.decoders, generator=generator) if distribution.decodes else None
+                            runner=runner, stage="stage 2")
+    return latent, generator
 
 
 def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], None] | None:

@@ -1,0 +1,102 @@
+"""Persistent workers behind a controller (spawned processes, gloo): the same result as one process, reused across
+jobs; a killed worker or an interrupt ends the job with a clear exception and the next job succeeds; shutdown leaves
+no process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from ltx2_core import ModelFiles, Request, generate
+from ltx2_core.demo import demo_models
+from ltx2_core.parallel import ParallelConfig
+from ltx2_core.runtime import Controller, JobInterrupted, WorkerError, generate_on_workers
+
+REQUEST = Request("a red car in the rain", width=96, height=64, frames=9, steps=2)
+FILES = ModelFiles()
+
+
+@pytest.fixture(scope="module")
+def local():
+    models = demo_models("2.0")
+    return models, generate(REQUEST, models)
+
+
+def _run(controller: Controller, models, request: Request = REQUEST, progress=None):
+    return generate_on_workers(controller, request, FILES.transformer_config(), models.prompt_encoder,
+                               models.decoders, progress)
+
+
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists()
+
+
+@pytest.mark.parametrize("layout", [ParallelConfig(sp=2), ParallelConfig(cfg=2, sp=2)], ids=["sp2", "cfg2xsp2"])
+def test_workers_equal_one_process_and_are_reused(local, layout):
+    models, want = local
+    controller = Controller(FILES, layout, threads=1)
+    try:
+        got = _run(controller, models)
+        pids = controller.pids
+        assert len(pids) == layout.world_size
+        again = _run(controller, models, replace(REQUEST, seed=1))
+        assert controller.pids == pids  # the second job ran on the same processes
+    finally:
+        controller.shutdown()
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
+    assert (again.frames - got.frames).abs().max() > 0.01  # another seed: another video
+    assert all(_gone(pid) for pid in pids)
+
+
+def test_a_killed_worker_fails_the_job_quickly_and_the_next_job_restarts_them(local):
+    models, want = local
+    controller = Controller(FILES, ParallelConfig(sp=2), threads=1, timeout=30)
+    long = replace(REQUEST, steps=200)
+    try:
+        controller.start()
+        first = controller.pids
+
+        def kill_rank_one(stage, done, total):
+            if done == 2:
+                os.kill(first[1], signal.SIGKILL)
+
+        start = time.monotonic()
+        with pytest.raises(WorkerError, match="rank 1 .* exited"):
+            _run(controller, models, long, kill_rank_one)
+        assert time.monotonic() - start < 30 and all(_gone(pid) for pid in first)
+        got = _run(controller, models)
+        assert controller.pids != first
+        torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    finally:
+        controller.shutdown()
+
+
+def test_an_interrupt_stops_every_rank_and_the_next_job_succeeds(local):
+    models, want = local
+    controller = Controller(FILES, ParallelConfig(cfg=2), threads=1)
+    long = replace(REQUEST, steps=200)
+    try:
+        seen = []
+
+        def interrupt_at_three(stage, done, total):
+            seen.append(done)
+            if done == 3:
+                controller.interrupt()
+
+        with pytest.raises(JobInterrupted):
+            _run(controller, models, long, interrupt_at_three)
+        assert max(seen) < 10  # stopped within the margin, not at the end
+        pids = controller.pids
+        got = _run(controller, models)
+        assert controller.pids == pids  # the workers survived the interrupt
+        torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    finally:
+        controller.shutdown()
+    assert all(_gone(pid) for pid in pids)
