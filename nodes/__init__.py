@@ -3,6 +3,7 @@
 from .decode import LTX2Decode, LTX2LatentUpsample
 from .generate import LTX2Generate
 from .loaders import LTX2CheckpointLoader, LTX2LoraLoader, LTX2TextEncoderLoader, LTX2UpsamplerLoader
+from .parallel import LTX2ParallelConfig
 from .sampling import LTX2EmptyLatent, LTX2Guidance, LTX2Sampler
 from .text import LTX2TextEncode
 
@@ -18,9 +19,11 @@ NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
     "LTX2LatentUpsample": "LTX-2 Latent Upsample x2",
     "LTX2Decode": "LTX-2 Decode (video + audio)",
     "LTX2Generate": "LTX-2 Generate (text to video + audio)",
+    "LTX2ParallelConfig": "LTX-2 Multi-GPU Layout",
 }
 NODE_CLASS_MAPPINGS: dict[str, type] = {
     node.__name__: node
     for node in (LTX2CheckpointLoader, LTX2TextEncoderLoader, LTX2LoraLoader, LTX2UpsamplerLoader, LTX2TextEncode,
-                 LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode, LTX2Generate)
+                 LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode, LTX2Generate,
+                 LTX2ParallelConfig)
 }

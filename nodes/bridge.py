@@ -18,9 +18,11 @@ try:
     import comfy.model_management as model_management
     import comfy.utils as comfy_utils
     import folder_paths
+    import server
+    from aiohttp import web
     from PIL import Image
 except ImportError:  # not running inside ComfyUI
-    model_management = comfy_utils = folder_paths = Image = None
+    model_management = comfy_utils = folder_paths = server = web = Image = None
 
 IN_COMFYUI = folder_paths is not None
 PREVIEW_SCALE = 8  # a latent cell is 32 px: previews at a quarter of the video's size
@@ -85,3 +87,14 @@ def progress_bar(total: int, node_id: str | None, preview: Callable[[], np.ndarr
         bar.update_absolute(done, steps, image)
 
     return update
+
+
+def add_json_route(path: str, produce: Callable[[], object]) -> None:
+    """A read-only `GET path` on ComfyUI's server answering `produce()` as JSON (nothing outside ComfyUI)."""
+    if not IN_COMFYUI:
+        return
+
+    async def handler(request):
+        return web.json_response(produce())
+
+    server.PromptServer.instance.routes.get(path)(handler)

@@ -3,6 +3,7 @@ playwright; Debian's /usr/bin/chromium). Only loopback requests are allowed.
 
     python browser.py SERVER check UI.json ...         # load each UI workflow; print what the frontend makes of it
     python browser.py SERVER to-ui API.json OUT.json   # load an API workflow and save the frontend's UI workflow
+    python browser.py SERVER widget                    # the layout node's widget: its choices and the queued value
 
 `check` prints one JSON object per file: the API prompt the frontend builds from the loaded graph
 (`graphToPrompt`), the node types it does not know, and the console errors and page errors seen while loading.
@@ -42,6 +43,30 @@ CHECK = """async (workflow) => {
   const prompt = (await app.graphToPrompt()).output;
   return {missing, prompt};
 }"""
+# the layout node with its widget, four fake 80 GB GPUs answered for /ltx2/devices: the choices before and after
+# picking sp = 2, and the prompt the frontend then builds
+WIDGET = """async () => {
+  const app = window.comfyAPI.app.app, api = window.comfyAPI.api.api, real = api.fetchApi.bind(api);
+  const gpus = Array.from({length: 4}, (_, index) => ({index, name: "GPU", total: 80e9, free: 80e9}));
+  api.fetchApi = async (route, options) => route === "/ltx2/devices"
+    ? new Response(JSON.stringify({devices: gpus})) : real(route, options);
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  let node;
+  for (let attempt = 0; attempt < 10; attempt++) {  // the start-up workflow may still replace the graph
+    app.graph.clear();
+    node = window.LiteGraph.createNode("LTX2ParallelConfig");
+    app.graph.add(node);
+    await sleep(500);
+    if (app.graph.nodes.length === 1 && app.graph.nodes[0] === node) break;
+  }
+  const widget = (name) => node.widgets.find((w) => w.name === name);
+  for (let i = 0; i < 100 && !widget("sp_degree"); i++) await sleep(50);
+  const values = (name) => [...widget(name).options.values];
+  const before = {sp: values("sp_degree"), tp: values("tp_degree"), devices: widget("devices_found").value};
+  widget("sp_degree").callback("2");
+  const after = {tp: values("tp_degree"), layout: widget("layout").value, memory: widget("weights_per_gpu").value};
+  return {before, after, prompt: (await app.graphToPrompt()).output};
+}"""
 TO_UI = """async (api) => {
   const app = window.comfyAPI.app.app;
   await app.loadApiJson(api, "converted");
@@ -66,6 +91,11 @@ def main(server: str, mode: str, paths: list[str]) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
+            if mode == "widget":
+                errors = []
+                page = _page(browser, server, errors)
+                print(json.dumps({**page.evaluate(WIDGET), "errors": errors}), flush=True)
+                return
             if mode == "to-ui":
                 errors: list[str] = []
                 page = _page(browser, server, errors)

@@ -43,3 +43,20 @@ def test_ui_example_loads_and_queues_its_api_twin(frontend_results, path):
 def test_every_ui_example_has_an_api_twin():
     names = {p.name.replace(".json", "") for p in UI_WORKFLOWS}
     assert names == {p.name.replace(".api.json", "") for p in (ROOT / "example_workflows" / "api").glob("*.api.json")}
+
+
+def test_the_layout_widget_leaves_out_invalid_choices_and_its_value_is_queued(comfyui):
+    python = os.environ["COMFYUI_PYTHON"]
+    if not shutil.which("chromium") or subprocess.run([python, "-c", "import playwright"]).returncode:
+        pytest.skip("no headless browser: build the shared ComfyUI with WITH_BROWSER=1 (Chromium + playwright)")
+    run = subprocess.run([python, str(BROWSER_SCRIPT), comfyui.url, "widget"], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.splitlines()[-1])
+    assert result["before"]["sp"] == ["1", "2", "4"] and "GPU" in result["before"]["devices"]  # four GPUs
+    assert result["after"]["tp"] == ["1", "2"]  # tp 4 with sp 2 needs 8 GPUs: not offered
+    assert json.loads(result["after"]["layout"]) == {"cfg": 1, "sp": 2, "tp": 1}
+    assert "LTX-2.3 22B 44.0 GB" in result["after"]["memory"]
+    (queued,) = [node for node in result["prompt"].values() if node["class_type"] == "LTX2ParallelConfig"]
+    assert queued["inputs"]["layout"] == result["after"]["layout"]
+    assert [e for e in result["errors"] if "LTX2" in e or PACK_FOLDER in e or "ltx2_parallel" in e] == []

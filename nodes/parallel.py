@@ -1,0 +1,60 @@
+"""The multi-GPU layout node; its widget (web/ltx2_parallel.js) sets the `layout` input."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from ltx2_core.parallel import AXES, ParallelConfig, ParallelConfigError
+from ltx2_core.parallel.devices import visible_devices
+
+from . import bridge
+
+PARALLEL = "LTX2_PARALLEL"
+RELEASED_HEADS = (32, 32)  # video and audio heads of LTX-2 and LTX-2.3
+
+
+def parse(layout: str) -> ParallelConfig:
+    """The widget's JSON value as a ParallelConfig; ParallelConfigError naming the problem."""
+    try:
+        value = json.loads(layout)
+        degrees = [int(value.get(axis, 1)) for axis in AXES]
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ParallelConfigError(f'layout must be JSON like {{"cfg": 2, "sp": 1, "tp": 1}}, got {layout!r} ({exc})')
+    return ParallelConfig(*degrees)
+
+
+class LTX2ParallelConfig:
+    DESCRIPTION = ("How one generation spreads over several GPUs: cfg (guidance passes) × sp (video tokens) × tp "
+                   "(weights). Plug it into the checkpoint loader.")
+    CATEGORY = "LTX-2/loaders"
+    RETURN_TYPES = (PARALLEL,)
+    RETURN_NAMES = ("parallel",)
+    FUNCTION = "make"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "layout": ("STRING", {"default": '{"cfg": 1, "sp": 1, "tp": 1}',
+                                  "tooltip": "cfg × sp × tp as JSON; the widget below sets it"}),
+            "guidance_passes": ("INT", {"default": 4, "min": 1, "max": 4, "tooltip": "guidance passes of the runs "
+                                        "(4 with the release's guidance, 1 for distilled): cfg cannot exceed it"}),
+        }}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, layout: str | None = None, guidance_passes: int | None = None):
+        if layout is None:
+            return True
+        try:
+            devices = len(visible_devices()) if torch.cuda.is_available() else None
+            parse(layout).check(devices=devices, heads=RELEASED_HEADS, passes=guidance_passes)
+        except ParallelConfigError as exc:
+            return str(exc)
+        return True
+
+    def make(self, layout: str, guidance_passes: int = 4):
+        return (parse(layout).check(heads=RELEASED_HEADS, passes=guidance_passes),)
+
+
+bridge.add_json_route("/ltx2/devices", lambda: {"devices": visible_devices()})

@@ -1,0 +1,31 @@
+"""The multi-GPU layout node: its JSON value parsed and checked when the workflow is queued."""
+
+from __future__ import annotations
+
+import pytest
+
+from ltx2_core.parallel import ParallelConfig, ParallelConfigError
+from nodes.parallel import LTX2ParallelConfig, parse
+
+
+def test_the_layout_value_becomes_a_checked_parallel_config():
+    (layout,) = LTX2ParallelConfig().make('{"cfg": 2, "sp": 2, "tp": 1}', 4)
+    assert layout == ParallelConfig(2, 2, 1)
+    assert parse("{}") == ParallelConfig()
+
+
+@pytest.mark.parametrize("layout, passes, message", [
+    ("not json", 4, "layout must be JSON"),
+    ('{"cfg": 2}', 1, "cfg 2 exceeds the 1 guidance passes"),
+    ('{"sp": 3}', 4, "tp·sp = 3 must divide the 32 attention heads"),
+    ('{"tp": 0}', 4, "integers ≥ 1"),
+])
+def test_bad_layouts_are_refused_when_queued(layout, passes, message):
+    assert message in LTX2ParallelConfig.VALIDATE_INPUTS(layout, passes)
+    with pytest.raises(ParallelConfigError):
+        LTX2ParallelConfig().make(layout, passes)
+
+
+def test_linked_or_good_values_pass_validation():
+    assert LTX2ParallelConfig.VALIDATE_INPUTS() is True
+    assert LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 2, "sp": 1, "tp": 1}', 4) is True

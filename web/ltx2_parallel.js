@@ -1,0 +1,72 @@
+// The LTX2ParallelConfig node's widget: the detected devices, cfg / sp / tp choices with invalid ones left out,
+// the default layout, and the weight memory per GPU. Its value is the node's `layout` input (a JSON string), so it
+// reaches Python under that name, is saved with the workflow and appears in the API-format export.
+import { app } from "../../scripts/app.js";
+import { api } from "../../scripts/api.js";
+import {
+  DEFAULT_HEADS, axisChoices, defaultLayout, formatLayout, layoutProblems, parseLayout, weightBytesPerGpu,
+} from "./ltx2_parallel_logic.js";
+
+const AXES = ["cfg", "sp", "tp"];
+const MODELS = { "LTX-2 19B": 37e9, "LTX-2.3 22B": 44e9 }; // transformer weights in bf16
+const GB = 1e9;
+
+async function listDevices() {
+  try {
+    return (await (await api.fetchApi("/ltx2/devices")).json()).devices ?? [];
+  } catch {
+    return [];
+  }
+}
+
+function describe(devices) {
+  if (!devices.length) return "no GPU visible (CPU)";
+  return devices.map((d) => `${d.name}: ${(d.free / GB).toFixed(0)}/${(d.total / GB).toFixed(0)} GB free`).join("; ");
+}
+
+function setUp(node, devices) {
+  const layoutWidget = node.widgets.find((w) => w.name === "layout");
+  const passesWidget = node.widgets.find((w) => w.name === "guidance_passes");
+  const facts = () => ({ devices: Math.max(devices.length, 1), passes: passesWidget?.value ?? 4, heads: DEFAULT_HEADS });
+  const info = (name, value) => node.addWidget("text", name, value, () => {}, { serialize: false });
+  info("devices_found", describe(devices));
+  const memory = info("weights_per_gpu", "");
+  const combos = {};
+  const refresh = () => {
+    const layout = parseLayout(layoutWidget.value);
+    for (const axis of AXES) {
+      combos[axis].options.values = axisChoices(layout, axis, facts()).filter((c) => c.valid).map((c) => String(c.degree));
+      combos[axis].value = String(layout[axis]);
+    }
+    const problems = layoutProblems(layout, facts());
+    memory.value = problems.length ? `invalid: ${problems.join("; ")}` : Object.entries(MODELS)
+      .map(([name, bytes]) => `${name} ${(weightBytesPerGpu(bytes, layout) / GB).toFixed(1)} GB`).join(", ");
+    node.setDirtyCanvas?.(true, true);
+  };
+  const choose = (axis, value) => {
+    const layout = { ...parseLayout(layoutWidget.value), [axis]: Number(value) };
+    if (layoutProblems(layout, facts()).length === 0) layoutWidget.value = formatLayout(layout);
+    refresh();
+  };
+  for (const axis of AXES) {
+    combos[axis] = node.addWidget("combo", `${axis}_degree`, "1", (value) => choose(axis, value),
+      { values: ["1"], serialize: false });
+  }
+  node.addWidget("button", "default layout", null, () => {
+    const free = devices.length ? Math.min(...devices.map((d) => d.free)) : 0;
+    const layout = defaultLayout({ ...facts(), weightBytes: MODELS["LTX-2.3 22B"], freeBytes: free || Infinity });
+    layoutWidget.value = formatLayout(layout);
+    refresh();
+  }, { serialize: false });
+  const onPasses = passesWidget?.callback;
+  if (passesWidget) passesWidget.callback = (...args) => { onPasses?.apply(passesWidget, args); refresh(); };
+  refresh();
+}
+
+app.registerExtension({
+  name: "ltx2.parallel",
+  async nodeCreated(node) {
+    if (node.comfyClass !== "LTX2ParallelConfig") return;
+    setUp(node, await listDevices());
+  },
+});

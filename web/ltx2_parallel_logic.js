@@ -1,0 +1,60 @@
+// The parallelism widget's logic, as pure functions (no DOM, no ComfyUI): which cfg × sp × tp layouts are valid
+// for the visible devices, the model's heads and the run's guidance passes; the default layout; the weight memory
+// per GPU. The same rules as ltx2_core.parallel (ParallelConfig.check, default_layout). Tested with `node --test`.
+
+export const HEADROOM = 0.8; // of a device's free memory the weights may take
+export const DEFAULT_HEADS = [32, 32]; // video and audio attention heads of the released models
+export const DEFAULT_LAYOUT = { cfg: 1, sp: 1, tp: 1 };
+
+const divides = (degree, heads) => heads.every((count) => count % degree === 0);
+
+// every problem of a layout, as messages naming the fix ([] when valid)
+export function layoutProblems(layout, { devices, heads = DEFAULT_HEADS, passes = 4 }) {
+  const problems = [];
+  const { cfg, sp, tp } = layout;
+  if (![cfg, sp, tp].every((d) => Number.isInteger(d) && d >= 1)) return ["degrees must be integers ≥ 1"];
+  const world = cfg * sp * tp;
+  if (devices !== undefined && world > devices) problems.push(`${world} GPUs needed, ${devices} visible`);
+  if (!divides(tp * sp, heads)) problems.push(`tp·sp = ${tp * sp} must divide the ${heads.join("/")} heads`);
+  if (cfg > passes) problems.push(`cfg ${cfg} exceeds the ${passes} guidance passes`);
+  return problems;
+}
+
+// the degrees one axis may take when the other two are fixed, each with whether it is valid
+export function axisChoices(layout, axis, facts) {
+  const choices = [];
+  for (let degree = 1; degree <= Math.max(facts.devices ?? 1, 1); degree *= 2) {
+    const candidate = { ...layout, [axis]: degree };
+    choices.push({ degree, valid: layoutProblems(candidate, facts).length === 0 });
+  }
+  return choices;
+}
+
+// tensor parallel only as far as the weights must shrink to fit, then CFG over the passes, the rest Ulysses
+export function defaultLayout({ devices, passes = 4, weightBytes, freeBytes, heads = DEFAULT_HEADS }) {
+  let tp = 1;
+  while (weightBytes / tp > HEADROOM * freeBytes && devices % (tp * 2) === 0 && divides(tp * 2, heads)) tp *= 2;
+  const remaining = Math.floor(devices / tp);
+  let cfg = 1;
+  for (let d = 1; d <= Math.min(passes, remaining); d++) if (remaining % d === 0) cfg = d;
+  let sp = Math.floor(remaining / cfg);
+  while (sp > 1 && !divides(tp * sp, heads)) sp -= 1;
+  return { cfg, sp, tp };
+}
+
+// the transformer's weight bytes each GPU holds: tensor parallelism divides them, the other axes replicate
+export function weightBytesPerGpu(weightBytes, layout) {
+  return weightBytes / layout.tp;
+}
+
+// the widget's value (a JSON string) as a layout, falling back to one GPU for anything unreadable
+export function parseLayout(text) {
+  try {
+    const value = JSON.parse(text);
+    return { cfg: value.cfg ?? 1, sp: value.sp ?? 1, tp: value.tp ?? 1 };
+  } catch {
+    return { ...DEFAULT_LAYOUT };
+  }
+}
+
+export const formatLayout = (layout) => JSON.stringify({ cfg: layout.cfg, sp: layout.sp, tp: layout.tp });
