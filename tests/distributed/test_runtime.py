@@ -100,3 +100,28 @@ def test_an_interrupt_stops_every_rank_and_the_next_job_succeeds(local):
     finally:
         controller.shutdown()
     assert all(_gone(pid) for pid in pids)
+
+
+def test_the_callers_exit_leaves_no_worker_behind(tmp_path):
+    """A caller that exits without shutting down: the workers go with it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "caller.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = {[str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]!r}\n"
+        "from ltx2_core import ModelFiles\n"
+        "from ltx2_core.parallel import ParallelConfig\n"
+        "from ltx2_core.runtime import Controller\n"
+        "if __name__ == '__main__':\n"
+        "    controller = Controller(ModelFiles(), ParallelConfig(sp=2), threads=1)\n"
+        "    controller.start()\n"
+        "    print(*controller.pids)\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    pids = [int(pid) for pid in run.stdout.split()]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(_gone(pid) for pid in pids):
+        time.sleep(0.2)
+    assert len(pids) == 2 and all(_gone(pid) for pid in pids)
