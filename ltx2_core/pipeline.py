@@ -166,17 +166,18 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     how many guidance passes share one forward (None: all; fewer need less activation memory). `distribution`
     spreads the run over processes (None is returned where it does not decode)."""
     check_request(request, models)
-    positive, negative = distribution.prompts(lambda: encode_request(request, models))
+    encoder, config = models.prompt_encoder, models.transformer.config
+    positive, negative = distribution.prompts(lambda: encode_request(request, encoder, config))
     latent, generator = sample_request(request, models, positive, negative, progress, cuda_graphs=cuda_graphs,
                                        passes_per_forward=passes_per_forward, runner=distribution.runner)
     return decode(latent, models.decoders, generator=generator) if distribution.decodes else None
 
 
-def encode_request(request: Request, models: Models) -> Prompts:
+def encode_request(request: Request, encoder: PromptEncoder, config: TransformerConfig) -> Prompts:
     """The request's prompts in one batched pass; no negative when no modality uses CFG."""
-    video_guidance, audio_guidance = guidance_for(request, models.transformer.config)
+    video_guidance, audio_guidance = guidance_for(request, config)
     guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
-    return encode(models.prompt_encoder, request.prompt, request.negative_prompt if guided else None)
+    return encode(encoder, request.prompt, request.negative_prompt if guided else None)
 
 
 @torch.no_grad()

@@ -12,6 +12,7 @@ from .decode import comfy_outputs
 from .handles import MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
 from .loaders import file_problem
 from .sampling import MAX_SEED, size_problem
+from .text import prompt_problem
 
 NO_LORA = "none"
 
@@ -62,8 +63,8 @@ class LTX2Generate:
         lora_problem = distilled_lora not in (None, NO_LORA) and file_problem("loras", distilled_lora, "LoRA")
         if isinstance(lora_problem, str):
             return lora_problem
-        if prompt is not None and not prompt.strip():
-            return "prompt: the prompt is empty; describe the video (and its sound) to generate"
+        if problem := prompt_problem(prompt):
+            return problem
         if mode in ("two-stage", "distilled") and None not in (width, height) and (width % 64 or height % 64):
             return f"the {mode} pipeline samples at half size first: width and height must be multiples of 64"
         return size_problem(width, height, frames) or True

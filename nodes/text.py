@@ -8,6 +8,13 @@ from ltx2_core.stages import encode
 from .handles import CONDITIONING, TEXT_ENCODER, Conditioning
 
 
+def prompt_problem(prompt: str | None) -> str | None:
+    """For VALIDATE_INPUTS: why a prompt cannot be used (None when fine, or linked: unknown until run time)."""
+    if prompt is not None and not prompt.strip():
+        return "prompt: the prompt is empty; describe the video (and its sound) to generate"
+    return None
+
+
 class LTX2TextEncode:
     DESCRIPTION = "Encodes the prompt and the negative prompt in one batched text-encoder pass."
     CATEGORY = "LTX-2/conditioning"
@@ -29,9 +36,7 @@ class LTX2TextEncode:
     def VALIDATE_INPUTS(cls, prompt: str | None = None):
         """Named inputs only: ComfyUI skips its own range checks for every input when this takes **kwargs. A linked
         input is None here (known only at run time)."""
-        if prompt is not None and not prompt.strip():
-            return "prompt: the prompt is empty; describe the video (and its sound) to generate"
-        return True
+        return prompt_problem(prompt) or True
 
     def encode(self, text_encoder: PromptEncoder, prompt: str, negative_prompt: str = DEFAULT_NEGATIVE_PROMPT):
         positive, negative = encode(text_encoder, prompt, negative_prompt or None)

@@ -9,9 +9,9 @@ import torch
 
 from ltx2_core.config import TransformerConfig
 from ltx2_core.model.text import PromptEncoder
-from ltx2_core.pipeline import Request, guidance_for
+from ltx2_core.pipeline import Request, encode_request
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
-from ltx2_core.stages import Generation, decode, encode
+from ltx2_core.stages import Generation, decode
 from ltx2_core.types import Decoders
 
 __all__ = ["Controller", "JobInterrupted", "WorkerError", "generate_on_workers"]
@@ -22,9 +22,7 @@ def generate_on_workers(controller: Controller, request: Request, config: Transf
                         progress: Callable[[str, int, int], None] | None = None) -> Generation:
     """`request` with the prompts encoded and the media decoded here, the sampling on the controller's workers."""
     request.check()
-    video_guidance, audio_guidance = guidance_for(request, config)
-    guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
-    positive, negative = encode(prompt_encoder, request.prompt, request.negative_prompt if guided else None)
+    positive, negative = encode_request(request, prompt_encoder, config)
     latent, state = controller.sample(request, positive.to("cpu"), None if negative is None else negative.to("cpu"),
                                       progress)
     device = next(decoders.video.parameters()).device

@@ -10,20 +10,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
 from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
 
 from ltx2_core.parallel.cfg_parallel import CfgParallel  # noqa: E402
 from ltx2_core.sampling import guided_step, ltx2_sigmas  # noqa: E402
 from support import cfg_case  # noqa: E402
+from support.ranks import joined  # noqa: E402
 
 
 def main(rank: int, world: int, init_file: str, guidance: str, out: str) -> None:
-    torch.set_grad_enabled(False)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    try:
+    with joined(rank, world, init_file):
         params = {"full": cfg_case.FULL, "three": cfg_case.THREE}[guidance]
         model = cfg_case.model()
         want = cfg_case.run(cfg_case.plan(model, params))  # the single-process run, on this rank
@@ -37,8 +33,6 @@ def main(rank: int, world: int, init_file: str, guidance: str, out: str) -> None
                   "local_passes": list(plan.runner.local.passes), "passes": list(plan.runner.passes),
                   "collectives": {str(op): count for op, count in comm.get_comm_counts().items()}}
         Path(out).write_text(json.dumps(result))
-    finally:
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
 from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
 
 from ltx2_core.config import TransformerConfig  # noqa: E402
@@ -24,6 +23,7 @@ from ltx2_core.parallel.mesh import device_mesh  # noqa: E402
 from ltx2_core.parallel.sequence_parallel import sequence_parallel  # noqa: E402
 from ltx2_core.parallel.tensor_parallel import tensor_parallel  # noqa: E402
 from support import cfg_case  # noqa: E402
+from support.ranks import joined  # noqa: E402
 
 
 def four_heads() -> torch.nn.Module:
@@ -45,10 +45,7 @@ def parallelize(model: torch.nn.Module, layout: ParallelConfig):
 
 
 def main(rank: int, world: int, init_file: str, shape: str, out: str) -> None:
-    torch.set_grad_enabled(False)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    try:
+    with joined(rank, world, init_file):
         layout = ParallelConfig(*(int(n) for n in shape.split("x")))
         full = four_heads()
         model = copy.deepcopy(full)
@@ -66,8 +63,6 @@ def main(rank: int, world: int, init_file: str, shape: str, out: str) -> None:
         result["sampling_diff"] = max((g - w).abs().max().item() for g, w in zip(got, want))
         result["blocks"] = full.config.num_layers
         Path(out).write_text(json.dumps(result))
-    finally:
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -10,12 +10,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
 
 import ltx2_core.loader.safetensors_file as safetensors_file  # noqa: E402
 from ltx2_core.loader import load_transformer  # noqa: E402
 from ltx2_core.parallel.tensor_parallel import tensor_parallel  # noqa: E402
+from support.ranks import joined  # noqa: E402
 
 
 class CountingOpen:
@@ -65,11 +64,9 @@ def load(path: str, loras, parallel: bool):
 
 
 def main(rank: int, world: int, init_file: str, checkpoint: str, lora: str, out: str) -> None:
-    torch.set_grad_enabled(False)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     safetensors_file.REAL_SAFE_OPEN = safetensors_file.safe_open
     safetensors_file.safe_open = CountingOpen
-    try:
+    with joined(rank, world, init_file):
         result = {}
         for name, loras in (("plain", ()), ("lora", ((lora, 0.7),))):
             full, _, full_read = load(checkpoint, loras, parallel=False)
@@ -82,8 +79,6 @@ def main(rank: int, world: int, init_file: str, checkpoint: str, lora: str, out:
                 "block_read_ratio": sharded_read["blocks"] / full_read["blocks"],
                 "read_ratio": sharded_read["all"] / full_read["all"]}
         Path(out).write_text(json.dumps(result))
-    finally:
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

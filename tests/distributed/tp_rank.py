@@ -12,7 +12,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
 from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
 
 from ltx2_core.config import TransformerConfig  # noqa: E402
@@ -20,6 +19,7 @@ from ltx2_core.demo import demo_inputs  # noqa: E402
 from ltx2_core.model.transformer import LTX2Transformer  # noqa: E402
 from ltx2_core.parallel.tensor_parallel import tensor_parallel  # noqa: E402
 from support import cfg_case  # noqa: E402
+from support.ranks import joined  # noqa: E402
 from support.configs import RELEASED_2_3  # noqa: E402
 
 
@@ -28,10 +28,7 @@ def _bytes(model: torch.nn.Module) -> int:
 
 
 def main(rank: int, world: int, init_file: str, out: str) -> None:
-    torch.set_grad_enabled(False)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
-    try:
+    with joined(rank, world, init_file):
         full = cfg_case.model()
         sharded = copy.deepcopy(full)
         tensor_parallel(sharded)
@@ -53,8 +50,6 @@ def main(rank: int, world: int, init_file: str, out: str) -> None:
         tensor_parallel(released)
         result["released_ratio"] = _bytes(released) / released_bytes
         Path(out).write_text(json.dumps(result))
-    finally:
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -3,12 +3,16 @@ tests/distributed/ that joins a gloo group through a file and writes what it saw
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
+import torch.distributed as dist
 
 HERE = Path(__file__).resolve().parents[1] / "distributed"
 
@@ -30,3 +34,15 @@ def run_ranks(script: str, world: int, tmp_path: Path, *args: str) -> list[dict]
             pytest.fail("a rank hung")
     assert all(proc.returncode == 0 for proc in procs), "\n".join(logs)[-4000:]
     return [json.loads(out.read_text()) for out in outs]
+
+
+@contextlib.contextmanager
+def joined(rank: int, world: int, init_file: str) -> Iterator[None]:
+    """In a rank script: this process as `rank` of a gloo group (one thread, no autograd) for the duration."""
+    torch.set_grad_enabled(False)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
