@@ -76,6 +76,15 @@ class ModelFiles:
             return TransformerConfig.tiny(self.version)
         return transformer_config(read_header(self.checkpoint))
 
+    def load_transformer(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
+                         parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None
+                         ) -> LTX2Transformer:
+        """The transformer alone (with `loras` fused), sharded by `parallelize` as in `load`."""
+        if self.checkpoint is None:
+            return self.load(device, dtype, parallelize).transformer
+        return load_transformer(self.checkpoint, loras=self.loras, parallelize=parallelize, device=device,
+                                dtype=dtype)
+
     def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
              parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None) -> Models:
         """Every model of the generation; `parallelize` (tensor parallelism) shards the transformer: a checkpoint's

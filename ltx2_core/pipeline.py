@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 
@@ -35,7 +35,7 @@ from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, guided_step, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance, default_steps
 from ltx2_core.stages import AVLatent, Generation, decode, empty_latent, encode, sample, upsample
-from ltx2_core.sampling.denoise import RunnerFactory
+from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.types import Decoders, TextEmbeddings
 
 MODES = ("one-stage", "two-stage", "distilled")
@@ -100,9 +100,10 @@ class Request:
 
 
 class Models(NamedTuple):
-    """What a generation runs. `upsampler` is needed by two-stage and distilled, `distilled_lora` by two-stage."""
+    """What a generation runs. `upsampler` is needed by two-stage and distilled, `distilled_lora` by two-stage.
+    `transformer` is None when workers hold it (a `StageSampler` then runs the stages)."""
 
-    transformer: LTX2Transformer
+    transformer: LTX2Transformer | None
     prompt_encoder: PromptEncoder
     decoders: Decoders
     upsampler: LatentUpsampler | None = None
@@ -117,9 +118,11 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
     return request.video_guidance or video, request.audio_guidance or audio
 
 
-def check_request(request: Request, models: Models) -> None:
-    """Every check of a request against the models it will run on, before any model work."""
+def check_request(request: Request, models: Models, config: TransformerConfig | None = None) -> None:
+    """Every check of a request against the models it will run on, before any model work. `config`: the
+    transformer's when it is not in `models` (it runs on workers); the LoRA is then checked on a meta model."""
     request.check()
+    config = config or models.transformer.config
     if request.two_stage and models.upsampler is None:
         raise ValueError(f"the {request.mode} pipeline needs the x2 spatial latent upsampler "
                          "(ltx-2-spatial-upscaler-x2-*.safetensors); pass it, or use mode one-stage")
@@ -128,9 +131,16 @@ def check_request(request: Request, models: Models) -> None:
                          "(ltx-2-19b-distilled-lora-*.safetensors); pass it, or use mode one-stage")
     if request.two_stage and models.upsampler.config.spatial_scale != 2.0:
         raise ValueError(f"the two-stage pipelines need a x2 upsampler, got x{models.upsampler.config.spatial_scale}")
-    check_stg_blocks(request, models.transformer.config)
+    check_stg_blocks(request, config)
     if models.distilled_lora is not None and request.mode == "two-stage":
-        check_lora(models.transformer, models.distilled_lora)
+        check_lora(models.transformer if models.transformer is not None else meta_transformer(config),
+                   models.distilled_lora)
+
+
+def meta_transformer(config: TransformerConfig) -> LTX2Transformer:
+    """The transformer's structure without weights (names and shapes, for checks)."""
+    with torch.device("meta"):
+        return LTX2Transformer(config)
 
 
 def check_stg_blocks(request: Request, config: TransformerConfig) -> None:
@@ -142,6 +152,44 @@ def check_stg_blocks(request: Request, config: TransformerConfig) -> None:
 
 
 Prompts = tuple[TextEmbeddings, TextEmbeddings | None]
+
+
+class StageSampler(Protocol):
+    """Samples one stage as `stages.sample` does, with `loras` fused for the stage only: here (`LocalSampler`) or
+    on persistent workers (`ltx2_core.runtime.WorkerSampler`). `device`: where the generator lives."""
+
+    config: TransformerConfig
+    device: torch.device
+
+    def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
+                 sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
+                 video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
+                 loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
+                 stage: str = "denoise") -> AVLatent: ...
+
+
+class LocalSampler:
+    """Stages on a transformer in this process. `cuda_graphs`: each stage captures its step on its first step."""
+
+    def __init__(self, model: LTX2Transformer, *, cuda_graphs: bool = False, passes_per_forward: int | None = None,
+                 runner: RunnerFactory | None = None, observe: Observer | None = None) -> None:
+        self.device = next(model.parameters()).device
+        if cuda_graphs and self.device.type != "cuda":
+            raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
+        self.model, self.config, self.cuda_graphs = model, model.config, cuda_graphs
+        self.passes_per_forward, self.runner, self.observe = passes_per_forward, runner, observe
+
+    def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
+                 sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
+                 video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
+                 loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
+                 stage: str = "denoise") -> AVLatent:
+        with fused_loras(self.model, loras) if loras else contextlib.nullcontext():
+            return sample(self.model, positive, negative, latent, sigmas, generator, noise_scale=noise_scale,
+                          video_guidance=video_guidance, audio_guidance=audio_guidance,
+                          step=CudaGraphStep() if self.cuda_graphs else guided_step, progress=progress,
+                          observe=self.observe, passes_per_forward=self.passes_per_forward, runner=self.runner,
+                          stage=stage)
 
 
 class Distribution(NamedTuple):
@@ -160,17 +208,30 @@ class Distribution(NamedTuple):
 @torch.no_grad()
 def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
              cuda_graphs: bool = False, passes_per_forward: int | None = None,
-             distribution: Distribution = Distribution()) -> Generation | None:
+             distribution: Distribution = Distribution(), sampler: StageSampler | None = None) -> Generation | None:
     """Runs one request end to end and returns the decoded frames and waveform. `cuda_graphs` captures each stage's
     step as a CUDA graph on its first step and replays it for the others (CUDA only). `passes_per_forward` caps
     how many guidance passes share one forward (None: all; fewer need less activation memory). `distribution`
-    spreads the run over processes (None is returned where it does not decode)."""
-    check_request(request, models)
-    encoder, config = models.prompt_encoder, models.transformer.config
-    positive, negative = distribution.prompts(lambda: encode_request(request, encoder, config))
-    latent, generator = sample_request(request, models, positive, negative, progress, cuda_graphs=cuda_graphs,
-                                       passes_per_forward=passes_per_forward, runner=distribution.runner)
-    return decode(latent, models.decoders, generator=generator) if distribution.decodes else None
+    spreads the run over processes (None is returned where it does not decode). `sampler` runs the stages
+    elsewhere (e.g. on persistent workers; `models.transformer` may then be None)."""
+    sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
+                                      passes_per_forward=passes_per_forward, runner=distribution.runner)
+    check_request(request, models, sampler.config)
+    encoder = models.prompt_encoder
+    positive, negative = distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
+    latent, generator = sample_request(request, models, positive, negative, progress, sampler=sampler)
+    if not distribution.decodes:
+        return None
+    return decode(latent, models.decoders, generator=generator_on(generator, request.seed, models.decoders))
+
+
+def generator_on(generator: torch.Generator, seed: int, decoders: Decoders) -> torch.Generator:
+    """The sampling generator for the decoder's noise when both share a device type (so the noise continues as in
+    one process); else a new one on the decoder's device seeded with `seed`."""
+    device = next(decoders.video.parameters()).device
+    if generator.device.type == device.type:
+        return generator
+    return torch.Generator(device).manual_seed(seed)
 
 
 def encode_request(request: Request, encoder: PromptEncoder, config: TransformerConfig) -> Prompts:
@@ -182,34 +243,27 @@ def encode_request(request: Request, encoder: PromptEncoder, config: Transformer
 
 @torch.no_grad()
 def sample_request(request: Request, models: Models, positive: TextEmbeddings, negative: TextEmbeddings | None,
-                   progress: StageProgress | None = None, *, cuda_graphs: bool = False,
-                   passes_per_forward: int | None = None, runner: RunnerFactory | None = None
+                   progress: StageProgress | None = None, *, sampler: StageSampler | None = None
                    ) -> tuple[AVLatent, torch.Generator]:
-    """Every sampling stage of a request (and the x2 upsampling between them) from its encoded prompts: the final
-    latent and the generator, whose state the decoder's noise continues from."""
-    if cuda_graphs and next(models.transformer.parameters()).device.type != "cuda":
-        raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
-    new_step = CudaGraphStep if cuda_graphs else (lambda: guided_step)
-    model = models.transformer
-    video_guidance, audio_guidance = guidance_for(request, model.config)
-    generator = torch.Generator(next(model.parameters()).device).manual_seed(request.seed)
+    """Every sampling stage of a request (by `sampler`, default: `models.transformer` here) and the x2 upsampling
+    between them (here): the final latent and the generator, whose state the decoder's noise continues from."""
+    sampler = sampler or LocalSampler(models.transformer)
+    video_guidance, audio_guidance = guidance_for(request, sampler.config)
+    generator = torch.Generator(sampler.device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1
     latent = empty_latent(request.width // scale, request.height // scale, request.frames, request.fps)
     if request.mode == "distilled":
         sigmas = sigma_table(DISTILLED_SIGMAS)
     else:
-        sigmas = ltx2_sigmas(request.steps or default_steps(model.config.version))
+        sigmas = ltx2_sigmas(request.steps or default_steps(sampler.config.version))
     stage = "stage 1" if scale == 2 else "denoise"
-    latent = sample(model, positive, negative, latent, sigmas, generator, video_guidance=video_guidance,
-                    audio_guidance=audio_guidance, step=new_step(), progress=_stage(progress, stage),
-                    passes_per_forward=passes_per_forward, runner=runner, stage=stage)
+    latent = sampler(positive, negative, latent, sigmas, generator, video_guidance=video_guidance,
+                     audio_guidance=audio_guidance, progress=_stage(progress, stage), stage=stage)
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)
-        lora = [(models.distilled_lora, 1.0)] if request.mode == "two-stage" else []
-        with fused_loras(model, lora) if lora else contextlib.nullcontext():
-            latent = sample(model, positive, None, latent, sigma_table(STAGE2_SIGMAS), generator,
-                            noise_scale=STAGE2_SIGMAS[0], step=new_step(), progress=_stage(progress, "stage 2"),
-                            runner=runner, stage="stage 2")
+        loras = ((models.distilled_lora, 1.0),) if request.mode == "two-stage" else ()
+        latent = sampler(positive, None, latent, sigma_table(STAGE2_SIGMAS), generator, noise_scale=STAGE2_SIGMAS[0],
+                         loras=loras, progress=_stage(progress, "stage 2"), stage="stage 2")
     return latent, generator
 
 

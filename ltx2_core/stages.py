@@ -113,7 +113,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
 
 def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -> AVLatent:
     """The video latent ×2 in height and width (the audio is kept), through the VAE's latent statistics."""
-    video = upsample_latent(latent.video, upsampler, decoders.video.per_channel_statistics)
+    weight = upsampler.initial_conv.weight
+    video = upsample_latent(latent.video.to(weight.device), upsampler, decoders.video.per_channel_statistics)
     return latent._replace(video=video)
 
 

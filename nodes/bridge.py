@@ -8,11 +8,14 @@ is no progress bar, no interrupt and nothing to free.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
+
+from ltx2_core.runtime import JobInterrupted
 
 try:
     import comfy.model_management as model_management
@@ -87,6 +90,23 @@ def progress_bar(total: int, node_id: str | None, preview: Callable[[], np.ndarr
         bar.update_absolute(done, steps, image)
 
     return update
+
+
+def interrupt_requested() -> bool:
+    """Whether the user asked ComfyUI to stop (its flag stays set until raised); False outside ComfyUI."""
+    return IN_COMFYUI and model_management.processing_interrupted()
+
+
+@contextlib.contextmanager
+def interrupts() -> Iterator[None]:
+    """Around work on the pack's workers: a job they stopped because of ComfyUI's interrupt flag ends as ComfyUI's
+    own interrupt exception, so ComfyUI reports `execution_interrupted` rather than an error."""
+    try:
+        yield
+    except JobInterrupted:
+        if IN_COMFYUI:
+            model_management.throw_exception_if_processing_interrupted()
+        raise
 
 
 def add_json_route(path: str, produce: Callable[[], object]) -> None:

@@ -6,6 +6,7 @@ import contextlib
 
 from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, fused_loras, generate, load_lora
 from ltx2_core.model.upsampler import LatentUpsampler
+from ltx2_core.runtime import WorkerSampler
 
 from . import bridge
 from .decode import comfy_outputs
@@ -84,5 +85,9 @@ class LTX2Generate:
             if bar is not None:
                 bar(done, total)
 
-        with fused_loras(model.transformer, model.loras) if model.loras else contextlib.nullcontext():
-            return comfy_outputs(generate(request, models, progress))
+        if model.workers is not None:  # the handle's LoRAs go to the workers with every stage
+            sampler, fused = WorkerSampler(model.workers, model.loras, bridge.interrupt_requested), None
+        else:
+            sampler, fused = None, model.loras and fused_loras(model.transformer, model.loras)
+        with fused or contextlib.nullcontext(), bridge.interrupts():
+            return comfy_outputs(generate(request, models, progress, sampler=sampler))

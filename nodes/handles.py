@@ -9,36 +9,49 @@ import torch
 from ltx2_core import Lora, TextEmbeddings, TransformerConfig
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.video_vae import VideoEncoder
+from ltx2_core.runtime import Controller
 from ltx2_core.types import Decoders
 
 MODEL, TEXT_ENCODER, CONDITIONING = "LTX2_MODEL", "LTX2_TEXT_ENCODER", "LTX2_CONDITIONING"
 LATENT, GUIDANCE, UPSAMPLER = "LTX2_LATENT", "LTX2_GUIDANCE", "LTX2_UPSAMPLER"
+PARALLEL = "LTX2_PARALLEL"
 
 
 class ModelHandle(NamedTuple):
     """LTX2_MODEL: the transformer and the checkpoint's VAEs and vocoder. `loras` are fused only while a sampler
-    runs and restored afterwards, so a LoRA'd handle never changes the model a loader node has cached."""
+    runs and restored afterwards, so a LoRA'd handle never changes the model a loader node has cached.
 
-    transformer: LTX2Transformer
+    With a multi-device layout the transformer lives on persistent `workers` (transformer None); the VAEs and the
+    vocoder stay here, on the device the user chose."""
+
+    transformer: LTX2Transformer | None
     decoders: Decoders
     video_encoder: VideoEncoder
     checkpoint: str
     loras: tuple[tuple[Lora, float], ...] = ()
+    workers: Controller | None = None
 
     @property
     def config(self) -> TransformerConfig:
-        return self.transformer.config
+        return self.transformer.config if self.transformer is not None else self.workers.config
+
+    @property
+    def weights(self) -> torch.Tensor:
+        """A weight of this process's models: their device and dtype (the transformer's, also on workers)."""
+        return next(self.video_encoder.parameters())
 
     def modules(self) -> tuple[torch.nn.Module, ...]:
-        return (self.transformer, self.video_encoder, *self.decoders)
+        return tuple(m for m in (self.transformer, self.video_encoder, *self.decoders) if m is not None)
 
     def release(self) -> None:
-        """Frees every weight (they become `meta`); the handle then refuses to run."""
+        """Frees every weight (they become `meta`) and stops the workers; the handle then refuses to run."""
         for module in self.modules():
             module.to("meta")
+        if self.workers is not None:
+            self.workers.shutdown()
 
     def check_loaded(self) -> ModelHandle:
-        if next(self.transformer.parameters()).is_meta:
+        if self.weights.is_meta:
             raise ValueError(f"the model of {self.checkpoint} was released when its loader node loaded another "
                              "checkpoint; queue the workflow again to reload it")
         return self

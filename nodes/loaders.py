@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from ltx2_core import (
@@ -16,10 +18,13 @@ from ltx2_core import (
 )
 from ltx2_core.errors import LTX2Error
 from ltx2_core.loader.kinds import check_kind
+from ltx2_core.model_files import ModelFiles
+from ltx2_core.parallel import ParallelConfig
+from ltx2_core.runtime import Controller
 from ltx2_core.types import Decoders
 
 from . import bridge
-from .handles import MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
+from .handles import MODEL, PARALLEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
 
 CATEGORY = "LTX-2/loaders"
 DTYPES = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -66,13 +71,17 @@ class LTX2CheckpointLoader:
                                             "doubles the memory"}),
             "device": (list(DEVICES), {"default": "default", "tooltip": "where the model runs; default is "
                                        "ComfyUI's device"}),
+        }, "optional": {
+            "parallel": (PARALLEL, {"tooltip": "from LTX2 Parallel Config: the transformer spread over several "
+                                    "devices, one worker process each (the VAEs stay on `device`)"}),
         }, "hidden": {"unique_id": "UNIQUE_ID"}}
 
     @classmethod
     def VALIDATE_INPUTS(cls, ckpt_name: str | None = None):
         return file_problem("checkpoints", ckpt_name, "checkpoint")
 
-    def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default", unique_id: str | None = None):
+    def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default",
+             parallel: ParallelConfig | None = None, unique_id: str | None = None):
         path, target, dtype = bridge.model_path("checkpoints", ckpt_name), _device(device), DTYPES[weight_dtype]
         previous = _LOADED.pop(unique_id, None)
         if previous is not None:  # this node loads another model: the old one goes first, never two at once
@@ -81,10 +90,24 @@ class LTX2CheckpointLoader:
         load = dict(device=target, dtype=dtype)
         decoders = Decoders(load_video_decoder(path, **load), load_audio_decoder(path, **load),
                             load_vocoder(path, device=target))  # fp32: small and precision-bound
-        handle = ModelHandle(load_transformer(path, **load), decoders, load_video_encoder(path, **load), path)
+        encoder = load_video_encoder(path, **load)
+        if parallel is not None and parallel.world_size > 1:
+            handle = ModelHandle(None, decoders, encoder, path, workers=_start_workers(path, parallel, target, dtype))
+        else:
+            handle = ModelHandle(load_transformer(path, **load), decoders, encoder, path)
         if unique_id is not None:
             _LOADED[unique_id] = handle
         return (handle,)
+
+
+def _start_workers(path: str, layout: ParallelConfig, device: torch.device, dtype: torch.dtype | None
+                   ) -> Controller:
+    """One worker per device (CUDA devices 0..N-1, or CPU processes sharing the cores), each with its shard."""
+    threads = None if device.type == "cuda" else max(1, (os.cpu_count() or 1) // layout.world_size)
+    workers = Controller(ModelFiles(checkpoint=path), layout, device_type=device.type, dtype=dtype, threads=threads)
+    with bridge.interrupts():
+        workers.start(bridge.interrupt_requested)
+    return workers
 
 
 class LTX2TextEncoderLoader:
@@ -113,7 +136,7 @@ class LTX2TextEncoderLoader:
 
     def load(self, text_encoder: str, model: ModelHandle, device: str = "default", offload: bool = True):
         path, target = bridge.model_path("text_encoders", text_encoder), _device(device)
-        dtype = next(model.check_loaded().transformer.parameters()).dtype
+        dtype = model.check_loaded().weights.dtype
         offload_device = "cpu" if offload and target.type != "cpu" else None
         return (load_prompt_encoder(path, model.checkpoint, device=target, dtype=dtype,
                                     offload_device=offload_device),)
@@ -165,6 +188,6 @@ class LTX2UpsamplerLoader:
         return file_problem("latent_upscale_models", upscale_model_name, "latent upsampler")
 
     def load(self, upscale_model_name: str, model: ModelHandle):
-        param = next(model.check_loaded().transformer.parameters())
+        param = model.check_loaded().weights
         path = bridge.model_path("latent_upscale_models", upscale_model_name)
         return (load_upsampler(path, device=param.device, dtype=param.dtype),)

@@ -10,8 +10,7 @@ from ltx2_core.parallel import AXES, ParallelConfig, ParallelConfigError
 from ltx2_core.parallel.devices import visible_devices
 
 from . import bridge
-
-PARALLEL = "LTX2_PARALLEL"
+from .handles import PARALLEL
 RELEASED_HEADS = (32, 32)  # video and audio heads of LTX-2 and LTX-2.3
 
 

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 
 import torch
 
-from ltx2_core import GuidanceParams, fused_loras
-from ltx2_core.compile import CudaGraphStep, compile_blocks
+from ltx2_core import GuidanceParams
+from ltx2_core.compile import compile_blocks
 from ltx2_core.latents import check_video_size
-from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, guided_step, ltx2_sigmas, sigma_table
+from ltx2_core.pipeline import LocalSampler
+from ltx2_core.preview import LatentPreview, rgb_projection
+from ltx2_core.runtime import WorkerSampler
+from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import RELEASE_DEFAULTS, default_guidance
-from ltx2_core.stages import AVLatent, empty_latent, sample
+from ltx2_core.stages import AVLatent, empty_latent
 
 from . import bridge
 from .handles import CONDITIONING, GUIDANCE, LATENT, MODEL, Conditioning, ModelHandle
-from .preview import LatentPreview
 
 CATEGORY = "LTX-2/sampling"
 SCHEDULES = ("ltx2", "distilled", "stage-2 refine")
@@ -164,19 +165,29 @@ class LTX2Sampler:
                schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
                compile: bool = False, cuda_graphs: bool = False, unique_id: str | None = None):
         table, noise_scale = sigma_schedule(schedule, steps, sigmas)
-        device = next(model.check_loaded().transformer.parameters()).device
+        model = model.check_loaded()
+        device = torch.device(model.workers.device_type) if model.workers is not None else model.weights.device
         if (compile or cuda_graphs) and device.type != "cuda":
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
-        if compile and model.transformer not in _COMPILED:
-            compile_blocks(model.transformer)
-            _COMPILED.add(model.transformer)
         video_guidance, audio_guidance = guidance or (None, None)
-        generator = torch.Generator(device).manual_seed(seed)
-        preview = LatentPreview(model.decoders.video, *latent.video.shape[2:]) if bridge.IN_COMFYUI else None
-        with fused_loras(model.transformer, model.loras) if model.loras else contextlib.nullcontext():
-            out = sample(model.transformer, conditioning.positive, conditioning.negative, latent, table, generator,
-                         noise_scale=noise_scale, video_guidance=video_guidance, audio_guidance=audio_guidance,
-                         step=CudaGraphStep() if cuda_graphs else guided_step,
-                         progress=bridge.progress_bar(len(table) - 1, unique_id, preview and preview.ready),
-                         observe=preview and preview.observe)
+        if model.workers is not None:
+            if cuda_graphs:
+                raise ValueError("cuda_graphs is not available with a multi-GPU layout; switch it off (compile is)")
+            projection = rgb_projection(model.decoders.video) if bridge.IN_COMFYUI else None
+            sampler, loras = WorkerSampler(model.workers, model.loras, bridge.interrupt_requested, compile=compile,
+                                           preview=projection), ()
+            ready = sampler.take_preview if projection is not None else None
+        else:
+            if compile and model.transformer not in _COMPILED:
+                compile_blocks(model.transformer)
+                _COMPILED.add(model.transformer)
+            preview = (LatentPreview(rgb_projection(model.decoders.video), *latent.video.shape[2:])
+                       if bridge.IN_COMFYUI else None)
+            sampler = LocalSampler(model.transformer, cuda_graphs=cuda_graphs, observe=preview and preview.observe)
+            loras, ready = model.loras, preview and preview.ready
+        generator = torch.Generator(sampler.device).manual_seed(seed)
+        with bridge.interrupts():
+            out = sampler(conditioning.positive, conditioning.negative, latent, table, generator,
+                          noise_scale=noise_scale, video_guidance=video_guidance, audio_guidance=audio_guidance,
+                          loras=loras, progress=bridge.progress_bar(len(table) - 1, unique_id, ready))
         return (out,)

@@ -50,6 +50,7 @@ class Lora(NamedTuple):
 
     name: str
     pairs: dict[str, LoraPair]
+    path: str | None = None  # the file it was read from (what multi-device workers are sent)
 
 
 def shard_lora(lora: Lora, shards: Mapping[str, Shard]) -> Lora:
@@ -65,7 +66,7 @@ def shard_lora(lora: Lora, shards: Mapping[str, Shard]) -> Lora:
             pairs[target] = pair._replace(up=shard.of(pair.up))
         else:
             pairs[target] = pair._replace(down=shard.of(pair.down))
-    return Lora(lora.name, pairs)
+    return lora._replace(pairs=pairs)
 
 
 def load_lora(path: str | os.PathLike) -> Lora:
@@ -91,7 +92,7 @@ def load_lora(path: str | os.PathLike) -> Lora:
         raise LoraError(f"{file.path}: not a LoRA file this package reads ({len(leftover)} keys without a "
                         f"lora_A/lora_B or lora_down/lora_up partner, e.g. {leftover[:3]}); use a LoRA trained "
                         "for LTX-2 in the PEFT or ComfyUI layout")
-    return Lora(file.path.name, pairs)
+    return Lora(file.path.name, pairs, str(file.path))
 
 
 def check_lora(model: nn.Module, lora: Lora) -> dict[str, LoraPair]:

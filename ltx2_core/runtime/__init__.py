@@ -1,34 +1,72 @@
-"""Multi-device generation behind one call: persistent workers (one process per device) run the sampling, while the
-caller encodes the prompts and decodes the result once (`generate_on_workers`)."""
+"""Multi-device generation behind one call: persistent workers (one process per device) sample, while the caller
+encodes the prompts, upsamples between stages and decodes the result, once (`generate_on_workers`, or any pipeline
+given a `WorkerSampler`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 
-from ltx2_core.config import TransformerConfig
-from ltx2_core.model.text import PromptEncoder
-from ltx2_core.pipeline import Request, encode_request
+from ltx2_core.loader.lora import Lora
+from ltx2_core.pipeline import Models, Request, StageProgress, generate
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
-from ltx2_core.stages import Generation, decode
-from ltx2_core.types import Decoders
+from ltx2_core.runtime.worker import StageJob
+from ltx2_core.sampling import GuidanceParams
+from ltx2_core.stages import AVLatent, Generation
+from ltx2_core.types import TextEmbeddings
 
-__all__ = ["Controller", "JobInterrupted", "WorkerError", "generate_on_workers"]
+__all__ = ["Controller", "JobInterrupted", "StageJob", "WorkerError", "WorkerSampler", "generate_on_workers"]
 
 
-def generate_on_workers(controller: Controller, request: Request, config: TransformerConfig,
-                        prompt_encoder: PromptEncoder, decoders: Decoders,
-                        progress: Callable[[str, int, int], None] | None = None) -> Generation:
-    """`request` with the prompts encoded and the media decoded here, the sampling on the controller's workers."""
-    request.check()
-    positive, negative = encode_request(request, prompt_encoder, config)
-    latent, state = controller.sample(request, positive.to("cpu"), None if negative is None else negative.to("cpu"),
-                                      progress)
-    device = next(decoders.video.parameters()).device
-    generator = torch.Generator(device)
-    if state.device.type == "cpu" and device.type == "cpu":  # the decode noise continues the workers' generator
+class WorkerSampler:
+    """A pipeline's `StageSampler` whose stages run on the controller's workers. `loras` (read from their files
+    by the workers) are fused for every stage, before the stage's own; `should_stop` is polled while waiting (see
+    `Controller.run`); `compile` compiles the workers' blocks on the first stage. With a `preview` projection
+    (`ltx2_core.preview.rgb_projection`), rank 0 sends a preview image per step: `take_preview()` returns the
+    newest one not yet taken."""
+
+    def __init__(self, controller: Controller, loras: Sequence[tuple[Lora, float]] = (),
+                 should_stop: Callable[[], bool] | None = None, compile: bool = False,
+                 preview: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        self.controller, self.loras, self.should_stop, self.compile = controller, tuple(loras), should_stop, compile
+        self.config = controller.config
+        self.device = torch.device(controller.device_type)
+        self.projection = None if preview is None else tuple(t.detach().float().cpu() for t in preview)
+        self.image: np.ndarray | None = None
+
+    def take_preview(self) -> np.ndarray | None:
+        image, self.image = self.image, None
+        return image
+
+    def _keep(self, image: np.ndarray) -> None:
+        self.image = image
+
+    def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
+                 sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
+                 video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
+                 loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
+                 stage: str = "denoise") -> AVLatent:
+        files = tuple((_file_of(lora), float(strength)) for lora, strength in (*self.loras, *loras))
+        job = StageJob(latent.video.cpu(), latent.audio.cpu(), latent.fps, positive.to("cpu"),
+                       None if negative is None else negative.to("cpu"), sigmas.cpu(), generator.get_state(),
+                       noise_scale, video_guidance, audio_guidance, files, stage, self.compile, self.projection)
+        video, audio, state = self.controller.run(job, progress, self.should_stop, self._keep)
         generator.set_state(state)
-    else:
-        generator.manual_seed(request.seed)
-    return decode(latent, decoders, generator=generator)
+        return AVLatent(video, audio, latent.fps)
+
+
+def _file_of(lora: Lora) -> str:
+    if lora.path is None:
+        raise ValueError(f"LoRA {lora.name} was built in memory; workers read LoRAs from files: save it with "
+                         "safetensors and load it with load_lora")
+    return lora.path
+
+
+def generate_on_workers(controller: Controller, request: Request, models: Models,
+                        progress: StageProgress | None = None, should_stop: Callable[[], bool] | None = None
+                        ) -> Generation:
+    """`request` end to end with the sampling on the controller's workers; `models` (its transformer may be None)
+    encode, upsample and decode here."""
+    return generate(request, models, progress, sampler=WorkerSampler(controller, should_stop=should_stop))

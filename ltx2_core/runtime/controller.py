@@ -1,34 +1,39 @@
 """The caller's side of a multi-device generation: persistent workers, started once per layout and reused.
 
     controller = Controller(ModelFiles(...), ParallelConfig(cfg=2, sp=2))
-    latent, generator_state = controller.sample(request, positive, negative, progress)
-    controller.interrupt()   # from another thread: every rank stops after the same step
+    video, audio, generator_state = controller.run(StageJob(...), progress, should_stop)
     controller.shutdown()    # also at interpreter exit
 
-Faults become exceptions within `timeout` seconds, naming the rank and its last error: a worker that exits, or one
-whose heartbeat stops; the workers are then shut down and the next job starts them again. Results come back through
+(`WorkerSampler` wraps `run` as a pipeline's `StageSampler`.) Faults become exceptions within `timeout` seconds,
+naming the rank and its last error: a worker that exits, or one whose heartbeat stops; the workers are then shut
+down and the next job starts them again. An interrupt (`should_stop()` turning true, or the progress callback
+raising, as ComfyUI's does) stops every rank after the same step; `run` then raises (the callback's exception, or
+JobInterrupted) once they have stopped, and the workers are ready for the next job. Results come back through
 torch.multiprocessing queues, whose tensors travel in shared memory, not pickled through a pipe.
+
+Spawned workers would re-run the caller's main script (ComfyUI's main.py) on start; the controller hides it, so a
+worker imports only this package.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import queue
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
+import numpy as np
 import torch
 import torch.multiprocessing as mp
 
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel.config import ParallelConfig
-from ltx2_core.pipeline import Request
-from ltx2_core.runtime.worker import WorkerSpec, worker_main
-from ltx2_core.stages import AVLatent
-from ltx2_core.types import TextEmbeddings
+from ltx2_core.runtime.worker import StageJob, WorkerSpec, worker_main
 
 POLL = 0.2  # seconds between liveness checks while waiting
 STOP_MARGIN = 2  # steps past the furthest rank at which an interrupt stops every rank
@@ -46,7 +51,8 @@ class Controller:
     def __init__(self, files: ModelFiles, layout: ParallelConfig, *, device_type: str = "cpu",
                  dtype: torch.dtype | None = None, threads: int | None = None, timeout: float = 30.0,
                  start_timeout: float = 600.0) -> None:
-        layout.check(heads=(files.transformer_config().video.heads, files.transformer_config().audio.heads),
+        self.config = files.transformer_config()
+        layout.check(heads=(self.config.video.heads, self.config.audio.heads),
                      devices=torch.cuda.device_count() if device_type == "cuda" else None)
         self.files, self.layout, self.device_type, self.dtype, self.threads = files, layout, device_type, dtype, threads
         self.timeout, self.start_timeout = timeout, start_timeout
@@ -58,8 +64,9 @@ class Controller:
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
 
-    def start(self) -> None:
-        """Starts the workers (once per layout) and waits until each has loaded its shard."""
+    def start(self, should_stop: Callable[[], bool] | None = None) -> None:
+        """Starts the workers (once per layout) and waits until each has loaded its shard; JobInterrupted (with
+        the workers stopped) when `should_stop()` turns true first."""
         if self.processes:
             return
         context = mp.get_context("spawn")
@@ -74,55 +81,73 @@ class Controller:
                                           args=(rank, spec, self.jobs[rank], self.results, self.control,
                                                 self.positions))
                           for rank in range(self.layout.world_size)]
-        for process in self.processes:
-            process.start()
+        with _main_script_hidden():
+            for process in self.processes:
+                process.start()
         self.seen = {rank: time.monotonic() for rank in range(len(self.processes))}
-        ready = set()
+        ready, deadline = set(), time.monotonic() + self.start_timeout
         while len(ready) < len(self.processes):
+            if time.monotonic() > deadline:
+                late = sorted(set(range(len(self.processes))) - ready)
+                self._fail(f"worker ranks {late} did not load their shards within {self.start_timeout:g} s")
+            if should_stop is not None and should_stop():
+                self.shutdown()
+                raise JobInterrupted("interrupted while the workers were loading; they start again with the next job")
             message = self._next(self.start_timeout)
-            if message[0] == "ready":
+            if message is not None and message[0] == "ready":
                 ready.add(message[1])
 
-    def sample(self, request: Request, positive: TextEmbeddings, negative: TextEmbeddings | None,
-               progress: Callable[[str, int, int], None] | None = None) -> tuple[AVLatent, torch.Tensor]:
-        """Every sampling stage of `request` on the workers: (the final latent on the CPU, the generator state)."""
-        self.start()
+    def run(self, job: StageJob, progress: Callable[[int, int], None] | None = None,
+            should_stop: Callable[[], bool] | None = None, preview: Callable[[np.ndarray], None] | None = None
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One sampling stage on the workers: (video latent, audio latent, generator state), on the CPU.
+        `preview` gets each preview image (RGB uint8) rank 0 sends, before the step's `progress`."""
+        self.start(should_stop)
         self.job += 1
         self.control[0], self.control[1] = -1, 0
         for rank, jobs in enumerate(self.jobs):
             self.positions[rank] = 0
-            jobs.put((self.job, request, positive, negative))
+            jobs.put((self.job, job))
+        stopped: BaseException | None = None  # why the job is being stopped
         while True:
+            if stopped is None and should_stop is not None and should_stop():
+                stopped = JobInterrupted("interrupted; every rank stopped after the same step")
+                self.interrupt()
             message = self._next(self.timeout)
-            kind, job = message[0], message[1]
-            if job != self.job:
+            if message is None or message[1] != self.job:
                 continue
-            if kind == "progress" and progress is not None:
-                progress(*message[2:])
-            elif kind == "done":
-                return AVLatent(message[2].clone(), message[3].clone(), message[4]), message[5]
-            elif kind == "interrupted":
-                raise JobInterrupted("interrupted; every rank stopped after the same step")
+            kind = message[0]
+            if kind == "progress" and preview is not None and message[4] is not None:
+                preview(message[4])
+            if kind == "progress" and progress is not None and stopped is None:
+                try:
+                    progress(*message[2:4])
+                except BaseException as exc:  # e.g. ComfyUI's interrupt, raised from its progress hook
+                    stopped = exc
+                    self.interrupt()
+            elif kind == "done" and stopped is None:
+                return message[2].clone(), message[3].clone(), message[4]
+            elif kind in ("done", "interrupted"):
+                raise stopped or JobInterrupted("interrupted; every rank stopped after the same step")
 
     def interrupt(self) -> None:
         """Every rank stops after the same step: STOP_MARGIN steps past the furthest one."""
         self.control[1] = max(self.positions[:]) + STOP_MARGIN
         self.control[0] = self.job
 
-    def _next(self, timeout: float) -> tuple:
-        """The next message that is not a heartbeat; WorkerError (after shutting the workers down) when a worker
-        died, reported an error, or was silent for `timeout` seconds."""
-        while True:
-            try:
-                message = self.results.get(timeout=POLL)
-            except queue.Empty:
-                self._check_alive(timeout)
-                continue
-            self.seen[message[1] if message[0] in ("alive", "ready", "error") else 0] = time.monotonic()
-            if message[0] == "error":
-                self._failed(message[1], message[3])
-            if message[0] != "alive":
-                return message
+    def _next(self, timeout: float) -> tuple | None:
+        """The next message that is not a heartbeat, or None after POLL seconds without one; WorkerError (after
+        shutting the workers down) when a worker died, reported an error, or was silent for `timeout` seconds."""
+        try:
+            message = self.results.get(timeout=POLL)
+        except queue.Empty:
+            self._check_alive(timeout)
+            return None
+        self.seen[message[1] if message[0] in ("alive", "ready", "error") else 0] = time.monotonic()
+        if message[0] == "error":
+            self._failed(message[1], message[3])
+        self._check_alive(timeout)
+        return None if message[0] == "alive" else message
 
     def _failed(self, rank: int, trace: str) -> None:
         """A rank reported an error. If another rank died, that is the cause (the error is its peer noticing):
@@ -163,3 +188,21 @@ class Controller:
                 process.kill()
                 process.join(5)
         self.processes = []
+
+
+@contextlib.contextmanager
+def _main_script_hidden() -> Iterator[None]:
+    """While processes are spawned: the caller's __main__ looks like an interactive session's, so spawn does not
+    re-run its script (e.g. ComfyUI's main.py) in each worker. The workers' target lives in this package."""
+    main = sys.modules["__main__"]
+    saved = {name: getattr(main, name) for name in ("__file__", "__spec__") if hasattr(main, name)}
+    if "__file__" in saved:
+        del main.__file__
+    main.__spec__ = None  # spawn reads it unguarded
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(main, name, value)
+        if "__spec__" not in saved:
+            del main.__spec__

@@ -1,9 +1,11 @@
 """A persistent worker: one process per device, holding its shard of the transformer across jobs.
 
 Started by the `Controller` (torch.multiprocessing, spawn). It joins the group (NCCL on GPUs, gloo on the CPU),
-loads its shard once, reports `ready`, then runs sampling jobs (the encoded prompts in, the final latent and the
-generator state out from rank 0, through shared memory) until it gets `None`. A heartbeat thread reports every
-HEARTBEAT seconds, so a hung rank is told from a busy one.
+loads its shard of the transformer once (nothing else: prompts are encoded, latents upsampled and media decoded by
+the caller), reports `ready`, then samples stages (`StageJob`: the latent, prompts and generator state in; the
+latent and generator state back from rank 0, through shared memory) until it gets `None`. A job's LoRA files are
+read once, cut to this rank's shards, and fused for that job only. A heartbeat thread reports every HEARTBEAT
+seconds, so a hung rank is told from a busy one, and ends the worker when the caller has died.
 
 Interrupts: the controller writes (job id, step) into shared memory; every rank reads it on the host after queuing
 each step (no device sync) and stops after the SAME step, so no rank is left inside a collective.
@@ -20,9 +22,16 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 
+from ltx2_core.compile import compile_blocks
+from ltx2_core.loader.lora import Lora, load_lora, shard_lora
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel.config import ParallelConfig
 from ltx2_core.parallel.launch import finish, join, tensor_parallel_for
+from ltx2_core.pipeline import LocalSampler
+from ltx2_core.preview import LatentPreview
+from ltx2_core.sampling import GuidanceParams
+from ltx2_core.stages import AVLatent
+from ltx2_core.types import TextEmbeddings
 
 HEARTBEAT = 2.0  # seconds between a worker's "alive" messages
 
@@ -38,38 +47,76 @@ class WorkerSpec(NamedTuple):
     threads: int | None = None
 
 
+class StageJob(NamedTuple):
+    """One sampling stage (what `stages.sample` takes), with CPU tensors and LoRA files (path, strength)."""
+
+    video: torch.Tensor
+    audio: torch.Tensor
+    fps: float
+    positive: TextEmbeddings
+    negative: TextEmbeddings | None
+    sigmas: torch.Tensor
+    generator_state: torch.Tensor
+    noise_scale: float = 1.0
+    video_guidance: GuidanceParams | None = None
+    audio_guidance: GuidanceParams | None = None
+    loras: tuple[tuple[str, float], ...] = ()
+    stage: str = "denoise"
+    compile: bool = False
+    preview: tuple[torch.Tensor, torch.Tensor] | None = None  # rgb_projection: rank 0 sends a preview per step
+
+
 class Interrupted(Exception):
     """The controller asked every rank to stop after a given step."""
 
 
 class _Steps:
     """The progress callback of a job on one rank: its global step count, written for the controller, checked
-    against the stop step; rank 0 also reports progress."""
+    against the stop step; rank 0 also reports progress, with the newest preview image that is ready (or None)."""
 
-    def __init__(self, rank: int, job: int, control, positions, results) -> None:
+    def __init__(self, rank: int, job: int, control, positions, results, preview: LatentPreview | None) -> None:
         self.rank, self.job, self.control, self.positions, self.results = rank, job, control, positions, results
-        self.count = 0
+        self.preview, self.count = preview, 0
 
-    def __call__(self, stage: str, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int) -> None:
         self.count += 1
         self.positions[self.rank] = self.count
         stop_job, stop_step = self.control[0], self.control[1]
         if stop_job == self.job and self.count >= stop_step:
             raise Interrupted
         if self.rank == 0:
-            self.results.put(("progress", self.job, stage, done, total))
+            image = self.preview.ready() if self.preview is not None else None
+            self.results.put(("progress", self.job, done, total, None if image is None else image.copy()))
 
 
-def _heartbeat(rank: int, results) -> None:
-    while True:
+def _heartbeat(rank: int, results, parent: int) -> None:
+    """Reports `alive` every HEARTBEAT seconds; exits the process when the caller is gone (killed, so its exit
+    handlers could not stop the workers): an orphaned worker would hold its device forever."""
+    while os.getppid() == parent:
         results.put(("alive", rank))
         time.sleep(HEARTBEAT)
+    os._exit(1)
+
+
+class _Loras:
+    """LoRA files read once per (path, modification time), cut to this rank's shards."""
+
+    def __init__(self, shards: dict) -> None:
+        self.shards, self.cache = shards, {}
+
+    def __call__(self, files: tuple[tuple[str, float], ...]) -> list[tuple[Lora, float]]:
+        out = []
+        for path, strength in files:
+            key = (path, os.stat(path).st_mtime_ns)
+            if key not in self.cache:
+                self.cache[key] = shard_lora(load_lora(path), self.shards)
+            out.append((self.cache[key], strength))
+        return out
 
 
 def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) -> None:
     """The process body: start, then serve jobs until `None`."""
-    from ltx2_core.pipeline import sample_request
-
+    threading.Thread(target=_heartbeat, args=(rank, results, os.getppid()), daemon=True).start()
     if spec.threads:
         torch.set_num_threads(spec.threads)
     torch.set_grad_enabled(False)
@@ -81,21 +128,38 @@ def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) 
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=f"file://{spec.init_file}",
                                 rank=rank, world_size=spec.layout.world_size)
         mesh = join(spec.layout, device)
-        models = spec.files.load(device, spec.dtype, parallelize=tensor_parallel_for(mesh, spec.layout))
-        runner = finish(models.transformer, mesh, spec.layout).runner
+        shards: dict = {}  # this rank's tensor-parallel shards (where a LoRA's updates are cut)
+        tensor_parallel = tensor_parallel_for(mesh, spec.layout)
+
+        def parallelize(model):
+            shards.update(tensor_parallel(model))
+            return shards
+
+        transformer = spec.files.load_transformer(device, spec.dtype,
+                                                  parallelize=parallelize if tensor_parallel else None)
+        runner = finish(transformer, mesh, spec.layout).runner
     except BaseException:
         results.put(("error", rank, None, traceback.format_exc()))
         return
-    threading.Thread(target=_heartbeat, args=(rank, results), daemon=True).start()
     results.put(("ready", rank, os.getpid()))
-    while (job := jobs.get()) is not None:
-        job_id, request, positive, negative = job
+    loras, compiled = _Loras(shards), False
+    while (message := jobs.get()) is not None:
+        job_id, job = message
         try:
-            latent, generator = sample_request(request, models, positive, negative,
-                                               _Steps(rank, job_id, control, positions, results), runner=runner)
+            if job.compile and not compiled:
+                compile_blocks(transformer)
+                compiled = True
+            generator = torch.Generator(device)
+            generator.set_state(job.generator_state)
+            preview = LatentPreview(job.preview, *job.video.shape[2:]) if rank == 0 and job.preview else None
+            sampler = LocalSampler(transformer, runner=runner, observe=preview and preview.observe)
+            latent = sampler(job.positive.to(device), None if job.negative is None else job.negative.to(device),
+                             AVLatent(job.video, job.audio, job.fps), job.sigmas, generator,
+                             noise_scale=job.noise_scale, video_guidance=job.video_guidance,
+                             audio_guidance=job.audio_guidance, loras=loras(job.loras), stage=job.stage,
+                             progress=_Steps(rank, job_id, control, positions, results, preview))
             if rank == 0:
-                results.put(("done", job_id, latent.video.cpu(), latent.audio.cpu(), latent.fps,
-                             generator.get_state()))
+                results.put(("done", job_id, latent.video.cpu(), latent.audio.cpu(), generator.get_state()))
         except Interrupted:
             if rank == 0:
                 results.put(("interrupted", job_id))

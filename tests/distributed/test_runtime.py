@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from ltx2_core import ModelFiles, Request, generate
+from ltx2_core import ModelFiles, Request, generate, load_lora
 from ltx2_core.demo import demo_models
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime import Controller, JobInterrupted, WorkerError, generate_on_workers
+from support.model_files import write_lora
 
 REQUEST = Request("a red car in the rain", width=96, height=64, frames=9, steps=2)
 FILES = ModelFiles()
@@ -28,9 +29,9 @@ def local():
     return models, generate(REQUEST, models)
 
 
-def _run(controller: Controller, models, request: Request = REQUEST, progress=None):
-    return generate_on_workers(controller, request, FILES.transformer_config(), models.prompt_encoder,
-                               models.decoders, progress)
+def _run(controller: Controller, models, request: Request = REQUEST, progress=None, should_stop=None):
+    """The request on the workers; here only the prompt encoder, upsampler and decoders (no transformer)."""
+    return generate_on_workers(controller, request, models._replace(transformer=None), progress, should_stop)
 
 
 def _gone(pid: int) -> bool:
@@ -102,14 +103,82 @@ def test_an_interrupt_stops_every_rank_and_the_next_job_succeeds(local):
     assert all(_gone(pid) for pid in pids)
 
 
-def test_the_callers_exit_leaves_no_worker_behind(tmp_path):
-    """A caller that exits without shutting down: the workers go with it."""
+def test_two_stage_with_a_lora_file_on_tensor_parallel_workers_equals_one_process(tmp_path):
+    """The workers cut the distilled LoRA (read from its file) to their shards and fuse it for stage 2 only; the
+    caller upsamples between the stages."""
+    demo = demo_models("2.0")
+    models = demo._replace(distilled_lora=load_lora(write_lora(tmp_path / "distilled.safetensors", seed=4)))
+    request = replace(REQUEST, mode="two-stage", width=128, height=128)
+    want, other_lora = generate(request, models), generate(request, demo)
+    controller = Controller(FILES, ParallelConfig(tp=2), threads=1)
+    try:
+        got = _run(controller, models, request)
+    finally:
+        controller.shutdown()
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
+    assert (other_lora.frames - want.frames).abs().max() > 0.01  # the LoRA matters: the test can fail
+
+
+def test_a_raising_progress_callback_or_should_stop_stops_the_job_and_the_workers_stay(local):
+    """ComfyUI's interrupt is an exception raised from its progress hook: it reaches the caller once every rank
+    has stopped; a polled `should_stop` ends as JobInterrupted."""
+    models, want = local
+    controller = Controller(FILES, ParallelConfig(sp=2), threads=1)
+    long = replace(REQUEST, steps=200)
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel_at_two(stage, done, total):
+        if done == 2:
+            raise Cancelled
+
+    try:
+        with pytest.raises(Cancelled):
+            _run(controller, models, long, cancel_at_two)
+        pids = controller.pids
+        steps = []
+        with pytest.raises(JobInterrupted):
+            _run(controller, models, long, lambda stage, done, total: steps.append(done),
+                 should_stop=lambda: len(steps) >= 2)
+        assert max(steps) < 10 and controller.pids == pids
+        got = _run(controller, models)
+        torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    finally:
+        controller.shutdown()
+
+
+def test_the_callers_main_script_is_not_run_again_in_the_workers(tmp_path):
+    """ComfyUI's main.py does its work at import, with no `if __name__ == "__main__"`: spawn must not re-run it."""
+    import subprocess
+    import sys
+
+    marker, script = tmp_path / "runs", tmp_path / "main.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = {[str(Path(__file__).resolve().parents[2])]!r}\n"
+        f"open({str(marker)!r}, 'a').write('run\\n')\n"
+        "from ltx2_core import ModelFiles\n"
+        "from ltx2_core.parallel import ParallelConfig\n"
+        "from ltx2_core.runtime import Controller\n"
+        "controller = Controller(ModelFiles(), ParallelConfig(sp=2), threads=1)\n"
+        "controller.start()\n"
+        "controller.shutdown()\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert marker.read_text().splitlines() == ["run"]
+
+
+@pytest.mark.parametrize("how", ["exits", "is killed"])
+def test_the_callers_exit_leaves_no_worker_behind(tmp_path, how):
+    """A caller that exits without shutting down, or is killed (no exit handler runs): the workers go with it."""
     import subprocess
     import sys
 
     script = tmp_path / "caller.py"
     script.write_text(
-        "import sys\n"
+        "import os, signal, sys\n"
         f"sys.path[:0] = {[str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]!r}\n"
         "from ltx2_core import ModelFiles\n"
         "from ltx2_core.parallel import ParallelConfig\n"
@@ -117,11 +186,12 @@ def test_the_callers_exit_leaves_no_worker_behind(tmp_path):
         "if __name__ == '__main__':\n"
         "    controller = Controller(ModelFiles(), ParallelConfig(sp=2), threads=1)\n"
         "    controller.start()\n"
-        "    print(*controller.pids)\n")
+        "    print(*controller.pids, flush=True)\n"
+        + ("    os.kill(os.getpid(), signal.SIGKILL)\n" if how == "is killed" else ""))
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.returncode == (-9 if how == "is killed" else 0), run.stderr[-2000:]
     pids = [int(pid) for pid in run.stdout.split()]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 15
     while time.monotonic() < deadline and not all(_gone(pid) for pid in pids):
         time.sleep(0.2)
     assert len(pids) == 2 and all(_gone(pid) for pid in pids)

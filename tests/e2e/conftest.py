@@ -29,6 +29,7 @@ class Server(NamedTuple):
     url: str
     base: Path
     log: Path
+    pid: int
 
     def get(self, route: str) -> dict:
         with urllib.request.urlopen(self.url + route, timeout=30) as response:
@@ -78,7 +79,7 @@ def comfyui(tmp_path_factory, tiny_checkpoints, gemma_files):
             [str(python), "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(port), "--base-directory",
              str(base), "--database-url", f"sqlite:///{base}/comfyui.db", "--disable-auto-launch"],
             cwd=path, stdout=out, stderr=subprocess.STDOUT)
-    server = Server(f"http://127.0.0.1:{port}", base, log)
+    server = Server(f"http://127.0.0.1:{port}", base, log, process.pid)
     try:
         _wait_until_up(server, process)
         yield server

@@ -27,6 +27,8 @@ EXAMPLES = {
     "ltx2_t2v_distilled": ([UPSAMPLER, "4.width=64", "4.height=32", "4.frames=17"], (17, 128, 64)),
     "ltx2_generate_two_stage": ([UPSAMPLER, f"distilled_lora={TINY['lora']}", "4.width=128", "4.height=64",
                                  "4.frames=9", "4.steps=2"], (9, 128, 64)),
+    # two worker processes (CPU, gloo: the server runs with --cpu) in place of two GPUs
+    "ltx2_t2v_two_gpus": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"], (9, 96, 64)),
 }
 
 
@@ -71,9 +73,10 @@ def test_a_bad_value_is_refused_before_anything_runs(comfyui, tmp_path):
     assert not list(tmp_path.glob("*"))
 
 
-def test_an_interrupt_stops_sampling_and_the_next_prompt_succeeds(comfyui, tmp_path):
+@pytest.mark.parametrize("workflow", ["ltx2_t2v_one_stage", "ltx2_t2v_two_gpus"])
+def test_an_interrupt_stops_sampling_and_the_next_prompt_succeeds(comfyui, workflow, tmp_path):
     small = ["4.width=96", "4.height=64", "4.frames=9"]
-    slow = client(comfyui, "ltx2_t2v_one_stage", *small, "6.steps=200", out=tmp_path / "slow", seed=11, wait=False)
+    slow = client(comfyui, workflow, *small, "6.steps=200", out=tmp_path / "slow", seed=11, wait=False)
     lines = []
     for line in slow.stdout:  # wait until sampling is under way
         lines.append(line)
@@ -83,6 +86,31 @@ def test_an_interrupt_stops_sampling_and_the_next_prompt_succeeds(comfyui, tmp_p
     assert slow.wait(timeout=120) == 3, "".join(lines) + slow.stdout.read() + slow.stderr.read()
     assert "interrupted" in slow.stderr.read()
     start = time.monotonic()
-    run = client(comfyui, "ltx2_t2v_one_stage", *small, "6.steps=2", out=tmp_path / "next", seed=12)
+    run = client(comfyui, workflow, *small, "6.steps=2", out=tmp_path / "next", seed=12)
     assert run.returncode == 0, run.stderr[-2000:]
     assert list((tmp_path / "next").glob("*.mp4")) and time.monotonic() - start < 300
+
+
+def test_the_workers_are_reused_across_prompts(comfyui, tmp_path):
+    """Two prompts on the two-GPU example: the same worker processes serve both (ComfyUI caches the loader)."""
+    small = ["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"]
+    pids = []
+    for seed in (21, 22):
+        run = client(comfyui, "ltx2_t2v_two_gpus", *small, out=tmp_path / str(seed), seed=seed)
+        assert run.returncode == 0, run.stderr[-2000:]
+        pids.append(_workers_of(comfyui))
+    assert len(pids[0]) == 2 and pids[0] == pids[1]
+
+
+def _workers_of(comfyui) -> set[int]:
+    """The pids of the server's spawned worker processes (its children started by multiprocessing's spawn)."""
+    found = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            command = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if parent == str(comfyui.pid) and b"spawn_main" in command:
+            found.add(int(proc.name))
+    return found

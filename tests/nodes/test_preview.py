@@ -10,7 +10,7 @@ from torch import nn
 
 from nodes import bridge
 from nodes import sampling as sampling_nodes
-from nodes.preview import LatentPreview, rgb_projection
+from ltx2_core.preview import LatentPreview, rgb_projection
 
 
 class LinearDecoder(nn.Module):
@@ -39,7 +39,7 @@ def test_the_fitted_projection_recovers_a_linear_decoder():
 
 
 def test_previews_are_queued_per_step_and_shown_newest_first():
-    preview = LatentPreview(LinearDecoder(), frames=3, rows=2, cols=4)
+    preview = LatentPreview(rgb_projection(LinearDecoder()), frames=3, rows=2, cols=4)
     assert preview.ready() is None
     tokens = [torch.randn(1, 3 * 2 * 4, 128) for _ in range(2)]
     for step in tokens:

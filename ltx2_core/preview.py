@@ -1,4 +1,4 @@
-"""A preview frame per denoising step for ComfyUI's progress bar, without ever waiting on the device.
+"""A preview frame per denoising step (for ComfyUI's progress bar), without ever waiting on the device.
 
 Each step's middle latent frame is projected to RGB by a linear map (fitted once per VAE decoder: random latents
 decoded, block-mean colours regressed on the latent channels), on the device; the small uint8 image is copied to
@@ -41,10 +41,11 @@ def rgb_projection(decoder: VideoDecoder, seed: int = 0) -> tuple[torch.Tensor, 
 
 class LatentPreview:
     """`observe` (a denoise observer) queues a step's preview; `ready()` returns the newest one whose copy to the
-    host has finished (None if none has), dropping older ones."""
+    host has finished (None if none has), dropping older ones. `projection`: `rgb_projection` of the decoder (it
+    may be computed in another process: multi-device workers get it with their job)."""
 
-    def __init__(self, decoder: VideoDecoder, frames: int, rows: int, cols: int) -> None:
-        self.weight, self.bias = rgb_projection(decoder)
+    def __init__(self, projection: tuple[torch.Tensor, torch.Tensor], frames: int, rows: int, cols: int) -> None:
+        self.weight, self.bias = projection
         self.frame = slice((frames // 2) * rows * cols, (frames // 2 + 1) * rows * cols)
         self.shape = (rows, cols, 3)
         self.pending: list[tuple[torch.Tensor, torch.cuda.Event | None]] = []

@@ -1,0 +1,84 @@
+"""The loader with a layout: the transformer on two CPU worker processes (gloo), the VAEs here. Every node that
+samples gives what it gives on the in-process model, LoRAs included; releasing the handle stops the workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from ltx2_core.parallel import ParallelConfig
+from support.node_calls import node
+
+GUIDED = dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0, stg_blocks="auto", audio_cfg=7.0, audio_stg=1.0,
+              audio_rescale=0.7, audio_modality=3.0, audio_stg_blocks="1")
+
+
+@pytest.fixture(scope="module")
+def on_workers(files):
+    (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", parallel=ParallelConfig(cfg=2),
+                    unique_id="workers-test")
+    yield model
+    model.release()
+
+
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists()
+
+
+def test_the_sampler_on_workers_equals_the_sampler_here_with_a_lora(loaded, on_workers, files):
+    here, encoder, conditioning, _ = loaded
+    assert on_workers.transformer is None and len(on_workers.workers.pids) == 2
+    (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
+    results = []
+    for model in (here, on_workers):
+        (guidance,) = node("LTX2Guidance", model, **GUIDED)
+        (styled,) = node("LTX2LoraLoader", model, files["style"], 0.8)
+        results.append(node("LTX2Sampler", styled, conditioning, latent, 3, 2, "ltx2", guidance=guidance)[0])
+    torch.testing.assert_close(results[1].video, results[0].video, atol=1e-4, rtol=0)
+    torch.testing.assert_close(results[1].audio, results[0].audio, atol=1e-4, rtol=0)
+    (encoder_of_workers,) = node("LTX2TextEncoderLoader", files["gemma"], on_workers, "cpu", False)
+    assert next(encoder_of_workers.gemma.parameters()).dtype == next(here.transformer.parameters()).dtype
+
+
+def test_the_generate_node_two_stage_on_workers_equals_here(loaded, on_workers, files):
+    here, encoder, _, _ = loaded
+    (upsampler,) = node("LTX2UpsamplerLoader", files["upsampler"], on_workers)
+    common = dict(negative_prompt="blurry", mode="two-stage", width=128, height=64, frames=9, fps=24.0, seed=2,
+                  steps=2, upsampler=upsampler, distilled_lora=files["distilled"])
+    want = node("LTX2Generate", here, encoder, "a cat on a beach", **common)
+    got = node("LTX2Generate", on_workers, encoder, "a cat on a beach", **common)
+    torch.testing.assert_close(got[0], want[0], atol=1e-4, rtol=0)
+    torch.testing.assert_close(got[1]["waveform"], want[1]["waveform"], atol=1e-4, rtol=0)
+
+
+def test_cuda_only_options_and_a_released_handle_are_refused(files, loaded):
+    _, _, conditioning, _ = loaded
+    (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", parallel=ParallelConfig(sp=2),
+                    unique_id="released-test")
+    pids = model.workers.pids
+    (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
+    with pytest.raises(ValueError, match="CUDA options"):
+        node("LTX2Sampler", model, conditioning, latent, 0, 2, "ltx2", compile=True)
+    (again,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", unique_id="released-test")
+    assert all(_gone(pid) for pid in pids)  # loading another model in the same node stopped the workers
+    with pytest.raises(ValueError, match="was released"):
+        node("LTX2Sampler", model, conditioning, latent, 0, 2, "ltx2")
+    assert again.workers is None and again.transformer is not None
+
+
+def test_rank_zero_sends_a_preview_with_every_step_inside_comfyui(monkeypatch, loaded, on_workers):
+    from nodes import bridge
+
+    _, _, conditioning, _ = loaded
+    shown = []
+    monkeypatch.setattr(bridge, "IN_COMFYUI", True)
+    monkeypatch.setattr(bridge, "interrupt_requested", lambda: False)
+    monkeypatch.setattr(bridge, "progress_bar", lambda total, node_id, preview: lambda done, steps: shown.append(
+        (done, steps, preview())))
+    (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
+    (guidance,) = node("LTX2Guidance", on_workers, **GUIDED)
+    node("LTX2Sampler", on_workers, conditioning, latent, 0, 3, "ltx2", guidance=guidance, unique_id="6")
+    assert [(done, steps) for done, steps, _ in shown] == [(1, 3), (2, 3), (3, 3)]
+    assert all(image.shape == (2, 3, 3) and image.dtype.name == "uint8" for _, _, image in shown)
