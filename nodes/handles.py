@@ -9,6 +9,7 @@ import torch
 from ltx2_core import Lora, TextEmbeddings, TransformerConfig
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.video_vae import VideoEncoder
+from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime import Controller
 from ltx2_core.types import Decoders
 
@@ -55,6 +56,13 @@ class ModelHandle(NamedTuple):
             raise ValueError(f"the model of {self.checkpoint} was released when its loader node loaded another "
                              "checkpoint; queue the workflow again to reload it")
         return self
+
+
+class Parallel(NamedTuple):
+    """LTX2_PARALLEL: the layout, and the address torchrun-launched workers attach to (None: spawned here)."""
+
+    layout: ParallelConfig
+    attach: str | None = None
 
 
 class Conditioning(NamedTuple):

@@ -19,12 +19,11 @@ from ltx2_core import (
 from ltx2_core.errors import LTX2Error
 from ltx2_core.loader.kinds import check_kind
 from ltx2_core.model_files import ModelFiles
-from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime import Controller
 from ltx2_core.types import Decoders
 
 from . import bridge
-from .handles import MODEL, PARALLEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
+from .handles import MODEL, PARALLEL, TEXT_ENCODER, UPSAMPLER, ModelHandle, Parallel
 
 CATEGORY = "LTX-2/loaders"
 DTYPES = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -81,7 +80,7 @@ class LTX2CheckpointLoader:
         return file_problem("checkpoints", ckpt_name, "checkpoint")
 
     def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default",
-             parallel: ParallelConfig | None = None, unique_id: str | None = None):
+             parallel: Parallel | None = None, unique_id: str | None = None):
         path, target, dtype = bridge.model_path("checkpoints", ckpt_name), _device(device), DTYPES[weight_dtype]
         previous = _LOADED.pop(unique_id, None)
         if previous is not None:  # this node loads another model: the old one goes first, never two at once
@@ -91,7 +90,7 @@ class LTX2CheckpointLoader:
         decoders = Decoders(load_video_decoder(path, **load), load_audio_decoder(path, **load),
                             load_vocoder(path, device=target))  # fp32: small and precision-bound
         encoder = load_video_encoder(path, **load)
-        if parallel is not None and parallel.world_size > 1:
+        if parallel is not None and (parallel.layout.world_size > 1 or parallel.attach):
             handle = ModelHandle(None, decoders, encoder, path, workers=_start_workers(path, parallel, target, dtype))
         else:
             handle = ModelHandle(load_transformer(path, **load), decoders, encoder, path)
@@ -100,11 +99,13 @@ class LTX2CheckpointLoader:
         return (handle,)
 
 
-def _start_workers(path: str, layout: ParallelConfig, device: torch.device, dtype: torch.dtype | None
-                   ) -> Controller:
-    """One worker per device (CUDA devices 0..N-1, or CPU processes sharing the cores), each with its shard."""
-    threads = None if device.type == "cuda" else max(1, (os.cpu_count() or 1) // layout.world_size)
-    workers = Controller(ModelFiles(checkpoint=path), layout, device_type=device.type, dtype=dtype, threads=threads)
+def _start_workers(path: str, parallel: Parallel, device: torch.device, dtype: torch.dtype | None) -> Controller:
+    """One worker per device, each with its shard: spawned here (CUDA devices 0..N-1, or CPU processes sharing the
+    cores), or torchrun's attaching to `parallel.attach` (the device type is `device`'s)."""
+    layout = parallel.layout
+    threads = None if device.type == "cuda" or parallel.attach else max(1, (os.cpu_count() or 1) // layout.world_size)
+    workers = Controller(ModelFiles(checkpoint=path), layout, device_type=device.type, dtype=dtype, threads=threads,
+                         attach=parallel.attach)
     with bridge.interrupts():
         workers.start(bridge.interrupt_requested)
     return workers

@@ -8,9 +8,10 @@ import torch
 
 from ltx2_core.parallel import AXES, ParallelConfig, ParallelConfigError
 from ltx2_core.parallel.devices import visible_devices
+from ltx2_core.runtime.links import LinkError, parse_address, workers_key
 
 from . import bridge
-from .handles import PARALLEL
+from .handles import PARALLEL, Parallel
 RELEASED_HEADS = (32, 32)  # video and audio heads of LTX-2 and LTX-2.3
 
 
@@ -39,21 +40,30 @@ class LTX2ParallelConfig:
                                   "tooltip": "cfg × sp × tp as JSON; the widget below sets it"}),
             "guidance_passes": ("INT", {"default": 4, "min": 1, "max": 4, "tooltip": "guidance passes of the runs "
                                         "(4 with the release's guidance, 1 for distilled): cfg cannot exceed it"}),
+        }, "optional": {
+            "attach": ("STRING", {"default": "", "tooltip": "empty: one worker process per GPU of this machine. "
+                                  "HOST:PORT: listen there for workers launched by torchrun on this or other "
+                                  "machines (python -m ltx2_core.runtime --connect HOST:PORT, the same "
+                                  "LTX2_WORKERS_KEY on both sides)"}),
         }}
 
     @classmethod
-    def VALIDATE_INPUTS(cls, layout: str | None = None, guidance_passes: int | None = None):
-        if layout is None:
-            return True
+    def VALIDATE_INPUTS(cls, layout: str | None = None, guidance_passes: int | None = None,
+                        attach: str | None = None):
         try:
-            devices = len(visible_devices()) if torch.cuda.is_available() else None
-            parse(layout).check(devices=devices, heads=RELEASED_HEADS, passes=guidance_passes)
-        except ParallelConfigError as exc:
+            if attach and attach.strip():
+                parse_address(attach.strip())
+                workers_key()
+            if layout is not None:  # the local GPUs bound the layout unless torchrun launches the workers
+                local = torch.cuda.is_available() and not (attach and attach.strip())
+                parse(layout).check(devices=len(visible_devices()) if local else None, heads=RELEASED_HEADS,
+                                    passes=guidance_passes)
+        except (ParallelConfigError, LinkError) as exc:
             return str(exc)
         return True
 
-    def make(self, layout: str, guidance_passes: int = 4):
-        return (parse(layout).check(heads=RELEASED_HEADS, passes=guidance_passes),)
+    def make(self, layout: str, guidance_passes: int = 4, attach: str = ""):
+        return (Parallel(parse(layout).check(heads=RELEASED_HEADS, passes=guidance_passes), attach.strip() or None),)
 
 
 bridge.add_json_route("/ltx2/devices", lambda: {"devices": visible_devices()})

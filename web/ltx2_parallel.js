@@ -4,7 +4,7 @@
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
 import {
-  DEFAULT_HEADS, axisChoices, defaultLayout, formatLayout, layoutProblems, parseLayout, weightBytesPerGpu,
+  DEFAULT_HEADS, axisChoices, defaultLayout, deviceBound, formatLayout, layoutProblems, parseLayout, weightBytesPerGpu,
 } from "./ltx2_parallel_logic.js";
 
 const AXES = ["cfg", "sp", "tp"];
@@ -27,7 +27,9 @@ function describe(devices) {
 function setUp(node, devices) {
   const layoutWidget = node.widgets.find((w) => w.name === "layout");
   const passesWidget = node.widgets.find((w) => w.name === "guidance_passes");
-  const facts = () => ({ devices: Math.max(devices.length, 1), passes: passesWidget?.value ?? 4, heads: DEFAULT_HEADS });
+  const attachWidget = node.widgets.find((w) => w.name === "attach");
+  const facts = () => ({ devices: deviceBound(devices.length, attachWidget?.value), passes: passesWidget?.value ?? 4,
+    heads: DEFAULT_HEADS });
   const info = (name, value) => node.addWidget("text", name, value, () => {}, { serialize: false });
   info("devices_found", describe(devices));
   const memory = info("weights_per_gpu", "");
@@ -58,8 +60,11 @@ function setUp(node, devices) {
     layoutWidget.value = formatLayout(layout);
     refresh();
   }, { serialize: false });
-  const onPasses = passesWidget?.callback;
-  if (passesWidget) passesWidget.callback = (...args) => { onPasses?.apply(passesWidget, args); refresh(); };
+  for (const widget of [passesWidget, attachWidget]) {
+    if (!widget) continue;
+    const previous = widget.callback;
+    widget.callback = (...args) => { previous?.apply(widget, args); refresh(); };
+  }
   refresh();
 }
 

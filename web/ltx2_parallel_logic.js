@@ -6,6 +6,13 @@ export const HEADROOM = 0.8; // of a device's free memory the weights may take
 export const DEFAULT_HEADS = [32, 32]; // video and audio attention heads of the released models
 export const DEFAULT_LAYOUT = { cfg: 1, sp: 1, tp: 1 };
 
+export const ATTACHED_MAX = 64; // the GPUs offered when torchrun launches the workers (possibly on other machines)
+
+// how many GPUs a layout may use: this machine's, or up to ATTACHED_MAX when workers attach to `attach` (HOST:PORT)
+export function deviceBound(localDevices, attach) {
+  return typeof attach === "string" && attach.trim() ? ATTACHED_MAX : Math.max(localDevices, 1);
+}
+
 const divides = (degree, heads) => heads.every((count) => count % degree === 0);
 
 // every problem of a layout, as messages naming the fix ([] when valid)

@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
-import torch.multiprocessing as mp
 
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel.config import ParallelConfig
-from ltx2_core.runtime.worker import StageJob, WorkerSpec, worker_main
+from ltx2_core.runtime.links import AttachedWorkers, SpawnedWorkers
+from ltx2_core.runtime.worker import StageJob, WorkerSpec
 
 POLL = 0.2  # seconds between liveness checks while waiting
 STOP_MARGIN = 2  # steps past the furthest rank at which an interrupt stops every rank
@@ -48,48 +48,42 @@ class JobInterrupted(LTX2Error, InterruptedError):
 
 
 class Controller:
+    """`attach` None: one spawned process per device here (CUDA devices 0..N-1 for device_type "cuda"); "HOST:PORT":
+    listen there for workers launched by torchrun (`python -m ltx2_core.runtime --connect HOST:PORT`)."""
+
     def __init__(self, files: ModelFiles, layout: ParallelConfig, *, device_type: str = "cpu",
                  dtype: torch.dtype | None = None, threads: int | None = None, timeout: float = 30.0,
-                 start_timeout: float = 600.0) -> None:
+                 start_timeout: float = 600.0, attach: str | None = None) -> None:
         self.config = files.transformer_config()
-        layout.check(heads=(self.config.video.heads, self.config.audio.heads),
-                     devices=torch.cuda.device_count() if device_type == "cuda" else None)
+        local_gpus = torch.cuda.device_count() if device_type == "cuda" and attach is None else None
+        layout.check(heads=(self.config.video.heads, self.config.audio.heads), devices=local_gpus)
         self.files, self.layout, self.device_type, self.dtype, self.threads = files, layout, device_type, dtype, threads
         self.timeout, self.start_timeout = timeout, start_timeout
-        self.processes: list = []
+        self.workers = (SpawnedWorkers(layout.world_size) if attach is None
+                        else AttachedWorkers(attach, layout.world_size))
         self.job = 0
         atexit.register(self.shutdown)
 
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self.processes]
+        return self.workers.pids
 
     def start(self, should_stop: Callable[[], bool] | None = None) -> None:
-        """Starts the workers (once per layout) and waits until each has loaded its shard; JobInterrupted (with
-        the workers stopped) when `should_stop()` turns true first."""
-        if self.processes:
+        """Starts the workers (once per layout; attached ones: waits for them to connect) and waits until each
+        has loaded its shard; JobInterrupted (with the workers stopped) when `should_stop()` turns true first."""
+        if self.workers.active:
             return
-        context = mp.get_context("spawn")
-        self.folder = tempfile.mkdtemp(prefix="ltx2-workers-")
-        spec = WorkerSpec(self.files, self.layout, self.device_type, self.dtype, os.path.join(self.folder, "init"),
+        folder = tempfile.mkdtemp(prefix="ltx2-workers-")
+        spec = WorkerSpec(self.files, self.layout, self.device_type, self.dtype, os.path.join(folder, "init"),
                           self.threads)
-        self.results = context.Queue()
-        self.jobs = [context.Queue() for _ in range(self.layout.world_size)]
-        self.control = context.Array("q", [-1, 0], lock=False)  # (job, stop after this many steps)
-        self.positions = context.Array("q", [0] * self.layout.world_size, lock=False)
-        self.processes = [context.Process(target=worker_main, daemon=True, name=f"ltx2-worker-{rank}",
-                                          args=(rank, spec, self.jobs[rank], self.results, self.control,
-                                                self.positions))
-                          for rank in range(self.layout.world_size)]
-        with _main_script_hidden():
-            for process in self.processes:
-                process.start()
-        self.seen = {rank: time.monotonic() for rank in range(len(self.processes))}
+        self.workers.launch(spec, _main_script_hidden)
+        self.seen = {rank: time.monotonic() for rank in range(self.layout.world_size)}
         ready, deadline = set(), time.monotonic() + self.start_timeout
-        while len(ready) < len(self.processes):
+        while len(ready) < self.layout.world_size:
             if time.monotonic() > deadline:
-                late = sorted(set(range(len(self.processes))) - ready)
-                self._fail(f"worker ranks {late} did not load their shards within {self.start_timeout:g} s")
+                late = sorted(set(range(self.layout.world_size)) - ready)
+                self._fail(f"worker ranks {late} were not ready (connected and loaded) within "
+                           f"{self.start_timeout:g} s")
             if should_stop is not None and should_stop():
                 self.shutdown()
                 raise JobInterrupted("interrupted while the workers were loading; they start again with the next job")
@@ -104,10 +98,9 @@ class Controller:
         `preview` gets each preview image (RGB uint8) rank 0 sends, before the step's `progress`."""
         self.start(should_stop)
         self.job += 1
-        self.control[0], self.control[1] = -1, 0
-        for rank, jobs in enumerate(self.jobs):
-            self.positions[rank] = 0
-            jobs.put((self.job, job))
+        self.workers.begin()
+        for rank in range(self.layout.world_size):
+            self.workers.send(rank, self.job, job)
         stopped: BaseException | None = None  # why the job is being stopped
         while True:
             if stopped is None and should_stop is not None and should_stop():
@@ -132,22 +125,24 @@ class Controller:
 
     def interrupt(self) -> None:
         """Every rank stops after the same step: STOP_MARGIN steps past the furthest one."""
-        self.control[1] = max(self.positions[:]) + STOP_MARGIN
-        self.control[0] = self.job
+        self.workers.stop_at(self.job, self.workers.furthest() + STOP_MARGIN)
 
     def _next(self, timeout: float) -> tuple | None:
         """The next message that is not a heartbeat, or None after POLL seconds without one; WorkerError (after
         shutting the workers down) when a worker died, reported an error, or was silent for `timeout` seconds."""
         try:
-            message = self.results.get(timeout=POLL)
+            message = self.workers.results.get(timeout=POLL)
         except queue.Empty:
             self._check_alive(timeout)
             return None
-        self.seen[message[1] if message[0] in ("alive", "ready", "error") else 0] = time.monotonic()
+        if message[0] in ("alive", "ready", "error"):
+            self.seen[message[1]] = time.monotonic()
+        elif message[0] != "note":
+            self.seen[0] = time.monotonic()
         if message[0] == "error":
             self._failed(message[1], message[3])
         self._check_alive(timeout)
-        return None if message[0] == "alive" else message
+        return None if message[0] in ("alive", "note") else message
 
     def _failed(self, rank: int, trace: str) -> None:
         """A rank reported an error. If another rank died, that is the cause (the error is its peer noticing):
@@ -155,39 +150,26 @@ class Controller:
         last = trace.strip().splitlines()[-1]
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
-            dead = [(r, p) for r, p in enumerate(self.processes) if not p.is_alive()]
-            if dead:
-                r, process = dead[0]
-                self._fail(f"worker rank {r} (pid {process.pid}) exited with code {process.exitcode}; rank {rank} "
-                           f"then failed: {last}")
+            if dead := self.workers.dead():
+                self._fail(f"worker rank {dead[0][0]} {dead[0][1]}; rank {rank} then failed: {last}")
             time.sleep(POLL / 4)
         self._fail(f"worker rank {rank} failed: {last}")
 
     def _check_alive(self, timeout: float) -> None:
-        for rank, process in enumerate(self.processes):
-            if not process.is_alive():
-                self._fail(f"worker rank {rank} (pid {process.pid}) exited with code {process.exitcode}")
-            if time.monotonic() - self.seen[rank] > timeout:
-                self._fail(f"worker rank {rank} (pid {process.pid}) sent nothing for {timeout:g} s: it hangs")
+        if dead := self.workers.dead():
+            self._fail(f"worker rank {dead[0][0]} {dead[0][1]}")
+        rank = min(self.seen, key=self.seen.get)  # the longest silent: others may wait on it in a collective
+        if time.monotonic() - self.seen[rank] > timeout:
+            self._fail(f"worker rank {rank} sent nothing for {timeout:g} s: it hangs")
 
     def _fail(self, message: str) -> None:
-        self.shutdown()
+        self.shutdown(timeout=2.0)  # broken workers may never take the request to stop: killed soon after
         raise WorkerError(message + "; the workers were stopped and start again with the next job")
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stops every worker (asked first, then killed) and waits until no process remains."""
-        if not self.processes:
-            return
-        for jobs, process in zip(self.jobs, self.processes):
-            if process.is_alive():
-                jobs.put(None)
-        deadline = time.monotonic() + timeout
-        for process in self.processes:
-            process.join(max(deadline - time.monotonic(), 0.1))
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-        self.processes = []
+        """Stops every worker (asked first, then killed when spawned here) and waits until no process remains."""
+        if self.workers.active:
+            self.workers.close(timeout)
 
 
 @contextlib.contextmanager

@@ -1,14 +1,16 @@
 """A persistent worker: one process per device, holding its shard of the transformer across jobs.
 
-Started by the `Controller` (torch.multiprocessing, spawn). It joins the group (NCCL on GPUs, gloo on the CPU),
-loads its shard of the transformer once (nothing else: prompts are encoded, latents upsampled and media decoded by
-the caller), reports `ready`, then samples stages (`StageJob`: the latent, prompts and generator state in; the
-latent and generator state back from rank 0, through shared memory) until it gets `None`. A job's LoRA files are
-read once, cut to this rank's shards, and fused for that job only. A heartbeat thread reports every HEARTBEAT
-seconds, so a hung rank is told from a busy one, and ends the worker when the caller has died.
+Started by the `Controller` (torch.multiprocessing spawn: `worker_main`), or by torchrun on one or several
+machines and attached to a controller over TCP (`python -m ltx2_core.runtime --connect HOST:PORT`, see
+`ltx2_core.runtime.links`). It joins the group (NCCL on GPUs, gloo on the CPU), loads its shard of the transformer
+once (nothing else: prompts are encoded, latents upsampled and media decoded by the caller), reports `ready`, then
+samples stages (`StageJob`: the latent, prompts and generator state in; the latent and generator state back from
+rank 0) until it gets `None`. A job's LoRA files are read once, cut to this rank's shards, and fused for that job
+only. A heartbeat thread reports every HEARTBEAT seconds, so a hung rank is told from a busy one, and ends the worker
+when its caller is gone.
 
-Interrupts: the controller writes (job id, step) into shared memory; every rank reads it on the host after queuing
-each step (no device sync) and stops after the SAME step, so no rank is left inside a collective.
+Interrupts: the controller sets (job id, step) for every rank; each rank reads it on the host after queuing each
+step (no device sync) and stops after the SAME step, so no rank is left inside a collective.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import threading
 import time
 import traceback
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 import torch.distributed as dist
@@ -43,7 +45,7 @@ class WorkerSpec(NamedTuple):
     layout: ParallelConfig
     device_type: str
     dtype: torch.dtype | None
-    init_file: str
+    init_file: str | None  # the group's rendezvous file (spawned workers); None: torchrun's environment
     threads: int | None = None
 
 
@@ -66,34 +68,48 @@ class StageJob(NamedTuple):
     preview: tuple[torch.Tensor, torch.Tensor] | None = None  # rgb_projection: rank 0 sends a preview per step
 
 
+class Channel(Protocol):
+    """A worker's line to its controller (`links.LocalChannel` for spawned workers, `links.SocketChannel` for
+    attached ones)."""
+
+    def get(self) -> tuple[int, StageJob] | None: ...  # the next job, None: stop
+
+    def put(self, message: tuple) -> None: ...
+
+    def stop_step(self, job: int) -> int | None: ...  # the step after which `job` stops, None: it runs on
+
+    def reached(self, rank: int, steps: int) -> None: ...  # this rank has queued `steps` steps of the job
+
+    def connected(self) -> bool: ...  # False once the caller is gone
+
+
 class Interrupted(Exception):
     """The controller asked every rank to stop after a given step."""
 
 
 class _Steps:
-    """The progress callback of a job on one rank: its global step count, written for the controller, checked
-    against the stop step; rank 0 also reports progress, with the newest preview image that is ready (or None)."""
+    """The progress callback of a job on one rank: its step count, reported to the controller and checked against
+    the stop step; rank 0 also reports progress, with the newest preview image that is ready (or None)."""
 
-    def __init__(self, rank: int, job: int, control, positions, results, preview: LatentPreview | None) -> None:
-        self.rank, self.job, self.control, self.positions, self.results = rank, job, control, positions, results
-        self.preview, self.count = preview, 0
+    def __init__(self, rank: int, job: int, channel: Channel, preview: LatentPreview | None) -> None:
+        self.rank, self.job, self.channel, self.preview, self.count = rank, job, channel, preview, 0
 
     def __call__(self, done: int, total: int) -> None:
         self.count += 1
-        self.positions[self.rank] = self.count
-        stop_job, stop_step = self.control[0], self.control[1]
-        if stop_job == self.job and self.count >= stop_step:
+        self.channel.reached(self.rank, self.count)
+        stop = self.channel.stop_step(self.job)
+        if stop is not None and self.count >= stop:
             raise Interrupted
         if self.rank == 0:
             image = self.preview.ready() if self.preview is not None else None
-            self.results.put(("progress", self.job, done, total, None if image is None else image.copy()))
+            self.channel.put(("progress", self.job, done, total, None if image is None else image.copy()))
 
 
-def _heartbeat(rank: int, results, parent: int) -> None:
-    """Reports `alive` every HEARTBEAT seconds; exits the process when the caller is gone (killed, so its exit
-    handlers could not stop the workers): an orphaned worker would hold its device forever."""
-    while os.getppid() == parent:
-        results.put(("alive", rank))
+def _heartbeat(rank: int, channel: Channel) -> None:
+    """Reports `alive` every HEARTBEAT seconds; exits the process when the caller is gone (killed, so it could not
+    stop the workers): an orphaned worker would hold its device forever."""
+    while channel.connected():
+        channel.put(("alive", rank))
         time.sleep(HEARTBEAT)
     os._exit(1)
 
@@ -115,18 +131,29 @@ class _Loras:
 
 
 def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) -> None:
-    """The process body: start, then serve jobs until `None`."""
-    threading.Thread(target=_heartbeat, args=(rank, results, os.getppid()), daemon=True).start()
+    """A spawned worker's body (its group joins through `spec.init_file`)."""
+    from ltx2_core.runtime.links import LocalChannel
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(spec.layout.world_size), LOCAL_RANK=str(rank))
+    serve(rank, rank, spec, LocalChannel(jobs, results, control, positions))
+
+
+def serve(rank: int, local_rank: int, spec: WorkerSpec, channel: Channel) -> None:
+    """Joins the group, loads this rank's shard, then serves jobs until `None`."""
+    threading.Thread(target=_heartbeat, args=(rank, channel), daemon=True).start()
     if spec.threads:
         torch.set_num_threads(spec.threads)
     torch.set_grad_enabled(False)
     try:
-        os.environ.update(RANK=str(rank), WORLD_SIZE=str(spec.layout.world_size), LOCAL_RANK=str(rank))
-        device = torch.device("cuda", rank) if spec.device_type == "cuda" else torch.device("cpu")
+        device = torch.device("cuda", local_rank) if spec.device_type == "cuda" else torch.device("cpu")
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=f"file://{spec.init_file}",
-                                rank=rank, world_size=spec.layout.world_size)
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        if spec.init_file is not None:
+            dist.init_process_group(backend, init_method=f"file://{spec.init_file}", rank=rank,
+                                    world_size=spec.layout.world_size)
+        else:  # launched by torchrun: its environment names the rendezvous
+            dist.init_process_group(backend)
         mesh = join(spec.layout, device)
         shards: dict = {}  # this rank's tensor-parallel shards (where a LoRA's updates are cut)
         tensor_parallel = tensor_parallel_for(mesh, spec.layout)
@@ -139,11 +166,11 @@ def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) 
                                                   parallelize=parallelize if tensor_parallel else None)
         runner = finish(transformer, mesh, spec.layout).runner
     except BaseException:
-        results.put(("error", rank, None, traceback.format_exc()))
+        channel.put(("error", rank, None, traceback.format_exc()))
         return
-    results.put(("ready", rank, os.getpid()))
+    channel.put(("ready", rank, os.getpid()))
     loras, compiled = _Loras(shards), False
-    while (message := jobs.get()) is not None:
+    while (message := channel.get()) is not None:
         job_id, job = message
         try:
             if job.compile and not compiled:
@@ -157,12 +184,12 @@ def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) 
                              AVLatent(job.video, job.audio, job.fps), job.sigmas, generator,
                              noise_scale=job.noise_scale, video_guidance=job.video_guidance,
                              audio_guidance=job.audio_guidance, loras=loras(job.loras), stage=job.stage,
-                             progress=_Steps(rank, job_id, control, positions, results, preview))
+                             progress=_Steps(rank, job_id, channel, preview))
             if rank == 0:
-                results.put(("done", job_id, latent.video.cpu(), latent.audio.cpu(), generator.get_state()))
+                channel.put(("done", job_id, latent.video.cpu(), latent.audio.cpu(), generator.get_state()))
         except Interrupted:
             if rank == 0:
-                results.put(("interrupted", job_id))
+                channel.put(("interrupted", job_id))
         except BaseException:
-            results.put(("error", rank, job_id, traceback.format_exc()))
+            channel.put(("error", rank, job_id, traceback.format_exc()))
     dist.destroy_process_group()

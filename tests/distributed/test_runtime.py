@@ -195,3 +195,97 @@ def test_the_callers_exit_leaves_no_worker_behind(tmp_path, how):
     while time.monotonic() < deadline and not all(_gone(pid) for pid in pids):
         time.sleep(0.2)
     assert len(pids) == 2 and all(_gone(pid) for pid in pids)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_workers_from_two_torchrun_launches_attach_and_equal_one_process(local, monkeypatch):
+    """Two torchrun launches on localhost (as two machines would be: --nnodes 2, one process each) attach to a
+    controller listening on a port; a stranger without the key is refused first."""
+    import subprocess
+    import sys
+    import threading
+    from multiprocessing import AuthenticationError
+    from multiprocessing.connection import Client
+
+    models, want = local
+    monkeypatch.setenv("LTX2_WORKERS_KEY", "test-secret")
+    address, master = f"127.0.0.1:{_free_port()}", str(_free_port())
+    controller = Controller(FILES, ParallelConfig(cfg=2), threads=1, attach=address)
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+               "--master-addr", "127.0.0.1", "--master-port", master]
+    root = Path(__file__).resolve().parents[2]
+    launches = [subprocess.Popen([*command, "--node-rank", str(node), "-m", "ltx2_core.runtime", "--connect",
+                                  address], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for node in (0, 1)]
+    stranger_refused = False
+
+    def stranger() -> None:  # connects while the controller waits for its workers (it listens from the first job)
+        nonlocal stranger_refused
+        time.sleep(1.0)
+        try:
+            Client(("127.0.0.1", int(address.rsplit(":", 1)[1])), authkey=b"wrong")
+        except (AuthenticationError, EOFError, OSError):
+            stranger_refused = True
+
+    threading.Thread(target=stranger, daemon=True).start()
+    try:
+        got = _run(controller, models)
+        pids = controller.pids
+        again = _run(controller, models, replace(REQUEST, seed=1))
+        assert controller.pids == pids and len(pids) == 2
+    finally:
+        controller.shutdown()
+        outputs = []
+        for launch in launches:
+            try:
+                outputs.append(launch.communicate(timeout=60)[0])
+            except subprocess.TimeoutExpired:
+                launch.kill()
+                outputs.append(launch.communicate()[0])
+    assert [launch.returncode for launch in launches] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    assert stranger_refused
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
+    assert (again.frames - got.frames).abs().max() > 0.01
+
+
+def test_a_launch_of_the_wrong_size_is_refused_with_the_fix(monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("LTX2_WORKERS_KEY", "test-secret")
+    address = f"127.0.0.1:{_free_port()}"
+    controller = Controller(FILES, ParallelConfig(sp=2), threads=1, attach=address, start_timeout=120)
+    lone = subprocess.Popen([sys.executable, "-m", "ltx2_core.runtime", "--connect", address],
+                            cwd=Path(__file__).resolve().parents[2], stderr=subprocess.PIPE, text=True)
+    try:
+        with pytest.raises(WorkerError, match="has 1 ranks .* launch torchrun with 2 processes"):
+            controller.start()
+        assert lone.wait(timeout=60) == 2 and "refused" in lone.stderr.read()
+    finally:
+        controller.shutdown()
+        lone.kill()
+
+
+def test_a_hung_worker_fails_the_job_within_the_timeout(local):
+    models, want = local
+    controller = Controller(FILES, ParallelConfig(sp=2), threads=1, timeout=5)
+    try:
+        controller.start()
+        first = controller.pids
+        os.kill(first[1], signal.SIGSTOP)  # alive but silent: no heartbeat, no step
+        start = time.monotonic()
+        with pytest.raises(WorkerError, match="rank 1 sent nothing for 5 s: it hangs"):
+            _run(controller, models)
+        assert time.monotonic() - start < 15 and all(_gone(pid) for pid in first)
+        got = _run(controller, models)
+        torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    finally:
+        controller.shutdown()

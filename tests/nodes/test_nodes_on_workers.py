@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ltx2_core.parallel import ParallelConfig
+from nodes.handles import Parallel
 from support.node_calls import node
 
 GUIDED = dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0, stg_blocks="auto", audio_cfg=7.0, audio_stg=1.0,
@@ -17,7 +18,8 @@ GUIDED = dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0, stg_blocks="auto", au
 
 @pytest.fixture(scope="module")
 def on_workers(files):
-    (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", parallel=ParallelConfig(cfg=2),
+    (layout,) = node("LTX2ParallelConfig", '{"cfg": 2, "sp": 1, "tp": 1}', 4)
+    (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", parallel=layout,
                     unique_id="workers-test")
     yield model
     model.release()
@@ -55,8 +57,8 @@ def test_the_generate_node_two_stage_on_workers_equals_here(loaded, on_workers, 
 
 def test_cuda_only_options_and_a_released_handle_are_refused(files, loaded):
     _, _, conditioning, _ = loaded
-    (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", parallel=ParallelConfig(sp=2),
-                    unique_id="released-test")
+    (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu",
+                    parallel=Parallel(ParallelConfig(sp=2)), unique_id="released-test")
     pids = model.workers.pids
     (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
     with pytest.raises(ValueError, match="CUDA options"):
@@ -82,3 +84,31 @@ def test_rank_zero_sends_a_preview_with_every_step_inside_comfyui(monkeypatch, l
     node("LTX2Sampler", on_workers, conditioning, latent, 0, 3, "ltx2", guidance=guidance, unique_id="6")
     assert [(done, steps) for done, steps, _ in shown] == [(1, 3), (2, 3), (3, 3)]
     assert all(image.shape == (2, 3, 3) and image.dtype.name == "uint8" for _, _, image in shown)
+
+
+def test_a_worker_launched_apart_attaches_to_the_loader(files, loaded, monkeypatch):
+    """The layout node's `attach` address: the loader listens there and a worker started on its own (as torchrun
+    would start it, here a single rank) serves the model; the result equals the in-process one."""
+    import socket
+    import subprocess
+    import sys
+
+    here, _, conditioning, _ = loaded
+    monkeypatch.setenv("LTX2_WORKERS_KEY", "node-test")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    worker = subprocess.Popen([sys.executable, "-m", "ltx2_core.runtime", "--connect", address],
+                              cwd=Path(__file__).resolve().parents[2])
+    try:
+        (layout,) = node("LTX2ParallelConfig", "{}", 1, attach=address)
+        (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", parallel=layout,
+                        unique_id="attach-test")
+        assert model.transformer is None and model.workers.pids == [worker.pid]
+        (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
+        results = [node("LTX2Sampler", m, conditioning, latent, 4, 2, "ltx2")[0] for m in (here, model)]
+        model.release()
+        assert worker.wait(timeout=30) == 0  # told to stop, it exits cleanly
+    finally:
+        worker.kill()
+    torch.testing.assert_close(results[1].video, results[0].video, atol=1e-4, rtol=0)

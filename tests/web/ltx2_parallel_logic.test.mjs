@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import test from "node:test";
 
 import {
-  axisChoices, defaultLayout, formatLayout, layoutProblems, parseLayout, weightBytesPerGpu,
+  ATTACHED_MAX, axisChoices, defaultLayout, deviceBound, formatLayout, layoutProblems, parseLayout, weightBytesPerGpu,
 } from "../../web/ltx2_parallel_logic.js";
 
 const GB = 2 ** 30;
@@ -36,4 +36,13 @@ test("weights per GPU, and the widget value round trip", () => {
   const layout = { cfg: 2, sp: 1, tp: 2 };
   assert.deepEqual(parseLayout(formatLayout(layout)), layout);
   assert.deepEqual(parseLayout("not json"), { cfg: 1, sp: 1, tp: 1 });
+});
+
+test("workers attached through torchrun lift this machine's GPU count as the bound", () => {
+  assert.equal(deviceBound(2, ""), 2);
+  assert.equal(deviceBound(0, undefined), 1); // a CPU-only machine still offers one device
+  assert.equal(deviceBound(2, "  "), 2);
+  assert.equal(deviceBound(2, "gpu-box:29600"), ATTACHED_MAX);
+  const facts = { devices: deviceBound(1, "gpu-box:29600"), passes: 4 };
+  assert.deepEqual(layoutProblems({ cfg: 2, sp: 4, tp: 1 }, facts), []); // 8 remote GPUs from a 1-GPU machine
 });
