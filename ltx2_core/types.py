@@ -43,6 +43,7 @@ class RunConstants(NamedTuple):
     """Everything a forward needs that stays fixed for a whole run: build once, pass every step.
 
     video_context / audio_context: (B, text_tokens, width) text context after the in-DiT caption projection.
+    text_kv: see below.
     video_cross_rope / audio_cross_rope: the time-only RoPE of the audio<->video cross-attention, per side
     (a2v queries use the video side and keys the audio side; v2a the other way round).
     """
@@ -53,6 +54,15 @@ class RunConstants(NamedTuple):
     audio_cross_rope: Rope
     video_context: torch.Tensor
     audio_context: torch.Tensor
+    # per block (video keys, video values, audio keys, audio values) of the text cross-attention, when the text
+    # K/V are the same every step (LTX-2.0: computed once per run); None: computed in every forward (2.3)
+    text_kv: tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], ...] | None = None
+
+    def batch(self, part: slice) -> RunConstants:
+        """The constants of the samples `part` of the batch (the RoPE tables are shared by all)."""
+        kv = None if self.text_kv is None else tuple(tuple(t[part] for t in block) for block in self.text_kv)
+        return self._replace(video_context=self.video_context[part], audio_context=self.audio_context[part],
+                             text_kv=kv)
 
 
 @dataclass(frozen=True)

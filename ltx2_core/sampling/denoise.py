@@ -75,8 +75,7 @@ class RunnerFactory(Protocol):
 def batched_passes(model: LTX2Transformer, run: RunConstants, passes: tuple[str, ...],
                    perturbations: list[PassPerturbation], part: slice) -> BatchedPasses:
     """The passes `part` as one forward: their slice of the text contexts and their perturbations."""
-    part_run = run._replace(video_context=run.video_context[part], audio_context=run.audio_context[part])
-    return BatchedPasses(model, part_run, passes[part], _batch_perturbations(model, perturbations[part]))
+    return BatchedPasses(model, run.batch(part), passes[part], _batch_perturbations(model, perturbations[part]))
 
 
 class LocalPasses:

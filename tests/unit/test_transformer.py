@@ -54,3 +54,24 @@ def test_demo_inputs_reject_bad_sizes():
     model = demo_transformer()
     with pytest.raises(ValueError, match="8k\\+1"):
         demo_inputs(model, pixel_frames=16)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_text_keys_and_values_are_computed_once_per_run_where_they_do_not_change(version):
+    """LTX-2.0's text K/V depend only on the prompt: prepare_run computes them once and no forward projects the
+    context again, with the same output as projecting it every step. 2.3 modulates them by sigma: never cached."""
+    model = demo_transformer(TransformerConfig.tiny(version))
+    video, audio, run = demo_inputs(model, text_tokens=7)
+    assert (run.text_kv is not None) == (version == "2.0")
+    calls = []
+    hooks = [block.attn2.to_k.register_forward_hook(lambda *_: calls.append(1)) for block in model.transformer_blocks]
+    cached = model(video, audio, run)
+    for hook in hooks:
+        hook.remove()
+    assert len(calls) == (0 if version == "2.0" else model.config.num_layers)
+    uncached = model(video, audio, run._replace(text_kv=None))
+    for got, want in zip(cached, uncached):
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    if version == "2.0":  # a batch's share of the cache is the share of the contexts
+        first = run.batch(slice(0, 1))
+        assert first.text_kv[0][0].shape[0] == 1 and first.video_context.shape[0] == 1

@@ -66,6 +66,11 @@ class Attention(nn.Module):
         # the attention proper, after q/k norm and RoPE; swapped by parallel passes (e.g. Ulysses)
         self.attend: AttentionFunction = sdpa
 
+    def keys_values(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(normalised keys, values) of a context, (B, S, inner) each: what `forward` takes as `kv` when the
+        context is the same every step (LTX-2.0's text cross-attention)."""
+        return self.k_norm(self.to_k(context)), self.to_v(context)
+
     def forward(
         self,
         x: torch.Tensor,
@@ -75,18 +80,21 @@ class Attention(nn.Module):
         k_rope: Rope | None = None,
         keep: torch.Tensor | None = None,
         passthrough: bool = False,
+        kv: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """x (B, T, query_dim), context (B, S, context_dim) or None (self-attention) -> (B, T, query_dim).
 
         keep: (B, 1, 1) per-sample blend, 1 = attention output, 0 = V passthrough (STG); None = attention for all.
         passthrough: every sample takes the V passthrough, so the q/k path is skipped.
+        kv: the context's `keys_values`, computed once beforehand (then `context` is not read).
         """
         context = x if context is None else context
-        v = self.to_v(context)
+        k, v = kv if kv is not None else (None, self.to_v(context))
         if passthrough:
             out = v
         else:
-            out = self._attend(x, context, v, rope, k_rope if k_rope is not None else rope)
+            k = k if k is not None else self.k_norm(self.to_k(context))
+            out = self._attend(x, k, v, rope, k_rope if k_rope is not None else rope)
             if keep is not None:
                 out = torch.lerp(v, out, keep)
         if self.to_gate_logits is not None:
@@ -95,10 +103,10 @@ class Attention(nn.Module):
         return self.to_out[0](out)
 
     def _attend(
-        self, x: torch.Tensor, context: torch.Tensor, v: torch.Tensor, rope: Rope | None, k_rope: Rope | None
+        self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rope: Rope | None, k_rope: Rope | None
     ) -> torch.Tensor:
         q = self.q_norm(self.to_q(x)).unflatten(-1, (-1, self.head_dim))  # (B, T, heads, head_dim)
-        k = self.k_norm(self.to_k(context)).unflatten(-1, (-1, self.head_dim))
+        k = k.unflatten(-1, (-1, self.head_dim))
         v = v.unflatten(-1, (-1, self.head_dim))
         if rope is not None:
             q = apply_rope(q, rope, self.rope_type)

@@ -90,14 +90,17 @@ class AVTransformerBlock(nn.Module):
         video: StreamArgs,
         audio: StreamArgs,
         plans: BlockPlans = NO_PERTURBATION,
+        text_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """vx (B, video_tokens, Dv), ax (B, audio_tokens, Da) -> updated (vx, ax); `plans`: this block's share of
-        the batch's perturbations (`block_plans(perturbations, idx)`)."""
+        the batch's perturbations (`block_plans(perturbations, idx)`); `text_kv`: this block's text keys and
+        values computed once per run (LTX-2.0), or None."""
         video_modules, audio_modules = self._streams()
+        video_kv, audio_kv = (None, None) if text_kv is None else (text_kv[:2], text_kv[2:])
         vx = vx + self._self_attention(video_modules, vx, video, plans)
-        vx = vx + self._text_cross_attention(video_modules, vx, video)
+        vx = vx + self._text_cross_attention(video_modules, vx, video, video_kv)
         ax = ax + self._self_attention(audio_modules, ax, audio, plans)
-        ax = ax + self._text_cross_attention(audio_modules, ax, audio)
+        ax = ax + self._text_cross_attention(audio_modules, ax, audio, audio_kv)
         vx, ax = self._audio_video_cross_attention(vx, ax, video, audio, plans)
         vx = vx + self._feed_forward(video_modules, vx, video)
         ax = ax + self._feed_forward(audio_modules, ax, audio)
@@ -119,9 +122,10 @@ class AVTransformerBlock(nn.Module):
         h = rms(x, self.eps) * (1 + scale) + shift
         return m.self_attn(h, rope=args.rope, keep=plan.keep, passthrough=plan.skip_all) * gate
 
-    def _text_cross_attention(self, m: StreamModules, x: torch.Tensor, args: StreamArgs) -> torch.Tensor:
+    def _text_cross_attention(self, m: StreamModules, x: torch.Tensor, args: StreamArgs,
+                              kv: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         if not self.cross_attention_adaln:
-            return m.text_attn(rms(x, self.eps), args.context)
+            return m.text_attn(rms(x, self.eps), args.context, kv=kv)
         shift_q, scale_q, gate = modulation_rows(m.table, args.ada, TEXT_CROSS_ATTN, 3)
         shift_kv, scale_kv = modulation_rows(m.prompt_table, args.prompt_ada, 0, 2)
         q_in = rms(x, self.eps) * (1 + scale_q) + shift_q

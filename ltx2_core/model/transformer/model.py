@@ -60,9 +60,12 @@ class LTX2Transformer(nn.Module):
         video_context: torch.Tensor,
         audio_context: torch.Tensor,
         dtype: torch.dtype | None = None,
+        cache_text_kv: bool = True,
     ) -> RunConstants:
         """Positions `(1 or B, axes, tokens, 2)` [start, end) bounds (video: seconds, px, px; audio: seconds) and
-        text contexts `(B, text_tokens, ·)` from the connectors -> the per-run constants of every forward."""
+        text contexts `(B, text_tokens, ·)` from the connectors -> the per-run constants of every forward.
+        LTX-2.0's text keys and values do not depend on the step: with `cache_text_kv` they are computed here,
+        once per run, instead of in every forward (2.3 modulates them by sigma, so never there)."""
         cfg = self.config
         dtype = dtype or self.patchify_proj.weight.dtype
         video_context, audio_context = video_context.to(dtype), audio_context.to(dtype)
@@ -78,7 +81,14 @@ class LTX2Transformer(nn.Module):
                                         dtype),
             video_context=video_context,
             audio_context=audio_context,
+            text_kv=self._text_kv(video_context, audio_context) if cache_text_kv else None,
         )
+
+    def _text_kv(self, video_context: torch.Tensor, audio_context: torch.Tensor):
+        if self.config.cross_attention_adaln:
+            return None
+        return tuple((*block.attn2.keys_values(video_context), *block.audio_attn2.keys_values(audio_context))
+                     for block in self.transformer_blocks)
 
     def _rope(self, positions: torch.Tensor, stream: StreamConfig, max_pos: tuple[float, ...], dim: int,
               dtype: torch.dtype) -> Rope:
@@ -102,7 +112,8 @@ class LTX2Transformer(nn.Module):
         vx = self.patchify_proj(video.latent)
         ax = self.audio_patchify_proj(audio.latent)
         for index, block in enumerate(self.transformer_blocks):
-            vx, ax = block(vx, ax, video_args, audio_args, block_plans(perturbations, index))
+            text_kv = None if run.text_kv is None else run.text_kv[index]
+            vx, ax = block(vx, ax, video_args, audio_args, block_plans(perturbations, index), text_kv)
         return (
             self._output(vx, video_embedded, self.scale_shift_table, self.proj_out),
             self._output(ax, audio_embedded, self.audio_scale_shift_table, self.audio_proj_out),
