@@ -24,6 +24,7 @@ from ltx2_core.config import ModelVersion
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
+from ltx2_core.loader.weights import FP8_MODES
 from ltx2_core.parallel import launch
 from ltx2_core.pipeline import (
     DEFAULT_NEGATIVE_PROMPT,
@@ -76,6 +77,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="structure of the demo model")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=sorted(DTYPES), help="default: float32 demo / the file's dtype")
+    p.add_argument("--fp8", choices=FP8_MODES, default="auto",
+                   help="transformer weights: auto keeps an fp8 file in fp8 and a bf16 file in --dtype; quantize: a "
+                        "bf16 file's block linears to fp8 at load; dequantize: an fp8 file to --dtype")
     p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
     p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
     p.add_argument("--passes-per-forward", type=_positive, help="guidance passes per transformer forward (default: "
@@ -188,7 +192,7 @@ def generate_command(argv: list[str]) -> int:
 
 def run(args: argparse.Namespace) -> None:
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
-                       args.version)
+                       args.version, args.fp8)
     request = check_early(args, build_request(args), files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1
     try:

@@ -43,3 +43,7 @@ class NonFiniteError(LTX2Error, FloatingPointError):
 
 class UnsupportedLayoutError(KeyMismatchError):
     """The file holds the right model under another naming scheme (e.g. diffusers') that is not loaded."""
+
+
+class UnsupportedQuantizationError(CheckpointError):
+    """The checkpoint is quantised in a format this package does not run (it names the formats that load)."""

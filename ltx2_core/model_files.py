@@ -25,6 +25,7 @@ from ltx2_core.loader import (
 )
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.text_weights import load_prompt_encoder
+from ltx2_core.model.fp8 import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
 from ltx2_core.types import Decoders
@@ -43,6 +44,7 @@ class ModelFiles:
     distilled_lora: str | None = None
     loras: tuple[tuple[str, float], ...] = field(default_factory=tuple)
     version: str = "2.0"
+    fp8: str = "auto"  # the transformer's weights: see loader.weights.FP8_MODES
 
     @property
     def label(self) -> str:
@@ -83,7 +85,7 @@ class ModelFiles:
         if self.checkpoint is None:
             return self.load(device, dtype, parallelize).transformer
         return load_transformer(self.checkpoint, loras=self.loras, parallelize=parallelize, device=device,
-                                dtype=dtype)
+                                dtype=dtype, fp8=self.fp8)
 
     def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
              parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None) -> Models:
@@ -93,11 +95,16 @@ class ModelFiles:
             from ltx2_core.demo import demo_models  # the demo is built only when asked for
 
             models = demo_models(self.version, device, dtype)
+            if self.fp8 == "quantize":
+                if parallelize is not None:
+                    raise ValueError("tensor parallelism runs bf16 weights, not fp8; leave fp8 at auto")
+                quantize_blocks(models.transformer)
             if parallelize is not None:
                 parallelize(models.transformer)
             return models
         load = dict(device=device, dtype=dtype)
-        transformer = load_transformer(self.checkpoint, loras=self.loras, parallelize=parallelize, **load)
+        transformer = load_transformer(self.checkpoint, loras=self.loras, parallelize=parallelize, fp8=self.fp8,
+                                       **load)
         return Models(
             transformer=transformer,
             prompt_encoder=load_prompt_encoder(self.text_encoder, self.checkpoint, **load),

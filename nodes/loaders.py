@@ -18,6 +18,7 @@ from ltx2_core import (
 )
 from ltx2_core.errors import LTX2Error
 from ltx2_core.loader.kinds import check_kind
+from ltx2_core.loader.weights import FP8_MODES
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.runtime import Controller
 from ltx2_core.types import Decoders
@@ -71,6 +72,10 @@ class LTX2CheckpointLoader:
             "device": (list(DEVICES), {"default": "default", "tooltip": "where the model runs; default is "
                                        "ComfyUI's device"}),
         }, "optional": {
+            "fp8": (list(FP8_MODES), {"default": "auto", "tooltip": "auto: an fp8 file stays fp8 (half the weight "
+                                      "memory; fp8 tensor cores on RTX 40/50, H100 and newer), a bf16 file as "
+                                      "weight_dtype; quantize: a bf16 file's block weights to fp8 at load; "
+                                      "dequantize: an fp8 file to weight_dtype"}),
             "parallel": (PARALLEL, {"tooltip": "from LTX2 Parallel Config: the transformer spread over several "
                                     "devices, one worker process each (the VAEs stay on `device`)"}),
         }, "hidden": {"unique_id": "UNIQUE_ID"}}
@@ -79,7 +84,7 @@ class LTX2CheckpointLoader:
     def VALIDATE_INPUTS(cls, ckpt_name: str | None = None):
         return file_problem("checkpoints", ckpt_name, "checkpoint")
 
-    def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default",
+    def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default", fp8: str = "auto",
              parallel: Parallel | None = None, unique_id: str | None = None):
         path, target, dtype = bridge.model_path("checkpoints", ckpt_name), _device(device), DTYPES[weight_dtype]
         previous = _LOADED.pop(unique_id, None)
@@ -91,21 +96,22 @@ class LTX2CheckpointLoader:
                             load_vocoder(path, device=target))  # fp32: small and precision-bound
         encoder = load_video_encoder(path, **load)
         if parallel is not None and (parallel.layout.world_size > 1 or parallel.attach):
-            handle = ModelHandle(None, decoders, encoder, path, workers=_start_workers(path, parallel, target, dtype))
+            workers = _start_workers(ModelFiles(checkpoint=path, fp8=fp8), parallel, target, dtype)
+            handle = ModelHandle(None, decoders, encoder, path, workers=workers)
         else:
-            handle = ModelHandle(load_transformer(path, **load), decoders, encoder, path)
+            handle = ModelHandle(load_transformer(path, fp8=fp8, **load), decoders, encoder, path)
         if unique_id is not None:
             _LOADED[unique_id] = handle
         return (handle,)
 
 
-def _start_workers(path: str, parallel: Parallel, device: torch.device, dtype: torch.dtype | None) -> Controller:
+def _start_workers(files: ModelFiles, parallel: Parallel, device: torch.device, dtype: torch.dtype | None
+                   ) -> Controller:
     """One worker per device, each with its shard: spawned here (CUDA devices 0..N-1, or CPU processes sharing the
     cores), or torchrun's attaching to `parallel.attach` (the device type is `device`'s)."""
     layout = parallel.layout
     threads = None if device.type == "cuda" or parallel.attach else max(1, (os.cpu_count() or 1) // layout.world_size)
-    workers = Controller(ModelFiles(checkpoint=path), layout, device_type=device.type, dtype=dtype, threads=threads,
-                         attach=parallel.attach)
+    workers = Controller(files, layout, device_type=device.type, dtype=dtype, threads=threads, attach=parallel.attach)
     with bridge.interrupts():
         workers.start(bridge.interrupt_requested)
     return workers

@@ -25,6 +25,7 @@ from torch import nn
 
 from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
+from ltx2_core.model.fp8 import fp8_modules, quantize
 
 log = logging.getLogger(__name__)
 
@@ -141,13 +142,19 @@ def fuse_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> list[st
 
 
 def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]]) -> list[str]:
-    params = dict(model.named_parameters())
+    """fp8 weights are dequantised, updated and quantised again with a fresh scale."""
+    params, fp8 = dict(model.named_parameters()), fp8_modules(model)
     for target, updates in deltas.items():
-        weight = params[target]
-        total = weight.float()
+        weight, owner = params[target], fp8.get(target.rsplit(".", 1)[0])
+        total = owner.dequantized(torch.float32) if owner is not None else weight.float()
         for pair, strength in updates:
             total.addmm_(pair.up.to(weight.device), pair.down.to(weight.device), alpha=strength * pair.scale)
-        weight.copy_(total)
+        if owner is not None:
+            q, scale = quantize(total)
+            weight.copy_(q)
+            owner.weight_scale.copy_(scale)
+        else:
+            weight.copy_(total)
     return sorted(deltas)
 
 
@@ -155,14 +162,16 @@ def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]]) -> 
 def fused_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> Iterator[nn.Module]:
     """The model with the LoRAs fused for the duration of the block; the original weights (kept on the CPU) are
     restored afterwards, also when the block fails."""
-    params = dict(model.named_parameters())
     deltas = _deltas(model, loras)
-    originals = {target: params[target].detach().to("cpu", copy=True) for target in deltas}
+    state = dict(model.named_parameters()) | dict(model.named_buffers())
+    scales = [f"{t.rsplit('.', 1)[0]}.weight_scale" for t in deltas]  # what fusing into an fp8 weight also changes
+    touched = [*deltas, *(name for name in scales if name in state)]
+    originals = {name: state[name].detach().to("cpu", copy=True) for name in touched}
     try:
         with torch.no_grad():
             _fuse(model, deltas)
         yield model
     finally:
         with torch.no_grad():
-            for target, original in originals.items():
-                params[target].copy_(original)
+            for name, original in originals.items():
+                state[name].copy_(original)

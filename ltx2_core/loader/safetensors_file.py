@@ -11,7 +11,7 @@ import json
 import math
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -155,15 +155,17 @@ def read_tensors(
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
     shards: Mapping[str, Shard] | None = None,
+    keep: Collection[str] = (),
 ) -> dict[str, torch.Tensor]:
-    """Reads only the tensors in `names` (model key -> file key), cast to `dtype` when floating; a model key in
-    `shards` reads only its shard from the file (`get_slice`), never the whole tensor."""
+    """Reads only the tensors in `names` (model key -> file key), cast to `dtype` when floating (except the keys in
+    `keep`, e.g. fp8 weights and their scales); a model key in `shards` reads only its shard from the file
+    (`get_slice`), never the whole tensor."""
     out, shards = {}, shards or {}
     with safe_open(str(file.path), framework="pt", device=str(device)) as f:
         for key, file_key in names.items():
             shard = shards.get(key)
             tensor = f.get_tensor(file_key) if shard is None else shard.of(f.get_slice(file_key))
-            if dtype is not None and tensor.is_floating_point():
+            if dtype is not None and tensor.is_floating_point() and key not in keep:
                 tensor = tensor.to(dtype)
             out[key] = tensor
     return out

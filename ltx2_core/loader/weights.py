@@ -6,13 +6,19 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
+from torch import nn
 
 from ltx2_core.config import TransformerConfig
 from ltx2_core.loader.checkpoint import check_tensors, transformer_config, transformer_keys
+from ltx2_core.errors import UnsupportedQuantizationError
+from ltx2_core.loader.fp8_files import fp8_plan
 from ltx2_core.loader.layouts import transformer_layout
 from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora, shard_lora
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
+from ltx2_core.model.fp8 import FP8Linear, dequantize_model, quantize_blocks, replace_module
 from ltx2_core.model.transformer import LTX2Transformer
+
+FP8_MODES = ("auto", "quantize", "dequantize")
 
 
 def load_transformer(
@@ -23,6 +29,7 @@ def load_transformer(
     dtype: torch.dtype | None = None,
     loras: Sequence[tuple[str | os.PathLike | Lora, float]] = (),
     parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None,
+    fp8: str = "auto",
 ) -> LTX2Transformer:
     """The DiT of a single-file LTX-2 checkpoint; `config` overrides the file's metadata.
 
@@ -32,20 +39,41 @@ def load_transformer(
     `loras` ((file or Lora, strength) pairs) are checked against the model before loading and fused after.
     `parallelize` (e.g. `ltx2_core.parallel.tensor_parallel` with a group) runs on the meta model once it is
     checked; this rank then reads only its shard of each parameter it names, and the LoRAs are fused into the shards.
+    `fp8` (see FP8_MODES): "auto" keeps an fp8 file's weights in fp8 (`FP8Linear`, see `loader.fp8_files` for the
+    layouts) and a bf16 file's in `dtype`; "quantize" also quantises a bf16 file's block linears to fp8 (half the
+    weight memory); "dequantize" turns an fp8 file's weights into `dtype` (default bf16).
     """
+    if fp8 not in FP8_MODES:
+        raise ValueError(f"fp8 must be one of {', '.join(FP8_MODES)}, got {fp8!r}")
     file = read_header(path)
     layout = transformer_layout(file)
     config = config or transformer_config(file)
     with torch.device("meta"):
         model = LTX2Transformer(config)
-    keys = transformer_keys(file.tensors, layout.prefix)
-    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    plan = fp8_plan(file, transformer_keys(file.tensors, layout.prefix))
+    if parallelize is not None and (fp8 == "quantize" or (plan.layers and fp8 != "dequantize")):
+        raise ValueError(f"{file.path}: tensor parallelism runs bf16 weights, not fp8; use cfg/sp parallelism, "
+                         "fp8='dequantize' for an fp8 file, or no fp8='quantize'")
+    keys, modules = plan.keys, dict(model.named_modules())
+    for name, has_input_scale in plan.layers.items():
+        linear = modules.get(name)
+        if type(linear) is not nn.Linear:
+            raise UnsupportedQuantizationError(f"{file.path}: {name}.weight is float8_e4m3fn but {name} is not a "
+                                               "linear layer of the transformer; the file is not an LTX-2 fp8 file")
+        replace_module(model, name, FP8Linear.like(linear, has_input_scale))
+    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()
+                if name.rsplit(".", 1)[0] not in plan.unscaled or not name.endswith(".weight_scale")}
     check_tensors(file, keys, expected, component="transformer")
     loras = [(lora if isinstance(lora, Lora) else load_lora(lora), strength) for lora, strength in loras]
     for lora, _ in loras:
         check_lora(model, lora)
     shards = parallelize(model) if parallelize is not None else {}
-    state = read_tensors(file, keys, device=device, dtype=dtype, shards=shards)
+    state = read_tensors(file, keys, device=device, dtype=dtype, shards=shards, keep=plan.kept)
+    state |= {f"{name}.weight_scale": torch.ones((), device=device) for name in plan.unscaled}
     model.load_state_dict(state, strict=True, assign=True)
+    if fp8 == "dequantize":
+        dequantize_model(model, dtype or torch.bfloat16)
+    elif fp8 == "quantize":
+        quantize_blocks(model)
     fuse_loras(model, [(shard_lora(lora, shards), strength) for lora, strength in loras])
     return model.eval()

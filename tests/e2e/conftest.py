@@ -16,13 +16,15 @@ from typing import NamedTuple
 
 import pytest
 
+from support.fp8_files import write_fp8_checkpoint
 from support.model_files import write_lora, write_upsampler
 
 ROOT = Path(__file__).resolve().parents[2]
 PACK_FOLDER = "ComfyUI-LTX2-Fast"
 # the tiny files, by the name a user would pick in each model folder
 TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.safetensors",
-        "upsampler": "tiny-upscaler-x2.safetensors", "lora": "tiny-distilled-lora.safetensors"}
+        "upsampler": "tiny-upscaler-x2.safetensors", "lora": "tiny-distilled-lora.safetensors",
+        "fp8_checkpoint": "tiny-ltx-2.3-fp8.safetensors"}
 
 
 class Server(NamedTuple):
@@ -61,6 +63,7 @@ def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
     for folder in folders.values():
         folder.mkdir(parents=True)
     (folders["checkpoints"] / TINY["checkpoint"]).symlink_to(tiny_checkpoints["2.3"])
+    write_fp8_checkpoint(tiny_checkpoints["2.3"], folders["checkpoints"] / TINY["fp8_checkpoint"], "official")
     (folders["text_encoders"] / TINY["text_encoder"]).symlink_to(gemma_files[0])
     write_upsampler(folders["latent_upscale_models"] / TINY["upsampler"], version="2.3")
     write_lora(folders["loras"] / TINY["lora"], seed=1, version="2.3")

@@ -1,0 +1,97 @@
+"""Which transformer tensors of a checkpoint are fp8, in the layouts LTX-2 files come in; read from the header (and
+ComfyUI's small `comfy_quant` tensors) before any weight:
+
+* official (`ltx-2-19b-dev-fp8`, `ltx-2.3-22b-dev-fp8`): `<layer>.weight` float8_e4m3fn, `<layer>.weight_scale` (0-d
+  fp32, w = q · scale) and `<layer>.input_scale` (0-d fp32); everything else bf16;
+* ComfyUI (fp8_scaled): the same, marked per layer by `<layer>.comfy_quant`, a uint8 tensor holding JSON such as
+  {"format": "float8_e4m3fn"} (or by the header's `_quantization_metadata`), or the older `scaled_fp8` marker key with
+  `<layer>.scale_weight` / `<layer>.scale_input`;
+* fp8 weights without a scale (a plain cast): scale 1.
+
+Other formats (nvfp4, mxfp8, float8_e5m2, int8) are refused naming the ones that load; GGUF files are not
+safetensors and are refused by the header check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from ltx2_core.errors import UnsupportedQuantizationError
+from ltx2_core.loader.safetensors_file import SafetensorsFile, read_tensors
+
+FP8_FORMAT = "float8_e4m3fn"
+SUPPORTED = ("bf16/fp16/fp32 checkpoints and float8_e4m3fn with per-tensor scales (the official *-fp8 files, "
+             "ComfyUI's fp8_scaled)")
+_LEGACY = {".scale_weight": ".weight_scale", ".scale_input": ".input_scale"}
+_QUANTISED_DTYPES = {"F8_E5M2": "float8_e5m2", "I8": "int8", "U8": "packed 4-bit (nvfp4/mxfp4)"}
+
+
+class Fp8Plan(NamedTuple):
+    """layers: fp8 module name -> whether the file has its input_scale; unscaled: fp8 modules without a weight
+    scale (scale 1); keys: model key -> file key with the bookkeeping keys dropped and legacy scale names mapped."""
+
+    layers: dict[str, bool]
+    unscaled: frozenset[str]
+    keys: dict[str, str]
+
+    @property
+    def kept(self) -> set[str]:
+        """The model keys read as they are stored (fp8 weights and their fp32 scales), never cast."""
+        return {f"{m}.{suffix}" for m in self.layers for suffix in ("weight", "weight_scale", "input_scale")}
+
+
+def fp8_plan(file: SafetensorsFile, keys: Mapping[str, str]) -> Fp8Plan:
+    keys = dict(keys)
+    if keys.pop("scaled_fp8", None) is not None:
+        for key in list(keys):
+            for old, new in _LEGACY.items():
+                if key.endswith(old):
+                    keys[key[: -len(old)] + new] = keys.pop(key)
+    formats = _declared_formats(file, keys)
+    for key in [k for k in keys if k.endswith(".comfy_quant")]:
+        del keys[key]
+    refused = {layer: fmt for layer, fmt in formats.items() if fmt != FP8_FORMAT}
+    layers, unscaled = {}, set()
+    for key, file_key in keys.items():
+        if not key.endswith(".weight"):
+            continue
+        module, dtype = key[: -len(".weight")], file.tensors[file_key].dtype
+        if dtype == "F8_E4M3":
+            layers[module] = f"{module}.input_scale" in keys
+            if f"{module}.weight_scale" not in keys:
+                unscaled.add(module)
+        elif dtype in _QUANTISED_DTYPES:
+            refused.setdefault(module, _QUANTISED_DTYPES[dtype])
+    if refused:
+        layer, fmt = sorted(refused.items())[0]
+        raise UnsupportedQuantizationError(
+            f"{file.path}: {len(refused)} layers are quantised as {fmt} (e.g. {layer}); this package loads "
+            f"{SUPPORTED}. Use the official bf16 or fp8 checkpoint of this model")
+    orphans = sorted(k for k in keys if k.endswith((".weight_scale", ".input_scale"))
+                     and k.rsplit(".", 1)[0] not in layers)
+    if orphans:
+        raise UnsupportedQuantizationError(f"{file.path}: {orphans[0]} scales a weight that is not float8_e4m3fn; "
+                                           f"this package loads {SUPPORTED}")
+    return Fp8Plan(layers, frozenset(unscaled), keys)
+
+
+def _declared_formats(file: SafetensorsFile, keys: Mapping[str, str]) -> dict[str, str]:
+    """Layer -> format, from the `comfy_quant` tensors (read here: a few bytes each) and the header's metadata."""
+    formats = {}
+    header = file.metadata.get("_quantization_metadata")
+    if header:
+        try:
+            layers = json.loads(header).get("layers", {})
+            formats |= {name.removeprefix("model.diffusion_model."): str(entry.get("format")) for name, entry in
+                        layers.items()}
+        except (ValueError, AttributeError) as exc:
+            raise UnsupportedQuantizationError(f"{file.path}: unreadable _quantization_metadata ({exc})")
+    marked = {k: fk for k, fk in keys.items() if k.endswith(".comfy_quant")}
+    for key, tensor in read_tensors(file, marked).items():
+        try:
+            formats[key[: -len(".comfy_quant")]] = str(json.loads(tensor.numpy().tobytes()).get("format"))
+        except (ValueError, AttributeError) as exc:
+            raise UnsupportedQuantizationError(f"{file.path}: {marked[key]} is not the JSON ComfyUI writes ({exc})")
+    return formats
