@@ -18,8 +18,12 @@ import json
 from collections.abc import Mapping
 from typing import NamedTuple
 
+import torch
+from torch import nn
+
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_tensors
+from ltx2_core.model.fp8 import FP8Linear, replace_module
 
 FP8_FORMAT = "float8_e4m3fn"
 SUPPORTED = ("bf16/fp16/fp32 checkpoints and float8_e4m3fn with per-tensor scales (the official *-fp8 files, "
@@ -95,3 +99,24 @@ def _declared_formats(file: SafetensorsFile, keys: Mapping[str, str]) -> dict[st
         except (ValueError, AttributeError) as exc:
             raise UnsupportedQuantizationError(f"{file.path}: {marked[key]} is not the JSON ComfyUI writes ({exc})")
     return formats
+
+
+def apply_fp8_plan(model: nn.Module, plan: Fp8Plan, path: object, *, scaled_mm: bool | None = None) -> dict:
+    """On the meta model: each fp8 layer of `plan` becomes an FP8Linear (`scaled_mm` as FP8Linear's); returns the
+    state-dict shapes the file must match (no weight_scale for the unscaled layers)."""
+    modules = dict(model.named_modules())
+    for name, has_input_scale in plan.layers.items():
+        linear = modules.get(name)
+        if type(linear) is not nn.Linear:
+            raise UnsupportedQuantizationError(f"{path}: {name}.weight is float8_e4m3fn but {name} is not a linear "
+                                               "layer of the model; the file is not a supported fp8 file")
+        fp8 = FP8Linear.like(linear, has_input_scale)
+        fp8.scaled_mm = scaled_mm
+        replace_module(model, name, fp8)
+    return {name: tuple(t.shape) for name, t in model.state_dict().items()
+            if not (name.endswith(".weight_scale") and name.rsplit(".", 1)[0] in plan.unscaled)}
+
+
+def unscaled_state(plan: Fp8Plan, device: torch.device | str) -> dict[str, torch.Tensor]:
+    """The scale 1 of every fp8 layer stored without one (a plain cast)."""
+    return {f"{name}.weight_scale": torch.ones((), device=device) for name in plan.unscaled}

@@ -23,6 +23,7 @@ import torch
 
 from ltx2_core.errors import CheckpointError, KeyMismatchError, NotSafetensorsError, ShapeMismatchError
 from ltx2_core.loader.checkpoint import check_tensors
+from ltx2_core.loader.fp8_files import Fp8Plan, apply_fp8_plan, fp8_plan, unscaled_state
 from ltx2_core.loader.safetensors_file import SafetensorsFile, folder_listing, read_header, read_tensors
 from ltx2_core.model.text import gemma
 from ltx2_core.model.text.tokenizer import PromptTokenizer
@@ -79,14 +80,19 @@ def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype
     """`transformers.Gemma3TextModel` holding the file's weights (cast to `dtype`), checked before any read."""
     config = gemma.text_config(source.config)
     model = gemma.build_on_meta(config)
-    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
-    found = {key: file_key for _, keys in source.shards for key, file_key in keys.items()}
-    for file, keys in source.shards:
-        _check_dtypes(file, keys)
+    plans = [fp8_plan(file, keys | ({"scaled_fp8": "scaled_fp8"} if "scaled_fp8" in file.tensors else {}))
+             for file, keys in source.shards]
+    merged = Fp8Plan({k: v for p in plans for k, v in p.layers.items()},
+                     frozenset().union(*(p.unscaled for p in plans)), {})
+    # fp8 layers stay fp8 and are dequantised one at a time, as ComfyUI runs its fp8 text encoders (no fp8 matmul)
+    expected = apply_fp8_plan(model, merged, source.path, scaled_mm=False)
+    found = {key: file_key for plan in plans for key, file_key in plan.keys.items()}
+    for (file, _), plan in zip(source.shards, plans):
+        _check_dtypes(file, {k: fk for k, fk in plan.keys.items() if k not in plan.kept})
     _check_union(source, found, expected)
-    state: dict[str, torch.Tensor] = {}
-    for file, keys in source.shards:
-        state |= read_tensors(file, keys, device=device, dtype=dtype)
+    state: dict[str, torch.Tensor] = unscaled_state(merged, device)
+    for (file, _), plan in zip(source.shards, plans):
+        state |= read_tensors(file, plan.keys, device=device, dtype=dtype, keep=plan.kept)
     model.load_state_dict(state, strict=True, assign=True)
     gemma.materialize_buffers(model, device)
     return model
@@ -181,8 +187,8 @@ def _from_folder(folder: Path) -> GemmaSource:
 def _check_dtypes(file: SafetensorsFile, keys: Mapping[str, str]) -> None:
     odd = sorted({file.tensors[k].dtype for k in keys.values()} - set(_FLOAT_DTYPES))
     if odd:
-        raise CheckpointError(f"{file.path}: language-model weights stored as {odd}; quantized (fp8-scaled) text "
-                              "encoders are not supported yet, use the bf16 gemma_3_12B_it.safetensors")
+        raise CheckpointError(f"{file.path}: language-model weights stored as {odd}; text encoders load in bf16, "
+                              "fp16, fp32 or float8_e4m3fn (gemma_3_12B_it.safetensors or its fp8_scaled file)")
 
 
 def _check_union(source: GemmaSource, found: Mapping[str, str], expected: Mapping[str, tuple[int, ...]]) -> None:

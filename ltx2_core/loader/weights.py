@@ -6,16 +6,14 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
-from torch import nn
 
 from ltx2_core.config import TransformerConfig
 from ltx2_core.loader.checkpoint import check_tensors, transformer_config, transformer_keys
-from ltx2_core.errors import UnsupportedQuantizationError
-from ltx2_core.loader.fp8_files import fp8_plan
+from ltx2_core.loader.fp8_files import apply_fp8_plan, fp8_plan, unscaled_state
 from ltx2_core.loader.layouts import transformer_layout
 from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora, shard_lora
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
-from ltx2_core.model.fp8 import FP8Linear, dequantize_model, quantize_blocks, replace_module
+from ltx2_core.model.fp8 import dequantize_model, quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 
 FP8_MODES = ("auto", "quantize", "dequantize")
@@ -54,22 +52,14 @@ def load_transformer(
     if parallelize is not None and (fp8 == "quantize" or (plan.layers and fp8 != "dequantize")):
         raise ValueError(f"{file.path}: tensor parallelism runs bf16 weights, not fp8; use cfg/sp parallelism, "
                          "fp8='dequantize' for an fp8 file, or no fp8='quantize'")
-    keys, modules = plan.keys, dict(model.named_modules())
-    for name, has_input_scale in plan.layers.items():
-        linear = modules.get(name)
-        if type(linear) is not nn.Linear:
-            raise UnsupportedQuantizationError(f"{file.path}: {name}.weight is float8_e4m3fn but {name} is not a "
-                                               "linear layer of the transformer; the file is not an LTX-2 fp8 file")
-        replace_module(model, name, FP8Linear.like(linear, has_input_scale))
-    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()
-                if name.rsplit(".", 1)[0] not in plan.unscaled or not name.endswith(".weight_scale")}
+    keys, expected = plan.keys, apply_fp8_plan(model, plan, file.path)
     check_tensors(file, keys, expected, component="transformer")
     loras = [(lora if isinstance(lora, Lora) else load_lora(lora), strength) for lora, strength in loras]
     for lora, _ in loras:
         check_lora(model, lora)
     shards = parallelize(model) if parallelize is not None else {}
     state = read_tensors(file, keys, device=device, dtype=dtype, shards=shards, keep=plan.kept)
-    state |= {f"{name}.weight_scale": torch.ones((), device=device) for name in plan.unscaled}
+    state |= unscaled_state(plan, device)
     model.load_state_dict(state, strict=True, assign=True)
     if fp8 == "dequantize":
         dequantize_model(model, dtype or torch.bfloat16)

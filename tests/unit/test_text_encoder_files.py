@@ -6,6 +6,7 @@ import json
 
 import pytest
 import torch
+from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ltx2_core import TransformerConfig
@@ -14,6 +15,7 @@ from ltx2_core.errors import CheckpointError, KeyMismatchError, NotSafetensorsEr
 from ltx2_core.loader import gemma_files as gemma_loader
 from ltx2_core.loader import text_weights
 from ltx2_core.loader.text_weights import load_prompt_encoder
+from ltx2_core.model.fp8 import dequantize, fp8_modules, quantize
 from support.checkpoints import write_checkpoint
 from support.gemma import gemma_state, write_comfyui_file
 
@@ -69,9 +71,55 @@ def test_missing_tensor_is_named(tmp_path, no_weight_reads):
     assert str(path) in str(error.value)
 
 
-def test_quantized_gemma_is_rejected_with_the_supported_file(tmp_path, tiny_checkpoints):
-    path = _comfy(tmp_path, "gemma_3_12B_it_fp8_scaled.safetensors", dtype=torch.float8_e4m3fn)
-    with pytest.raises(CheckpointError, match="fp8-scaled.*not supported yet.*gemma_3_12B_it.safetensors"):
+def test_gemma_cast_to_fp8_wholesale_is_rejected_naming_the_layer(tmp_path, tiny_checkpoints):
+    """Embeddings and norms in fp8 are no fp8 file ComfyUI or Google publish."""
+    path = _comfy(tmp_path, "gemma_3_12B_it_fp8.safetensors", dtype=torch.float8_e4m3fn)
+    with pytest.raises(CheckpointError, match="is float8_e4m3fn but .* is not a linear layer"):
+        load_prompt_encoder(path, tiny_checkpoints["2.3"], max_length=32)
+
+
+@pytest.mark.parametrize("layout", ["comfy_quant", "scaled_fp8"])
+def test_comfyuis_fp8_scaled_gemma_stays_fp8_and_encodes_as_its_dequantised_weights(tmp_path, tiny_checkpoints,
+                                                                                   layout):
+    """ComfyUI's gemma_3_12B_it_fp8_scaled layout (per-layer comfy_quant, or the older root `scaled_fp8` marker
+    with `scale_weight`): the linears stay fp8 (half the memory) and are dequantised one layer at a time."""
+    state = gemma_state()
+    linears = [k for k in state if k.endswith(("_proj.weight",)) and k.startswith("layers.")]
+    quantised, dequantised = {}, dict(state)
+    for key in linears:
+        q, scale = quantize(state[key])
+        quantised[key], dequantised[key] = (q, scale), dequantize(q, scale, torch.float32)
+    reference = write_comfyui_file(tmp_path / "reference.safetensors", dequantised)
+    path = write_comfyui_file(tmp_path / "gemma_3_12B_it_fp8_scaled.safetensors", state)
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    for key, (q, scale) in quantised.items():
+        stem = "model." + key[: -len(".weight")]
+        tensors[stem + ".weight"] = q
+        if layout == "comfy_quant":
+            tensors[stem + ".weight_scale"] = scale
+            tensors[stem + ".comfy_quant"] = torch.tensor(list(b'{"format": "float8_e4m3fn"}'), dtype=torch.uint8)
+        else:
+            tensors[stem + ".scale_weight"] = scale
+    if layout == "scaled_fp8":
+        tensors["scaled_fp8"] = torch.empty(0, dtype=torch.float8_e4m3fn)
+    save_file(tensors, str(path))
+    encoder = load_prompt_encoder(path, tiny_checkpoints["2.3"], max_length=32)
+    fp8 = fp8_modules(encoder.gemma)
+    assert len(fp8) == len(linears) and all(m.weight.dtype == torch.float8_e4m3fn for m in fp8.values())
+    got = encoder.encode("a red car in the rain")[0]
+    want = load_prompt_encoder(reference, tiny_checkpoints["2.3"], max_length=32).encode("a red car in the rain")[0]
+    torch.testing.assert_close(got.video, want.video, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got.audio, want.audio, atol=1e-5, rtol=1e-5)
+
+
+def test_a_gemma_in_fp4_is_refused_naming_what_loads(tmp_path, tiny_checkpoints):
+    path = write_comfyui_file(tmp_path / "gemma_3_12B_it_fp4_mixed.safetensors")
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    tensors["model.layers.0.mlp.up_proj.comfy_quant"] = torch.tensor(list(b'{"format": "nvfp4"}'), dtype=torch.uint8)
+    save_file(tensors, str(path))
+    with pytest.raises(CheckpointError, match="quantised as nvfp4.*float8_e4m3fn"):
         load_prompt_encoder(path, tiny_checkpoints["2.3"], max_length=32)
 
 
