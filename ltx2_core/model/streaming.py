@@ -1,0 +1,132 @@
+"""Streamed transformer blocks: a card smaller than the weights runs the model by copying each block to the device
+just before it runs.
+
+`stream_blocks(model, device, resident=N)` keeps the non-block weights and the first N blocks on the device and the
+other blocks in (pinned) host memory. Two device slots, each the size of one block, take the streamed blocks in
+turn: while block i runs from one slot, block i+1 is copied into the other on a side stream, and the last block's
+hook already starts copying the first streamed block of the next step. Copies wait on events (the slot's previous
+block has finished), compute waits on events (its block has arrived): the host never waits, so a step keeps zero
+host syncs. All guidance passes of a step are one batched forward, so one streamed copy of the weights serves every
+pass (ComfyUI streams per pass).
+
+A block's parameters and buffers are bound to its slot's tensors for its forward (`param.data` swaps, host-side
+pointer changes) and to its host tensors otherwise, so LoRA fusion, state dicts and `parameters()` see the host
+copies at rest. On a CPU "device" the same code runs with plain copies (tests); CUDA graphs and torch.compile need
+fixed weight addresses and are not combined with streaming.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+
+class _Tensors(NamedTuple):
+    names: tuple[str, ...]
+    host: list[torch.Tensor]  # one block's tensors in host memory, in `names` order
+
+
+def _tensors(block: nn.Module) -> dict[str, torch.Tensor]:
+    return dict(block.named_parameters()) | {name: b for name, b in block.named_buffers() if b is not None}
+
+
+def _bind(block: nn.Module, names: tuple[str, ...], tensors: list[torch.Tensor]) -> None:
+    for name, tensor in zip(names, tensors):
+        owner_name, _, attr = name.rpartition(".")
+        owner = block.get_submodule(owner_name) if owner_name else block
+        current = getattr(owner, attr)
+        if isinstance(current, nn.Parameter):
+            current.data = tensor
+        else:
+            owner._buffers[attr] = tensor
+
+
+class BlockStreamer:
+    """The hooks and slots of one streamed model (see the module docstring); `device_weight_bytes()` is what the
+    weights occupy on the device: the resident tensors plus the two slots."""
+
+    def __init__(self, model: nn.Module, device: torch.device | str, resident: int) -> None:
+        self.model, self.device = model, torch.device(device)
+        blocks = list(model.transformer_blocks)
+        if not 0 <= resident <= len(blocks):
+            raise ValueError(f"resident blocks must be between 0 and {len(blocks)}, got {resident}")
+        for name, module in model.named_children():
+            if name != "transformer_blocks":
+                module.to(self.device)
+        for param in model.parameters(recurse=False):
+            param.data = param.data.to(self.device)
+        for block in blocks[:resident]:
+            block.to(self.device)
+        self.streamed = blocks[resident:]
+        self.cuda = self.device.type == "cuda"
+        self.blocks: list[_Tensors] = []
+        for block in self.streamed:
+            tensors = _tensors(block)
+            host = [t.detach().to("cpu") for t in tensors.values()]
+            host = [t.pin_memory() for t in host] if self.cuda else host
+            _bind(block, tuple(tensors), host)
+            self.blocks.append(_Tensors(tuple(tensors), host))
+        shapes = {tuple((tuple(t.shape), t.dtype) for t in block.host) for block in self.blocks}
+        if len(shapes) > 1:
+            raise ValueError("the streamed blocks differ in their tensors' shapes; streaming needs identical blocks")
+        self.slots = [[torch.empty_like(t, device=self.device) for t in self.blocks[0].host] for _ in range(2)] \
+            if self.streamed else []
+        self.copy_stream = torch.cuda.Stream(self.device) if self.cuda else None
+        self.arrived: list = [None] * len(self.streamed)  # per streamed block: the event of its copy
+        self.slot_of: list[int] = [0] * len(self.streamed)
+        self.freed: list = [None, None]  # per slot: the event after the last block that ran from it
+        self.next_slot, self.in_flight = 0, None
+        self.handles = []
+        for index, block in enumerate(self.streamed):
+            self.handles.append(block.register_forward_pre_hook(lambda _m, _a, i=index: self._before(i)))
+            self.handles.append(block.register_forward_hook(lambda _m, _a, _o, i=index: self._after(i)))
+
+    def device_weight_bytes(self) -> int:
+        streamed = {id(t) for block in self.streamed for t in _tensors(block).values()}
+        tensors = list(self.model.parameters()) + [b for b in self.model.buffers() if b is not None]
+        resident = sum(t.numel() * t.element_size() for t in tensors if id(t) not in streamed)
+        return resident + sum(t.numel() * t.element_size() for slot in self.slots for t in slot)
+
+    def _copy(self, index: int) -> None:
+        """Issues block `index`'s copy into the next slot (they alternate), once the slot's last block is done."""
+        slot, self.next_slot = self.next_slot, 1 - self.next_slot
+        self.slot_of[index], self.in_flight = slot, index
+        if not self.cuda:
+            for dst, src in zip(self.slots[slot], self.blocks[index].host):
+                dst.copy_(src)
+            return
+        with torch.cuda.stream(self.copy_stream):
+            if self.freed[slot] is not None:
+                self.copy_stream.wait_event(self.freed[slot])
+            for dst, src in zip(self.slots[slot], self.blocks[index].host):
+                dst.copy_(src, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(self.copy_stream)
+        self.arrived[index] = event
+
+    def _before(self, index: int) -> None:
+        if self.in_flight != index:  # the first forward, or blocks run out of order
+            self._copy(index)
+        if self.cuda:
+            torch.cuda.current_stream(self.device).wait_event(self.arrived[index])
+        _bind(self.streamed[index], self.blocks[index].names, self.slots[self.slot_of[index]])
+        self._copy((index + 1) % len(self.streamed))  # the next one into the other slot (after the last: the first)
+
+    def _after(self, index: int) -> None:
+        if self.cuda:
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(self.device))
+            self.freed[self.slot_of[index]] = event
+        _bind(self.streamed[index], self.blocks[index].names, self.blocks[index].host)
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+
+def stream_blocks(model: nn.Module, device: torch.device | str, resident: int = 0) -> BlockStreamer:
+    """Streams `model`'s transformer blocks past the first `resident` through two device slots (module docstring)."""
+    return BlockStreamer(model, device, resident)

@@ -1,0 +1,77 @@
+"""Streamed blocks: with 0, 1 or all blocks resident the model computes what the resident model does (fp32), the
+weights of a streamed block are in its device slot only while it runs, a guided step keeps zero host syncs, and the
+device holds the resident tensors plus two block-sized slots."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from ltx2_core import TransformerConfig
+from ltx2_core.demo import demo_inputs, demo_transformer
+from ltx2_core.model.fp8 import quantize_blocks
+from ltx2_core.model.streaming import stream_blocks
+from support.census import OpCensus
+
+
+def _bytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+@pytest.mark.parametrize("resident", [0, 1, 3])
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_streamed_blocks_compute_what_the_resident_model_does(version, resident):
+    model = demo_transformer(TransformerConfig.tiny(version))
+    inputs = demo_inputs(model, text_tokens=7)
+    want = model(*inputs)
+    streamed = copy.deepcopy(model)
+    streamer = stream_blocks(streamed, "cpu", resident=resident)
+    assert len(streamer.streamed) == model.config.num_layers - resident
+    for _ in range(2):  # the second forward starts from the block the first one's last hook prefetched
+        got = streamed(*inputs)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, atol=1e-6, rtol=0)
+
+
+def test_a_streamed_block_uses_its_slot_while_it_runs_and_host_memory_otherwise():
+    model = demo_transformer(TransformerConfig.tiny("2.0"))
+    streamer = stream_blocks(model, "cpu", resident=1)
+    seen = []
+    for index, block in enumerate(streamer.streamed):
+        block.register_forward_pre_hook(lambda m, a, i=index: seen.append(
+            (i, m.attn1.to_q.weight.data_ptr(), {t.data_ptr() for slot in streamer.slots for t in slot})))
+    model(*demo_inputs(model, text_tokens=7))
+    assert [i for i, _, _ in seen] == [0, 1]
+    assert all(pointer in slots for _, pointer, slots in seen)  # hooks run in order: bound to the slot by now
+    at_rest = {streamer.streamed[0].attn1.to_q.weight.data_ptr()}
+    assert at_rest == {streamer.blocks[0].host[streamer.blocks[0].names.index("attn1.to_q.weight")].data_ptr()}
+
+
+def test_the_device_holds_resident_weights_and_two_block_slots_and_fp8_blocks_stream_as_fp8():
+    model = demo_transformer(TransformerConfig.tiny("2.0"))
+    blocks = model.transformer_blocks
+    block_bytes = _bytes([*blocks[0].parameters(), *blocks[0].buffers()])
+    total = _bytes([*model.parameters(), *model.buffers()])
+    for resident in (0, 1, 3):
+        streamer = stream_blocks(copy.deepcopy(model), "cpu", resident=resident)
+        streamed_blocks = len(streamer.streamed)
+        expected = total - streamed_blocks * block_bytes + (2 * block_bytes if streamed_blocks else 0)
+        assert streamer.device_weight_bytes() == expected
+    fp8 = copy.deepcopy(model)
+    quantize_blocks(fp8)
+    want = fp8(*demo_inputs(fp8, text_tokens=7))
+    streamer = stream_blocks(fp8, "cpu", resident=0)
+    assert any(t.dtype == torch.float8_e4m3fn for t in streamer.slots[0])
+    for g, w in zip(fp8(*demo_inputs(fp8, text_tokens=7)), want):
+        torch.testing.assert_close(g, w, atol=1e-6, rtol=0)
+
+
+def test_a_streamed_forward_has_no_host_sync():
+    model = demo_transformer(TransformerConfig.tiny("2.0"))
+    stream_blocks(model, "cpu", resident=1)
+    inputs = demo_inputs(model, text_tokens=7)
+    with OpCensus() as census:
+        model(*inputs)
+    assert census.syncs() == {}
