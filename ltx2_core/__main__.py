@@ -24,7 +24,9 @@ from ltx2_core.config import ModelVersion
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
+from ltx2_core.loader.fp8_files import is_fp8_checkpoint
 from ltx2_core.loader.weights import FP8_MODES
+from ltx2_core.memory_plan import GB, MemoryPlan, plan_memory, transformer_weight_bytes
 from ltx2_core.parallel import launch
 from ltx2_core.pipeline import (
     DEFAULT_NEGATIVE_PROMPT,
@@ -80,6 +82,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--fp8", choices=FP8_MODES, default="auto",
                    help="transformer weights: auto keeps an fp8 file in fp8 and a bf16 file in --dtype; quantize: a "
                         "bf16 file's block linears to fp8 at load; dequantize: an fp8 file to --dtype")
+    p.add_argument("--memory", choices=("auto", "resident"), default="auto",
+                   help="auto: on CUDA (or with --memory-budget) plan what stays on the device from its free memory, "
+                        "streaming the transformer blocks that do not fit; resident: everything on the device")
+    p.add_argument("--memory-budget", type=float, metavar="GB",
+                   help="plan for this much device memory instead of what is free (e.g. to leave room)")
     p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
     p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
     p.add_argument("--passes-per-forward", type=_positive, help="guidance passes per transformer forward (default: "
@@ -155,7 +162,34 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
     layout(args).check(world_size=launch.ranks(), heads=(config.video.heads, config.audio.heads),
                        devices=torch.cuda.device_count() if args.device.startswith("cuda") else None,
                        passes=len(active_passes(*guidance_for(request, config))))
+    if args.memory_budget is not None and not args.memory_budget > 0:
+        raise ValueError(f"--memory-budget must be a positive number of GB, got {args.memory_budget}")
     return request
+
+
+def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -> MemoryPlan | None:
+    """The plan of what stays on the device (before any model loads), or None when everything stays: on the CPU
+    without a budget, with --memory resident, or under tensor parallelism (whose shards are planned per rank)."""
+    cuda = args.device.startswith("cuda")
+    if args.memory == "resident" or (args.memory_budget is None and not cuda) or layout(args).world_size > 1:
+        return None
+    if args.cuda_graphs or args.compile:
+        raise ValueError("--memory auto may stream blocks, which --compile and --cuda-graphs do not support; add "
+                         "--memory resident")
+    free = int(args.memory_budget * GB) if args.memory_budget else torch.cuda.mem_get_info(torch.device(args.device))[0]
+    config = files.transformer_config()
+    dtype = DTYPES[args.dtype] if args.dtype else (torch.float32 if files.checkpoint is None else torch.bfloat16)
+    fp8 = files.fp8 == "quantize" or (files.fp8 == "auto" and files.checkpoint is not None and
+                                      is_fp8_checkpoint(files.checkpoint))
+    weights = transformer_weight_bytes(config, dtype, fp8=fp8)
+    passes = len(active_passes(*guidance_for(request, config)))
+    scale = 2 if request.two_stage else 1
+    plans = [plan_memory(config, weights, free, request.frames, request.height // scale, request.width // scale,
+                         passes, fps=request.fps, dtype=dtype, fp8_available=not fp8)]
+    if request.two_stage:  # stage 2: full size, one pass
+        plans.append(plan_memory(config, weights, free, request.frames, request.height, request.width, 1,
+                                 fps=request.fps, dtype=dtype, fp8_available=not fp8))
+    return min(plans, key=lambda plan: (plan.resident_blocks, plan.passes_per_forward))
 
 
 def layout(args: argparse.Namespace) -> ParallelConfig:
@@ -194,9 +228,10 @@ def run(args: argparse.Namespace) -> None:
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
                        args.version, args.fp8)
     request = check_early(args, build_request(args), files)
+    plan = memory_plan(args, request, files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1
     try:
-        result = _generate(args, request, files, parallel)
+        result = _generate(args, request, files, parallel, plan)
     finally:
         if parallel:
             launch.leave()
@@ -204,7 +239,8 @@ def run(args: argparse.Namespace) -> None:
         _write(args, result)
 
 
-def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, parallel: bool) -> Generation | None:
+def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, parallel: bool,
+              plan: MemoryPlan | None) -> Generation | None:
     """Loads the models (this rank's shard of the transformer under torchrun) and generates; None on ranks that do
     not decode."""
     device = launch.local_device(args.device) if parallel else args.device
@@ -212,8 +248,10 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
     say = print if launch.is_main() else (lambda *_: None)
     say(f"model: {files.label}" + (f"; cfg {args.cfg_parallel} × sp {args.sp} × tp {args.tp}" if parallel else ""))
     start = time.perf_counter()
+    if plan is not None:
+        say(plan.describe())
     models = files.load(device, DTYPES[args.dtype] if args.dtype else None,
-                        parallelize=launch.tensor_parallel_for(mesh, layout(args)) if parallel else None)
+                        parallelize=launch.tensor_parallel_for(mesh, layout(args)) if parallel else None, plan=plan)
     distribution = launch.finish(models.transformer, mesh, layout(args)) if parallel else Distribution()
     if args.compile:
         compile_blocks(models.transformer)
@@ -221,8 +259,9 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
         f"{request.frames} frames at {request.fps:g} fps, seed {request.seed}")
     progress = None if args.no_progress or not launch.is_main() else ProgressBars()
     try:
+        passes_per_forward = args.passes_per_forward or (plan.passes_per_forward if plan is not None else None)
         return generate(request, models, progress, cuda_graphs=args.cuda_graphs,
-                        passes_per_forward=args.passes_per_forward, distribution=distribution)
+                        passes_per_forward=passes_per_forward, distribution=distribution)
     finally:
         if progress is not None:
             progress.close()

@@ -25,6 +25,7 @@ from ltx2_core.loader import (
 )
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.text_weights import load_prompt_encoder
+from ltx2_core.memory_plan import MemoryPlan, apply_memory_plan
 from ltx2_core.model.fp8 import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
@@ -88,9 +89,18 @@ class ModelFiles:
                                 dtype=dtype, fp8=self.fp8)
 
     def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
-             parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None) -> Models:
+             parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None,
+             plan: MemoryPlan | None = None) -> Models:
         """Every model of the generation; `parallelize` (tensor parallelism) shards the transformer: a checkpoint's
-        on the meta model so this rank reads only its shards, the demo's after it is built."""
+        on the meta model so this rank reads only its shards, the demo's after it is built. `plan` (a memory
+        plan): its streamed blocks are loaded into host memory and streamed to `device`."""
+        models = self._load(device, dtype, parallelize, streamed=plan is not None and plan.streamed_blocks > 0,
+                            planned=plan is not None)
+        if plan is not None:
+            apply_memory_plan(models.transformer, plan, device)
+        return models
+
+    def _load(self, device, dtype, parallelize, streamed: bool, planned: bool) -> Models:
         if self.checkpoint is None:
             from ltx2_core.demo import demo_models  # the demo is built only when asked for
 
@@ -104,10 +114,13 @@ class ModelFiles:
             return models
         load = dict(device=device, dtype=dtype)
         transformer = load_transformer(self.checkpoint, loras=self.loras, parallelize=parallelize, fp8=self.fp8,
-                                       **load)
+                                       device="cpu" if streamed else device, dtype=dtype)
         return Models(
             transformer=transformer,
-            prompt_encoder=load_prompt_encoder(self.text_encoder, self.checkpoint, **load),
+            # with a memory plan Gemma waits on the CPU and visits the device only while it encodes
+            prompt_encoder=load_prompt_encoder(self.text_encoder, self.checkpoint, **load,
+                                               offload_device="cpu" if planned and torch.device(device).type == "cuda"
+                                               else None),
             decoders=Decoders(load_video_decoder(self.checkpoint, **load), load_audio_decoder(self.checkpoint, **load),
                               load_vocoder(self.checkpoint, device=device)),  # fp32: small and precision-bound
             upsampler=load_upsampler(self.upsampler, **load) if self.upsampler else None,

@@ -90,4 +90,5 @@ class LTX2Generate:
         else:
             sampler, fused = None, model.loras and fused_loras(model.transformer, model.loras)
         with fused or contextlib.nullcontext(), bridge.interrupts():
-            return comfy_outputs(generate(request, models, progress, sampler=sampler))
+            return comfy_outputs(generate(request, models, progress, sampler=sampler,
+                                          passes_per_forward=model.passes_per_forward))

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import torch
 
 from ltx2_core import Lora, TextEmbeddings, TransformerConfig
+from ltx2_core.memory_plan import MemoryPlan
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.parallel import ParallelConfig
@@ -31,6 +32,15 @@ class ModelHandle(NamedTuple):
     checkpoint: str
     loras: tuple[tuple[Lora, float], ...] = ()
     workers: Controller | None = None
+    memory: MemoryPlan | None = None  # what stays on the device (None: everything)
+
+    @property
+    def passes_per_forward(self) -> int | None:
+        return None if self.memory is None else self.memory.passes_per_forward
+
+    @property
+    def streamed(self) -> bool:
+        return self.memory is not None and self.memory.streamed_blocks > 0
 
     @property
     def config(self) -> TransformerConfig:

@@ -18,7 +18,10 @@ from ltx2_core import (
 )
 from ltx2_core.errors import LTX2Error
 from ltx2_core.loader.kinds import check_kind
+from ltx2_core.loader import read_header, transformer_config
+from ltx2_core.loader.fp8_files import is_fp8_checkpoint
 from ltx2_core.loader.weights import FP8_MODES
+from ltx2_core.memory_plan import MemoryPlan, activation_bytes, apply_memory_plan, plan_memory, transformer_weight_bytes
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.runtime import Controller
 from ltx2_core.types import Decoders
@@ -29,6 +32,8 @@ from .handles import MODEL, PARALLEL, TEXT_ENCODER, UPSAMPLER, ModelHandle, Para
 CATEGORY = "LTX-2/loaders"
 DTYPES = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEVICES = ("default", "cpu", "cuda")
+MEMORY_MODES = ("auto", "resident", "stream")
+PLANNED_FOR = (121, 512, 768, 4)  # frames, height, width, guidance passes of the request a load plans for
 _LOADED: dict[str, ModelHandle] = {}  # the model each checkpoint-loader node (by its id) holds now
 
 
@@ -76,6 +81,10 @@ class LTX2CheckpointLoader:
                                       "memory; fp8 tensor cores on RTX 40/50, H100 and newer), a bf16 file as "
                                       "weight_dtype; quantize: a bf16 file's block weights to fp8 at load; "
                                       "dequantize: an fp8 file to weight_dtype"}),
+            "memory": (list(MEMORY_MODES), {"default": "auto", "tooltip": "auto: on a GPU, plan from its free "
+                       "memory (for 768x512x121 with 4 guidance passes) which transformer blocks stay on it and "
+                       "stream the others from pinned RAM; resident: all on the device; stream: every block "
+                       "streamed (the least device memory)"}),
             "parallel": (PARALLEL, {"tooltip": "from LTX2 Parallel Config: the transformer spread over several "
                                     "devices, one worker process each (the VAEs stay on `device`)"}),
         }, "hidden": {"unique_id": "UNIQUE_ID"}}
@@ -85,7 +94,7 @@ class LTX2CheckpointLoader:
         return file_problem("checkpoints", ckpt_name, "checkpoint")
 
     def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default", fp8: str = "auto",
-             parallel: Parallel | None = None, unique_id: str | None = None):
+             memory: str = "auto", parallel: Parallel | None = None, unique_id: str | None = None):
         path, target, dtype = bridge.model_path("checkpoints", ckpt_name), _device(device), DTYPES[weight_dtype]
         previous = _LOADED.pop(unique_id, None)
         if previous is not None:  # this node loads another model: the old one goes first, never two at once
@@ -99,7 +108,13 @@ class LTX2CheckpointLoader:
             workers = _start_workers(ModelFiles(checkpoint=path, fp8=fp8), parallel, target, dtype)
             handle = ModelHandle(None, decoders, encoder, path, workers=workers)
         else:
-            handle = ModelHandle(load_transformer(path, fp8=fp8, **load), decoders, encoder, path)
+            plan = _memory_plan(path, memory, target, dtype, fp8)
+            streamed = plan is not None and plan.streamed_blocks > 0
+            transformer = load_transformer(path, fp8=fp8, device="cpu" if streamed else target, dtype=dtype)
+            if plan is not None:
+                apply_memory_plan(transformer, plan, target)
+                print(f"[LTX-2] {plan.describe()}")
+            handle = ModelHandle(transformer, decoders, encoder, path, memory=plan)
         if unique_id is not None:
             _LOADED[unique_id] = handle
         return (handle,)
@@ -115,6 +130,22 @@ def _start_workers(files: ModelFiles, parallel: Parallel, device: torch.device, 
     with bridge.interrupts():
         workers.start(bridge.interrupt_requested)
     return workers
+
+
+def _memory_plan(path: str, memory: str, device: torch.device, dtype: torch.dtype | None, fp8: str
+                 ) -> MemoryPlan | None:
+    """The plan of what stays on the device (None: all of it) for the reference request PLANNED_FOR."""
+    if memory == "resident" or (memory == "auto" and device.type != "cuda"):
+        return None
+    config = transformer_config(read_header(path))
+    quantised = fp8 == "quantize" or (fp8 == "auto" and is_fp8_checkpoint(path))
+    dtype = dtype or torch.bfloat16
+    weights = transformer_weight_bytes(config, dtype, fp8=quantised)
+    if memory == "stream":  # every block through the two slots, whatever the free memory
+        activations = activation_bytes(config, *PLANNED_FOR[:3], PLANNED_FOR[3], dtype)
+        return MemoryPlan(0, weights.blocks, PLANNED_FOR[3], False, weights, activations, 0, 0)
+    free = torch.cuda.mem_get_info(device)[0]
+    return plan_memory(config, weights, free, *PLANNED_FOR, dtype=dtype, fp8_available=not quantised)
 
 
 class LTX2TextEncoderLoader:

@@ -178,12 +178,16 @@ class LTX2Sampler:
                                            preview=projection), ()
             ready = sampler.take_preview if projection is not None else None
         else:
+            if (compile or cuda_graphs) and model.streamed:
+                raise ValueError("compile and cuda_graphs need every block resident; set the loader's memory to "
+                                 "resident or switch them off")
             if compile and model.transformer not in _COMPILED:
                 compile_blocks(model.transformer)
                 _COMPILED.add(model.transformer)
             preview = (LatentPreview(rgb_projection(model.decoders.video), *latent.video.shape[2:])
                        if bridge.IN_COMFYUI else None)
-            sampler = LocalSampler(model.transformer, cuda_graphs=cuda_graphs, observe=preview and preview.observe)
+            sampler = LocalSampler(model.transformer, cuda_graphs=cuda_graphs, observe=preview and preview.observe,
+                                   passes_per_forward=model.passes_per_forward)
             loras, ready = model.loras, preview and preview.ready
         generator = torch.Generator(sampler.device).manual_seed(seed)
         with bridge.interrupts():

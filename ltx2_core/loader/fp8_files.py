@@ -46,6 +46,13 @@ class Fp8Plan(NamedTuple):
         return {f"{m}.{suffix}" for m in self.layers for suffix in ("weight", "weight_scale", "input_scale")}
 
 
+def is_fp8_checkpoint(path) -> bool:
+    """Whether a checkpoint stores any weight in float8_e4m3fn (header only)."""
+    from ltx2_core.loader.safetensors_file import read_header
+
+    return any(entry.dtype == "F8_E4M3" for entry in read_header(path).tensors.values())
+
+
 def fp8_plan(file: SafetensorsFile, keys: Mapping[str, str]) -> Fp8Plan:
     keys = dict(keys)
     if keys.pop("scaled_fp8", None) is not None:

@@ -73,9 +73,10 @@ def test_a_bad_value_is_refused_before_anything_runs(comfyui, tmp_path):
     assert not list(tmp_path.glob("*"))
 
 
-def test_an_fp8_checkpoint_runs_the_example_and_quantize_at_load_too(comfyui, tmp_path):
+def test_an_fp8_checkpoint_runs_the_example_also_streamed_and_quantize_at_load_too(comfyui, tmp_path):
     small = ["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"]
-    for name, settings in (("fp8", [f"1.ckpt_name={TINY['fp8_checkpoint']}"]), ("quantize", ["1.fp8=quantize"])):
+    for name, settings in (("fp8", [f"1.ckpt_name={TINY['fp8_checkpoint']}"]), ("quantize", ["1.fp8=quantize"]),
+                           ("fp8-streamed", [f"1.ckpt_name={TINY['fp8_checkpoint']}", "1.memory=stream"])):
         run = client(comfyui, "ltx2_t2v_one_stage", *small, *settings, out=tmp_path / name)
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
         assert list((tmp_path / name).glob("*.mp4"))

@@ -129,3 +129,18 @@ def test_loading_another_checkpoint_releases_the_previous_model(files, tiny_chec
     (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
     with pytest.raises(ValueError, match="released when its loader node loaded another checkpoint"):
         node("LTX2Sampler", first, conditioning, latent, 0, 2, "ltx2")
+
+
+def test_a_streaming_loader_samples_what_the_resident_one_does(loaded, files):
+    """memory=stream: every block in host memory, copied to the device slot by slot; the same latents."""
+    here, _, conditioning, guidance = loaded
+    (streamed,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", memory="stream",
+                       unique_id="streaming-test")
+    assert streamed.streamed and streamed.memory.resident_blocks == 0
+    (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
+    want, got = (node("LTX2Sampler", m, conditioning, latent, 3, 2, "ltx2", guidance=guidance)[0]
+                 for m in (here, streamed))
+    torch.testing.assert_close(got.video, want.video, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got.audio, want.audio, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="CUDA options"):
+        node("LTX2Sampler", streamed, conditioning, latent, 3, 2, "ltx2", compile=True)

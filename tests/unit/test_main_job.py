@@ -69,6 +69,8 @@ BAD = [
     (["--cuda-graphs", "--device", "cpu"], "CUDA options"),
     (["--sp", "3"], "3 ranks, but 1 were started"),
     (["--cfg-parallel", "2", "--mode", "distilled"], "cfg 2 exceeds the 1 guidance passes"),
+    (["--memory-budget", "0.00001"], "does not fit 10.0 KB free even with every block streamed"),
+    (["--memory-budget", "-1"], "--memory-budget must be a positive number"),
 ]
 
 
@@ -98,3 +100,26 @@ def test_two_stage_from_files(capsys, gemma_files, tiny_checkpoints, tmp_path):
     assert main(args) == 0, capsys.readouterr().err
     assert f"wrote {output}" in capsys.readouterr().out
     assert _probe(output)[:4] == (9, 24, 128, 64)
+
+
+def test_a_memory_budget_streams_blocks_with_the_output_of_the_resident_run(tmp_path, capsys):
+    """A budget that leaves room for no resident block: every block streams, the tensors equal the resident run's."""
+    from safetensors.torch import load_file
+
+    from ltx2_core import TransformerConfig
+    from ltx2_core.memory_plan import HEADROOM, activation_bytes, transformer_weight_bytes
+
+    import torch
+
+    config = TransformerConfig.tiny("2.0")
+    weights = transformer_weight_bytes(config, torch.float32)
+    need = weights.non_block + 2.5 * weights.per_block + activation_bytes(config, 9, 64, 96, 4, torch.float32)
+    common = ["generate", "--prompt", "a red car", "--width", "96", "--height", "64", "--frames", "9", "--steps", "2"]
+    runs = {}
+    for name, flags in (("streamed", ["--memory-budget", f"{need / HEADROOM / 1e9:.9f}"]),
+                        ("resident", ["--memory", "resident"])):
+        assert main([*common, *flags, "--output", str(tmp_path / f"{name}.mp4"),
+                     "--tensors", str(tmp_path / f"{name}.safetensors")]) == 0
+        runs[name] = load_file(str(tmp_path / f"{name}.safetensors"))
+    assert "0/3 blocks resident" in capsys.readouterr().out
+    torch.testing.assert_close(runs["streamed"]["frames"], runs["resident"]["frames"], atol=1e-5, rtol=0)

@@ -51,6 +51,7 @@ class LTX2Transformer(nn.Module):
         self.audio_scale_shift_table = nn.Parameter(torch.empty(2, a.width))
         self.proj_out = nn.Linear(v.width, v.out_channels)
         self.audio_proj_out = nn.Linear(a.width, a.out_channels)
+        self.cache_text_kv = True  # prepare_run's default; a memory plan may turn it off
 
     # ---------------------------------------------------------------- once per run
     def prepare_run(
@@ -60,12 +61,14 @@ class LTX2Transformer(nn.Module):
         video_context: torch.Tensor,
         audio_context: torch.Tensor,
         dtype: torch.dtype | None = None,
-        cache_text_kv: bool = True,
+        cache_text_kv: bool | None = None,
     ) -> RunConstants:
         """Positions `(1 or B, axes, tokens, 2)` [start, end) bounds (video: seconds, px, px; audio: seconds) and
         text contexts `(B, text_tokens, ·)` from the connectors -> the per-run constants of every forward.
         LTX-2.0's text keys and values do not depend on the step: with `cache_text_kv` they are computed here,
-        once per run, instead of in every forward (2.3 modulates them by sigma, so never there)."""
+        once per run, instead of in every forward (2.3 modulates them by sigma, so never there); None: the
+        model's `cache_text_kv`."""
+        cache_text_kv = self.cache_text_kv if cache_text_kv is None else cache_text_kv
         cfg = self.config
         dtype = dtype or self.patchify_proj.weight.dtype
         video_context, audio_context = video_context.to(dtype), audio_context.to(dtype)

@@ -1,0 +1,183 @@
+"""A memory plan made before any weight moves: how much of the transformer stays on the device, how many guidance
+passes share a forward, and whether LTX-2.0's text keys and values are kept for the run.
+
+Inputs: the device's free memory, the transformer's weight bytes (per dtype, fp8 linears at one byte, per rank
+under tensor parallelism: `transformer_weight_bytes` counts them on a meta model), and an estimate of one forward's
+activations at the requested size and batch of passes (`activation_bytes`). The plan prefers, in order: every block
+resident with LTX-2.0's text K/V cache; every block resident without it (the cache saves ~2 % of a step's work,
+streaming costs bandwidth); all passes in one forward with the blocks that do not fit streamed (one streamed copy of
+the weights serves every pass of a step, so streaming costs the least there); fewer passes per forward. When nothing
+fits it raises MemoryPlanError naming the smallest change that would.
+
+The activation figure is an estimate from the block's structure: the largest set of tensors alive at once inside
+a block (the residual stream, the modulated input, q, k, v, the attention output, the 4x feed-forward hidden state
+and its activation) for the video and audio tokens of the batch, plus the RoPE tables. `bench/memory_plan.py`
+compares it with what a forward really allocates.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ltx2_core.config import TransformerConfig
+from ltx2_core.errors import LTX2Error
+from ltx2_core.latents import audio_latent_length
+from ltx2_core.model.fp8 import BLOCK_LINEARS
+
+GB = 1e9
+HEADROOM = 0.92  # of the free memory the plan may use (the allocator's fragmentation, CUDA's own buffers)
+TEXT_TOKENS = 1024  # the connectors' output length of the releases
+# tensors of width D alive at once inside a block, per token of the batch: residual, modulated input, q, k, v,
+# attention output, gate products, and the feed-forward's 4·D hidden state and its GELU (4 + 4)
+LIVE_WIDTHS = 6 + 8
+
+
+def size(count: int) -> str:
+    """Bytes for people: 23.4 GB, 512.0 MB, 3.1 KB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"
+
+
+class MemoryPlanError(LTX2Error, ValueError):
+    """The request cannot fit the device; the message names the smallest change that would make it fit."""
+
+
+class WeightBytes(NamedTuple):
+    non_block: int
+    per_block: int
+    blocks: int
+
+    @property
+    def total(self) -> int:
+        return self.non_block + self.per_block * self.blocks
+
+
+def transformer_weight_bytes(config: TransformerConfig, dtype: torch.dtype = torch.bfloat16, fp8: bool = False,
+                             tp: int = 1) -> WeightBytes:
+    """Weight bytes of the transformer in `dtype`, its block linears in fp8 (one byte, plus a 4-byte scale) when
+    `fp8`, the blocks' matrices divided over `tp` ranks (their vectors and the non-block weights replicated)."""
+    from ltx2_core.model.transformer import LTX2Transformer
+
+    with torch.device("meta"):
+        model = LTX2Transformer(config)
+    size = torch.finfo(dtype).bits // 8
+
+    def bytes_of(prefix: str, module: torch.nn.Module) -> int:
+        total = 0
+        for name, param in module.named_parameters():
+            full = f"{prefix}{name}"
+            quantised = fp8 and full.endswith(".weight") and full[: -len(".weight")].endswith(BLOCK_LINEARS)
+            per = 1 if quantised else size
+            shard = tp if param.dim() == 2 and tp > 1 else 1
+            total += param.numel() * per // shard + (4 if quantised else 0)
+        return total
+
+    block = bytes_of("transformer_blocks.0.", model.transformer_blocks[0])
+    non_block = sum(bytes_of(name + ".", m) for name, m in model.named_children() if name != "transformer_blocks")
+    non_block += sum(p.numel() * size for p in model.parameters(recurse=False))
+    return WeightBytes(non_block, block, config.num_layers)
+
+
+def tokens(frames: int, height: int, width: int, fps: float = 24.0) -> tuple[int, int]:
+    """(video tokens, audio tokens) of a clip."""
+    return ((frames - 1) // 8 + 1) * (height // 32) * (width // 32), audio_latent_length(frames, fps)
+
+
+def activation_bytes(config: TransformerConfig, frames: int, height: int, width: int, batch: int,
+                     dtype: torch.dtype = torch.bfloat16, fps: float = 24.0) -> int:
+    """The estimated peak of one forward's activations for `batch` passes (see the module docstring)."""
+    size = torch.finfo(dtype).bits // 8
+    video, audio = tokens(frames, height, width, fps)
+    live = batch * (video * config.video.width + audio * config.audio.width) * LIVE_WIDTHS * size
+    rope = 2 * 2 * (video * config.video.width + audio * config.audio.width) * 4  # cos/sin tables, self and cross
+    return live + rope
+
+
+def text_kv_bytes(config: TransformerConfig, batch: int, dtype: torch.dtype = torch.bfloat16) -> int:
+    """LTX-2.0's per-run text K/V cache (2.3 has none): keys and values of every block for the batch."""
+    if config.cross_attention_adaln:
+        return 0
+    size = torch.finfo(dtype).bits // 8
+    return config.num_layers * 2 * batch * TEXT_TOKENS * (config.video.width + config.audio.width) * size
+
+
+class MemoryPlan(NamedTuple):
+    resident_blocks: int
+    streamed_blocks: int
+    passes_per_forward: int
+    cache_text_kv: bool
+    weights: WeightBytes
+    activations: int
+    text_kv: int
+    free: int
+
+    @property
+    def device_weights(self) -> int:
+        slots = 2 * self.weights.per_block if self.streamed_blocks else 0
+        return self.weights.non_block + self.resident_blocks * self.weights.per_block + slots
+
+    @property
+    def peak(self) -> int:
+        return self.device_weights + self.activations + (self.text_kv if self.cache_text_kv else 0)
+
+    def describe(self) -> str:
+        w = self.weights
+        streamed = (f", {self.streamed_blocks} streamed through 2 slots ({size(2 * w.per_block)})"
+                    if self.streamed_blocks else "")
+        kv = f" + text K/V {size(self.text_kv)}" if self.cache_text_kv and self.text_kv else ""
+        return (f"memory plan: {self.resident_blocks}/{w.blocks} blocks resident "
+                f"({size(w.non_block + self.resident_blocks * w.per_block)} with the non-block weights){streamed} + "
+                f"activations {size(self.activations)} ({self.passes_per_forward} passes per forward){kv} = peak "
+                f"{size(self.peak)} of {size(self.free)} free")
+
+
+def plan_memory(config: TransformerConfig, weights: WeightBytes, free: int, frames: int, height: int, width: int,
+                passes: int, *, fps: float = 24.0, dtype: torch.dtype = torch.bfloat16,
+                fp8_available: bool = False) -> MemoryPlan:
+    """The plan for a request (see the module docstring); MemoryPlanError with the smallest change when none fits.
+    `fp8_available`: whether the weights are bf16 and could be quantised (suggested when it would fit)."""
+    budget = int(free * HEADROOM)
+    kv = text_kv_bytes(config, passes, dtype)
+    for batch in sorted({passes, *(b for b in (2, 1) if b < passes)}, reverse=True):
+        activations = activation_bytes(config, frames, height, width, batch, dtype, fps)
+        for cache in ((True, False) if kv else (False,)):  # the cache is cheaper to drop than blocks to stream
+            if budget - weights.non_block - activations - (kv if cache else 0) >= weights.per_block * weights.blocks:
+                return MemoryPlan(weights.blocks, 0, batch, cache, weights, activations, kv, free)
+        resident = (budget - weights.non_block - activations - 2 * weights.per_block) // weights.per_block
+        if resident >= 0:
+            return MemoryPlan(min(resident, weights.blocks - 1), weights.blocks - min(resident, weights.blocks - 1),
+                              batch, False, weights, activations, kv, free)
+    raise MemoryPlanError(_smallest_change(config, weights, free, frames, height, width, fps, dtype, fp8_available))
+
+
+def _smallest_change(config, weights, free, frames, height, width, fps, dtype, fp8_available) -> str:
+    need = weights.non_block + 2 * weights.per_block + activation_bytes(config, frames, height, width, 1, dtype, fps)
+    message = (f"{width}x{height}x{frames} does not fit {size(free)} free even with every block streamed and one "
+               f"pass per forward: it needs about {size(need)}")
+    if fp8_available:
+        fp8 = transformer_weight_bytes(config, dtype, fp8=True)
+        if fp8.non_block + 2 * fp8.per_block + need - weights.non_block - 2 * weights.per_block <= free * HEADROOM:
+            return message + "; quantise the weights to fp8 (fp8 = quantize, --fp8 quantize) to halve them"
+    for scale in (0.75, 0.5, 0.25):
+        w, h = max(32, int(width * scale) // 32 * 32), max(32, int(height * scale) // 32 * 32)
+        smaller = weights.non_block + 2 * weights.per_block + activation_bytes(config, frames, h, w, 1, dtype, fps)
+        if smaller <= free * HEADROOM:
+            return message + f"; {w}x{h} fits (or fewer frames)"
+    return message + "; use a GPU with more memory, or spread the model over several with tensor parallelism"
+
+
+def apply_memory_plan(model: torch.nn.Module, plan: MemoryPlan, device: torch.device | str):
+    """The plan on a loaded transformer: its streamed blocks streamed to `device` (the rest moved there) and the
+    text K/V cache as planned; returns the BlockStreamer (None when every block is resident). The sampler takes
+    `plan.passes_per_forward`."""
+    from ltx2_core.model.streaming import stream_blocks
+
+    model.cache_text_kv = plan.cache_text_kv
+    if plan.streamed_blocks:
+        return stream_blocks(model, device, resident=plan.resident_blocks)
+    model.to(device)
+    return None

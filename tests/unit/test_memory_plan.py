@@ -1,0 +1,88 @@
+"""The memory plan: made from the config and the free memory before any weight moves; for the released models at
+768×512×121 with four passes on 24 and 32 GB cards it keeps the peak inside the budget, prefers resident blocks,
+then dropping the text K/V cache, then streaming; its weight bytes equal what a streamed model really holds on the
+device; an impossible request is refused with the smallest change."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from ltx2_core import TransformerConfig
+from ltx2_core.demo import demo_transformer
+from ltx2_core.memory_plan import (
+    GB,
+    HEADROOM,
+    MemoryPlanError,
+    apply_memory_plan,
+    plan_memory,
+    text_kv_bytes,
+    transformer_weight_bytes,
+)
+from support.configs import RELEASED_2_0, RELEASED_2_3
+
+RELEASED = {"2.0": TransformerConfig.from_metadata(RELEASED_2_0, "2.0.0"),
+            "2.3": TransformerConfig.from_metadata(RELEASED_2_3, "2.3.0")}
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_weight_bytes_of_the_releases(version):
+    bf16, fp8 = (transformer_weight_bytes(RELEASED[version], fp8=f) for f in (False, True))
+    assert 36e9 < bf16.total < 40e9 and bf16.blocks == 48  # the 19B / 22B transformers in bf16
+    assert 0.49 < fp8.total / bf16.total < 0.53  # the block linears are nearly all of it
+    tp2 = transformer_weight_bytes(RELEASED[version], tp=2)
+    assert 0.49 < tp2.per_block / bf16.per_block < 0.52
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("gb", [24, 32])
+def test_plans_for_24_and_32_gb_cards_fit_and_say_so(version, fp8, gb):
+    config = RELEASED[version]
+    plan = plan_memory(config, transformer_weight_bytes(config, fp8=fp8), gb * 10**9, 121, 512, 768, 4,
+                       fp8_available=not fp8)
+    assert plan.peak <= HEADROOM * gb * GB
+    assert plan.passes_per_forward == 4  # streaming before splitting the passes: one copy serves all four
+    assert (plan.streamed_blocks > 0) == (not fp8 or gb == 24)
+    if plan.streamed_blocks:
+        assert not plan.cache_text_kv  # the cache goes before any block streams
+        assert plan.peak + plan.weights.per_block > HEADROOM * gb * GB  # not one more block would fit
+    line = plan.describe()
+    assert f"{plan.resident_blocks}/48 blocks resident" in line and f"of {gb}.0 GB free" in line
+    print(line)
+
+
+def test_the_text_kv_cache_is_dropped_before_any_block_streams():
+    config = RELEASED["2.0"]
+    weights = transformer_weight_bytes(config, fp8=True)
+    kv = text_kv_bytes(config, 4)
+    assert kv > 4 * GB
+    just_without_cache = plan_memory(config, weights, int(27 * GB / HEADROOM), 121, 512, 768, 4)
+    assert just_without_cache.streamed_blocks == 0 and not just_without_cache.cache_text_kv
+    with_cache = plan_memory(config, weights, int(32 * GB / HEADROOM), 121, 512, 768, 4)
+    assert with_cache.cache_text_kv and with_cache.streamed_blocks == 0
+
+
+@pytest.mark.parametrize("resident", [0, 1, 3])
+def test_the_planned_device_weights_are_what_a_streamed_model_holds(resident):
+    config = TransformerConfig.tiny("2.3")
+    model = copy.deepcopy(demo_transformer(config))
+    plan = plan_memory(config, transformer_weight_bytes(config, torch.float32), 10**12, 9, 64, 96, 4,
+                       dtype=torch.float32)._replace(resident_blocks=resident, streamed_blocks=3 - resident)
+    streamer = apply_memory_plan(model, plan, "cpu")
+    if resident == 3:
+        assert streamer is None
+        assert plan.device_weights == sum(t.numel() * t.element_size() for t in model.parameters())
+    else:
+        assert streamer.device_weight_bytes() == plan.device_weights
+
+
+def test_an_impossible_request_names_the_smallest_change():
+    config = RELEASED["2.3"]
+    with pytest.raises(MemoryPlanError, match="does not fit 3.0 GB free .* quantise the weights to fp8"):
+        plan_memory(config, transformer_weight_bytes(config), 3 * 10**9, 121, 512, 768, 4, fp8_available=True)
+    with pytest.raises(MemoryPlanError, match="1536x1024x121 does not fit .*; 768x512 fits"):
+        plan_memory(config, transformer_weight_bytes(config, fp8=True), 3 * 10**9, 121, 1024, 1536, 4)
+    assert plan_memory(config, transformer_weight_bytes(config, fp8=True), 3 * 10**9, 121, 512, 768, 4).peak < 3e9
