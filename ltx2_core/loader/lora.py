@@ -26,6 +26,7 @@ from torch import nn
 from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
 from ltx2_core.model.fp8 import fp8_modules, quantize
+from ltx2_core.model.streaming import settle_streaming
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,9 @@ def fuse_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> list[st
 
 
 def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]]) -> list[str]:
-    """fp8 weights are dequantised, updated and quantised again with a fresh scale."""
+    """fp8 weights are dequantised, updated and quantised again with a fresh scale. Streamed blocks are updated in
+    host memory once no copy of them is in flight."""
+    settle_streaming(model)
     params, fp8 = dict(model.named_parameters()), fp8_modules(model)
     for target, updates in deltas.items():
         weight, owner = params[target], fp8.get(target.rsplit(".", 1)[0])
@@ -172,6 +175,7 @@ def fused_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> Iterat
             _fuse(model, deltas)
         yield model
     finally:
+        settle_streaming(model)
         with torch.no_grad():
             for name, original in originals.items():
                 state[name].copy_(original)

@@ -121,6 +121,13 @@ class BlockStreamer:
             self.freed[self.slot_of[index]] = event
         _bind(self.streamed[index], self.blocks[index].names, self.blocks[index].host)
 
+    def settle(self) -> None:
+        """Before the host copies change (a LoRA fused or restored, between runs): waits for the copy in flight
+        and forgets it, so the next forward copies the changed weights. A host wait, never inside a step."""
+        if self.in_flight is not None and self.cuda and self.arrived[self.in_flight] is not None:
+            self.arrived[self.in_flight].synchronize()
+        self.in_flight = None
+
     def remove(self) -> None:
         for handle in self.handles:
             handle.remove()
@@ -128,5 +135,15 @@ class BlockStreamer:
 
 
 def stream_blocks(model: nn.Module, device: torch.device | str, resident: int = 0) -> BlockStreamer:
-    """Streams `model`'s transformer blocks past the first `resident` through two device slots (module docstring)."""
-    return BlockStreamer(model, device, resident)
+    """Streams `model`'s transformer blocks past the first `resident` through two device slots (module docstring);
+    the streamer is kept as `model.block_streamer`."""
+    streamer = BlockStreamer(model, device, resident)
+    object.__setattr__(model, "block_streamer", streamer)  # not a submodule: no state dict entries
+    return streamer
+
+
+def settle_streaming(model: nn.Module) -> None:
+    """`BlockStreamer.settle` of a streamed model (nothing for a resident one)."""
+    streamer = getattr(model, "block_streamer", None)
+    if streamer is not None:
+        streamer.settle()

@@ -75,3 +75,27 @@ def test_a_streamed_forward_has_no_host_sync():
     with OpCensus() as census:
         model(*inputs)
     assert census.syncs() == {}
+
+
+def test_a_lora_fused_between_runs_reaches_the_streamed_blocks_and_leaves_with_them(tmp_path):
+    """The last block's hook prefetches the first streamed block for the next step; fusing a LoRA in host memory
+    forgets that copy, so the next forward sees the fused weights, and the restored ones after."""
+    from ltx2_core import load_lora
+    from ltx2_core.loader.lora import fused_loras
+    from support.model_files import write_lora
+
+    lora = load_lora(write_lora(tmp_path / "lora.safetensors", seed=4))
+    model = demo_transformer(TransformerConfig.tiny("2.0"))
+    inputs = demo_inputs(model, text_tokens=7)
+    with fused_loras(model, [(lora, 0.8)]):
+        want_fused = model(*inputs)
+    want = model(*inputs)
+    stream_blocks(model, "cpu", resident=1)
+    model(*inputs)  # leaves block 1's copy prefetched in its slot
+    with fused_loras(model, [(lora, 0.8)]):
+        fused = model(*inputs)
+    after = model(*inputs)
+    for got, expected in ((fused, want_fused), (after, want)):
+        for g, w in zip(got, expected):
+            torch.testing.assert_close(g, w, atol=1e-6, rtol=0)
+    assert (fused[0] - after[0]).abs().max() > 1e-3  # the LoRA made a difference
