@@ -55,5 +55,11 @@ class LiveTensorMemory(TorchDispatchMode):
                     weakref.finalize(storage, self._release, size)
         return out
 
+    def ignore(self, tensors) -> None:
+        """Storages that exist already (the weights): views of them made inside (e.g. a transposed weight) are not
+        new memory."""
+        for tensor in tensors:
+            self._seen[tensor.untyped_storage()] = 0
+
     def _release(self, size: int) -> None:
         self.live -= size

@@ -11,8 +11,9 @@ fits it raises MemoryPlanError naming the smallest change that would.
 
 The activation figure is an estimate from the block's structure: the largest set of tensors alive at once inside
 a block (the residual stream, the modulated input, q, k, v, the attention output, the 4x feed-forward hidden state
-and its activation) for the video and audio tokens of the batch, plus the RoPE tables. `bench/memory_plan.py`
-compares it with what a forward really allocates.
+and its activation) for the video and audio tokens of the batch, the text side (projected contexts, a block's text
+keys and values), plus the RoPE tables. `bench/memory_plan.py` compares it with fake-tensor accounting of a full
+forward (it stays above it, by 10-40 %), and a test does at a small size.
 """
 
 from __future__ import annotations
@@ -29,9 +30,13 @@ from ltx2_core.model.fp8 import BLOCK_LINEARS
 GB = 1e9
 HEADROOM = 0.92  # of the free memory the plan may use (the allocator's fragmentation, CUDA's own buffers)
 TEXT_TOKENS = 1024  # the connectors' output length of the releases
-# tensors of width D alive at once inside a block, per token of the batch: residual, modulated input, q, k, v,
-# attention output, gate products, and the feed-forward's 4·D hidden state and its GELU (4 + 4)
-LIVE_WIDTHS = 6 + 8
+# tensors of width D alive at once inside a block, per token of the batch (the residual, the modulated input, q, k,
+# v, the attention output, the feed-forward's 4·D hidden state and its GELU): fake-tensor accounting of the released
+# models at 768x512x121 measures 2.3 GB for 2.3 with 4 passes, which this puts at 2.8 GB (bench/memory_plan.py)
+LIVE_WIDTHS = 12
+# the text side, per text token of the batch and width: the projected contexts kept for the run, the caption
+# projection's intermediates, a block's text keys and values (dominant at small sizes: 1,024 text tokens)
+TEXT_WIDTHS = 8
 
 
 def size(count: int) -> str:
@@ -93,8 +98,9 @@ def activation_bytes(config: TransformerConfig, frames: int, height: int, width:
     size = torch.finfo(dtype).bits // 8
     video, audio = tokens(frames, height, width, fps)
     live = batch * (video * config.video.width + audio * config.audio.width) * LIVE_WIDTHS * size
+    text = batch * TEXT_TOKENS * (config.video.width + config.audio.width) * TEXT_WIDTHS * size
     rope = 2 * 2 * (video * config.video.width + audio * config.audio.width) * 4  # cos/sin tables, self and cross
-    return live + rope
+    return live + text + rope
 
 
 def text_kv_bytes(config: TransformerConfig, batch: int, dtype: torch.dtype = torch.bfloat16) -> int:

@@ -6,6 +6,7 @@ device; an impossible request is refused with the smallest change."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -86,3 +87,37 @@ def test_an_impossible_request_names_the_smallest_change():
     with pytest.raises(MemoryPlanError, match="1536x1024x121 does not fit .*; 768x512 fits"):
         plan_memory(config, transformer_weight_bytes(config, fp8=True), 3 * 10**9, 121, 1024, 1536, 4)
     assert plan_memory(config, transformer_weight_bytes(config, fp8=True), 3 * 10**9, 121, 512, 768, 4).peak < 3e9
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_the_activation_estimate_covers_what_a_full_width_forward_holds(version):
+    """Fake tensors (no memory, no kernels): two released-width blocks at 256x256x17 with four passes; the estimate
+    is above the measured peak of live tensors and not far above it."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from bench.memory import LiveTensorMemory
+    from ltx2_core.demo import demo_inputs
+    from ltx2_core.latents import audio_latent_length, audio_positions, video_positions
+    from ltx2_core.memory_plan import activation_bytes
+    from ltx2_core.model.transformer import LTX2Transformer
+
+    config = dataclasses.replace(RELEASED[version], num_layers=2)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            model = LTX2Transformer(config)
+        finally:
+            torch.set_default_dtype(torch.float32)
+        with torch.no_grad():
+            video, audio, _ = demo_inputs(model, pixel_frames=17, height=256, width=256, text_tokens=8)
+            video, audio = (type(s)(*(t.expand(4, *t.shape[1:]) for t in s)) for s in (video, audio))
+            contexts = [torch.randn(4, 1024, config.caption_channels or s.context_dim, dtype=torch.bfloat16)
+                        for s in (config.video, config.audio)]
+            memory = LiveTensorMemory()
+            memory.ignore([*model.parameters(), *model.buffers()])
+            with memory:
+                run = model.prepare_run(video_positions(3, 8, 8, 24.0), audio_positions(audio_latent_length(17, 24.0)),
+                                        *contexts, cache_text_kv=False)
+                model(video, audio, run)
+    estimate = activation_bytes(config, 17, 256, 256, 4)
+    assert memory.peak <= estimate <= 2 * memory.peak, (memory.peak, estimate)

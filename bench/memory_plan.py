@@ -1,0 +1,105 @@
+"""The memory plan's figures against fake-tensor accounting at full size (issue 16): for the released LTX-2.0 and
+2.3 transformers at 768×512×121 with the four guidance passes in one forward, bf16.
+
+For each weight mode (bf16, fp8 block linears) the full 48-block model is built under `FakeTensorMode` (no memory,
+no kernels) and one guided forward runs under `LiveTensorMemory`: the peak of simultaneously live tensor bytes
+beyond the weights (the run's constants, RoPE and LTX-2.0's text K/V cache, included), which is what the device
+must hold besides its weights. Next to it: `memory_plan.activation_bytes` + `text_kv_bytes` (the plan's estimate),
+the weight bytes, and the plan for 24 and 32 GB cards (resident / streamed blocks, peak).
+
+    python bench/memory_plan.py [--frames 121 --height 512 --width 768 --passes 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
+
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
+from bench.memory import LiveTensorMemory  # noqa: E402
+from ltx2_core.config import TransformerConfig  # noqa: E402
+from ltx2_core.demo import demo_inputs  # noqa: E402
+from ltx2_core.latents import audio_latent_length, audio_positions, video_positions  # noqa: E402
+from ltx2_core.memory_plan import (  # noqa: E402
+    GB,
+    MemoryPlanError,
+    activation_bytes,
+    plan_memory,
+    text_kv_bytes,
+    transformer_weight_bytes,
+)
+from ltx2_core.model.fp8 import quantize_blocks  # noqa: E402
+from ltx2_core.model.transformer import LTX2Transformer  # noqa: E402
+from support.configs import RELEASED_2_0, RELEASED_2_3  # noqa: E402
+
+RELEASED = {"2.0": (RELEASED_2_0, "2.0.0"), "2.3": (RELEASED_2_3, "2.3.0")}
+
+
+def measured_activations(config: TransformerConfig, fp8: bool, args) -> int:
+    """Peak live bytes of prepare_run + one forward of `args.passes` samples, fake tensors, bf16."""
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        torch.set_default_dtype(torch.bfloat16)
+        model = LTX2Transformer(config)
+        torch.set_default_dtype(torch.float32)
+        if fp8:
+            quantize_blocks(model)
+        with torch.no_grad():
+            video, audio, _ = demo_inputs(model, pixel_frames=args.frames, height=args.height, width=args.width,
+                                          text_tokens=8)
+            video, audio = (type(s)(*(t.expand(args.passes, *t.shape[1:]) for t in s)) for s in (video, audio))
+            caption = config.caption_channels
+            contexts = [torch.randn(args.passes, 1024, caption or stream.context_dim, dtype=torch.bfloat16)
+                        for stream in (config.video, config.audio)]
+            memory = LiveTensorMemory()
+            memory.ignore([*model.parameters(), *model.buffers()])
+            with memory:
+                run = model.prepare_run(*_positions(model, args), *contexts)
+                model(video, audio, run)
+    return memory.peak
+
+
+def _positions(model, args):
+    frames, rows, cols = (args.frames - 1) // 8 + 1, args.height // 32, args.width // 32
+    return video_positions(frames, rows, cols, 24.0), audio_positions(audio_latent_length(args.frames, 24.0))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--frames", type=int, default=121)
+    parser.add_argument("--height", type=int, default=512)
+    parser.add_argument("--width", type=int, default=768)
+    parser.add_argument("--passes", type=int, default=4)
+    args = parser.parse_args()
+    print(f"{args.width}x{args.height}x{args.frames}, {args.passes} passes per forward, bf16\n")
+    print("| model | weights | weight bytes | activations measured (fake) | estimated | 24 GB plan | 32 GB plan |")
+    print("|---|---|---|---|---|---|---|")
+    for version, (metadata, release) in RELEASED.items():
+        config = TransformerConfig.from_metadata(metadata, release)
+        for fp8 in (False, True):
+            weights = transformer_weight_bytes(config, fp8=fp8)
+            measured = measured_activations(config, fp8, args)
+            estimate = activation_bytes(config, args.frames, args.height, args.width, args.passes) + text_kv_bytes(
+                config, args.passes)
+            plans = []
+            for gb in (24, 32):
+                try:
+                    plan = plan_memory(config, weights, gb * 10**9, args.frames, args.height, args.width,
+                                       args.passes, fp8_available=not fp8)
+                    plans.append(f"{plan.resident_blocks}/48 resident, peak {plan.peak / GB:.1f} GB"
+                                 + ("" if plan.cache_text_kv or not text_kv_bytes(config, 1) else ", no K/V cache"))
+                except MemoryPlanError as exc:
+                    plans.append(f"refused: {exc}")
+            print(f"| LTX-{version} | {'fp8' if fp8 else 'bf16'} | {weights.total / GB:.1f} GB "
+                  f"({weights.per_block / GB:.2f} per block) | {measured / GB:.2f} GB | {estimate / GB:.2f} GB | "
+                  f"{plans[0]} | {plans[1]} |")
+
+
+if __name__ == "__main__":
+    main()
