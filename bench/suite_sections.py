@@ -4,12 +4,14 @@
 * step: one guided step of the full-depth model, the passes batched vs one at a time vs the reference loop;
 * launch: the launch-bound regime, a whole guided step eager vs CUDA graph vs per-block compile;
 * syncs: host syncs of a whole denoising stage (sync debug mode and the profiler on CUDA, an op census on the CPU);
-* recompiles: per-block compile, then every guidance scale changed: nothing may recompile.
+* recompiles: per-block compile, then every guidance scale changed: nothing may recompile;
+* memory: a guided step per weight mode (bf16, fp8) with the device memory capped at 24 and 32 GB, as planned.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -19,6 +21,15 @@ import torch
 from denoise_step import reference_loop, reference_state
 from ltx2_core.compile import CudaGraphStep, compile_blocks
 from ltx2_core.config import TransformerConfig
+from ltx2_core.memory_plan import (
+    HEADROOM,
+    MemoryPlanError,
+    activation_bytes,
+    apply_memory_plan,
+    plan_memory,
+    transformer_weight_bytes,
+)
+from ltx2_core.model.fp8 import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, guided_step, ltx2_sigmas, noised_state
 from ltx2_core.sampling.denoise import StepPlan
@@ -255,9 +266,65 @@ def recompiles(s: Settings) -> list[Row]:
                  "recompiles_after_new_scales": sum(counters["recompiles"].values()) - recompiled}]
 
 
+MEMORY_CAPS_GB = (24, 32)
+
+
+@torch.no_grad()
+def memory(s: Settings) -> list[Row]:
+    """One guided step (4 passes) of the full-depth model at the step size per weight mode (bf16, fp8 block linears)
+    with the device memory capped at 24 and 32 GB (`set_per_process_memory_fraction`): the memory plan decides what
+    stays resident and streams the rest. Quick mode: the tiny model on the CPU with budgets of all blocks and of
+    none resident."""
+    rows = []
+    for version in s.versions:
+        config = suite_config(version, s.full_layers, s.quick)
+        host = random_transformer(config, torch.device("cpu"), s.dtype)
+        for fp8 in (False, True):
+            source = copy.deepcopy(host)
+            if fp8:
+                quantize_blocks(source)
+            weights = transformer_weight_bytes(config, s.dtype, fp8=fp8)
+            for cap in _caps(s, config, weights):
+                rows.append(_memory_row(s, config, source, weights, fp8, cap))
+                _free(s.device)
+            del source
+    return rows
+
+
+def _caps(s: Settings, config: TransformerConfig, weights) -> list[int]:
+    if not s.quick:
+        return [gb * 10**9 for gb in MEMORY_CAPS_GB]
+    activations = activation_bytes(config, *s.step_size, 4, s.dtype)
+    return [int((weights.total + activations) / HEADROOM) + 1,  # every block resident, then none
+            int((weights.non_block + 2 * weights.per_block + activations) / HEADROOM) + 1]
+
+
+def _memory_row(s: Settings, config: TransformerConfig, source: LTX2Transformer, weights, fp8: bool, cap: int) -> Row:
+    row = {"version": config.version.value, "weights": "fp8" if fp8 else "bf16", "cap_gb": cap / 1e9}
+    if s.device.type == "cuda":
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap / torch.cuda.get_device_properties(s.device)
+                                                       .total_memory), s.device)
+    try:
+        plan = plan_memory(config, weights, cap, *s.step_size, 4, dtype=s.dtype, fp8_available=not fp8)
+    except MemoryPlanError as exc:
+        return row | {"plan": f"refused: {exc}"}
+    model = copy.deepcopy(source)
+    apply_memory_plan(model, plan, s.device)
+    c = clip(config, s.step_size, s.text_tokens, s.device, s.dtype)
+    step = _guided(model, c, s.steps, passes_per_forward=plan.passes_per_forward)
+    row |= {"resident": f"{plan.resident_blocks}/{config.num_layers}", "planned_peak_gb": plan.peak / 1e9,
+            "ms": median_ms(step, s.device, s.repeats, s.warmup),
+            "peak_gib": peak_extra_bytes(step, s.device) / 2**30}
+    del model, step
+    if s.device.type == "cuda":
+        torch.cuda.set_per_process_memory_fraction(1.0, s.device)
+    return row
+
+
 def _free(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()
 
 
-SECTIONS = {"forward": forward, "step": step, "launch": launch, "syncs": syncs, "recompiles": recompiles}
+SECTIONS = {"forward": forward, "step": step, "launch": launch, "syncs": syncs, "recompiles": recompiles,
+            "memory": memory}

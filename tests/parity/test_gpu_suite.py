@@ -35,8 +35,15 @@ def report(tmp_path_factory):
 
 
 def test_every_section_reports(report):
-    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles"]
+    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory"]
     assert all(report["sections"][name] for name in report["sections"])
+
+
+def test_the_memory_section_runs_each_weight_mode_resident_and_streamed(report):
+    rows = report["sections"]["memory"]
+    modes = {(version, weights) for version in ("2.0", "2.3") for weights in ("bf16", "fp8")}
+    assert {(row["version"], row["weights"]) for row in rows} == modes
+    assert {row["resident"] for row in rows} == {"3/3", "0/3"} and all(row["ms"] > 0 for row in rows)
 
 
 def test_the_three_sides_compute_the_same_forward(report):
