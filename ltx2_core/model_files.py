@@ -117,10 +117,9 @@ class ModelFiles:
                                        device="cpu" if streamed else device, dtype=dtype)
         return Models(
             transformer=transformer,
-            # with a memory plan Gemma waits on the CPU and visits the device only while it encodes
+            # with a memory plan on a GPU, Gemma's layers stay in host memory and stream in while it encodes
             prompt_encoder=load_prompt_encoder(self.text_encoder, self.checkpoint, **load,
-                                               offload_device="cpu" if planned and torch.device(device).type == "cuda"
-                                               else None),
+                                               stream_layers=planned and torch.device(device).type == "cuda"),
             decoders=Decoders(load_video_decoder(self.checkpoint, **load), load_audio_decoder(self.checkpoint, **load),
                               load_vocoder(self.checkpoint, device=device)),  # fp32: small and precision-bound
             upsampler=load_upsampler(self.upsampler, **load) if self.upsampler else None,

@@ -1,5 +1,5 @@
-"""Streamed transformer blocks: a card smaller than the weights runs the model by copying each block to the device
-just before it runs.
+"""Streamed blocks: a card smaller than the weights runs the model by copying each block to the device just before
+it runs (the DiT's transformer blocks; Gemma 3's decoder layers while a prompt is encoded).
 
 `stream_blocks(model, device, resident=N)` keeps the non-block weights and the first N blocks on the device and the
 other blocks in (pinned) host memory. Two device slots, each the size of one block, take the streamed blocks in
@@ -47,13 +47,14 @@ class BlockStreamer:
     """The hooks and slots of one streamed model (see the module docstring); `device_weight_bytes()` is what the
     weights occupy on the device: the resident tensors plus the two slots."""
 
-    def __init__(self, model: nn.Module, device: torch.device | str, resident: int) -> None:
+    def __init__(self, model: nn.Module, device: torch.device | str, resident: int,
+                 blocks: str = "transformer_blocks") -> None:
         self.model, self.device = model, torch.device(device)
-        blocks = list(model.transformer_blocks)
+        blocks_name, blocks = blocks, list(getattr(model, blocks))
         if not 0 <= resident <= len(blocks):
             raise ValueError(f"resident blocks must be between 0 and {len(blocks)}, got {resident}")
         for name, module in model.named_children():
-            if name != "transformer_blocks":
+            if name != blocks_name:
                 module.to(self.device)
         for param in model.parameters(recurse=False):
             param.data = param.data.to(self.device)
@@ -134,10 +135,12 @@ class BlockStreamer:
         self.handles = []
 
 
-def stream_blocks(model: nn.Module, device: torch.device | str, resident: int = 0) -> BlockStreamer:
-    """Streams `model`'s transformer blocks past the first `resident` through two device slots (module docstring);
-    the streamer is kept as `model.block_streamer`."""
-    streamer = BlockStreamer(model, device, resident)
+def stream_blocks(model: nn.Module, device: torch.device | str, resident: int = 0,
+                  blocks: str = "transformer_blocks") -> BlockStreamer:
+    """Streams the blocks of `model` (its ModuleList `blocks`: the DiT's transformer_blocks, Gemma's layers) past
+    the first `resident` through two device slots (module docstring); the streamer is kept as
+    `model.block_streamer`."""
+    streamer = BlockStreamer(model, device, resident, blocks)
     object.__setattr__(model, "block_streamer", streamer)  # not a submodule: no state dict entries
     return streamer
 

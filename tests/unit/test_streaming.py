@@ -99,3 +99,17 @@ def test_a_lora_fused_between_runs_reaches_the_streamed_blocks_and_leaves_with_t
         for g, w in zip(got, expected):
             torch.testing.assert_close(g, w, atol=1e-6, rtol=0)
     assert (fused[0] - after[0]).abs().max() > 1e-3  # the LoRA made a difference
+
+
+def test_gemma_with_streamed_layers_encodes_what_the_resident_one_does(gemma_files, tiny_checkpoints):
+    """Gemma's decoder layers streamed one at a time while it encodes (its embeddings on the device): the same
+    embeddings; the layers' weights stay in host memory."""
+    from ltx2_core.loader.text_weights import load_prompt_encoder
+
+    resident = load_prompt_encoder(gemma_files[0], tiny_checkpoints["2.3"], max_length=32)
+    streamed = load_prompt_encoder(gemma_files[0], tiny_checkpoints["2.3"], max_length=32, stream_layers=True)
+    streamer = streamed.gemma.block_streamer
+    assert len(streamer.streamed) == len(streamed.gemma.layers)
+    for got, want in zip(streamed.encode("a red car", "blurry"), resident.encode("a red car", "blurry")):
+        torch.testing.assert_close(got.video, want.video, atol=1e-6, rtol=0)
+        torch.testing.assert_close(got.audio, want.audio, atol=1e-6, rtol=0)
