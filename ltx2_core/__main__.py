@@ -26,7 +26,8 @@ from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.loader.fp8_files import is_fp8_checkpoint
 from ltx2_core.loader.weights import FP8_MODES
-from ltx2_core.memory_plan import GB, MemoryPlan, plan_memory, transformer_weight_bytes
+from ltx2_core.memory_plan import GB, TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_memory, transformer_weight_bytes
+from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
 from ltx2_core.pipeline import (
     DEFAULT_NEGATIVE_PROMPT,
@@ -184,12 +185,14 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     weights = transformer_weight_bytes(config, dtype, fp8=fp8)
     passes = len(active_passes(*guidance_for(request, config)))
     scale = 2 if request.two_stage else 1
+    decoding = {} if files.checkpoint is None else dict(decoders=decoder_bytes(files.checkpoint),
+                                                           tile_bytes_512=TILE_BYTES_512)
     plans = [plan_memory(config, weights, free, request.frames, request.height // scale, request.width // scale,
-                         passes, fps=request.fps, dtype=dtype, fp8_available=not fp8)]
+                         passes, fps=request.fps, dtype=dtype, fp8_available=not fp8, **decoding)]
     if request.two_stage:  # stage 2: full size, one pass
         plans.append(plan_memory(config, weights, free, request.frames, request.height, request.width, 1,
-                                 fps=request.fps, dtype=dtype, fp8_available=not fp8))
-    return min(plans, key=lambda plan: (plan.resident_blocks, plan.passes_per_forward))
+                                 fps=request.fps, dtype=dtype, fp8_available=not fp8, **decoding))
+    return min(plans, key=lambda plan: (plan.resident_blocks, plan.passes_per_forward, plan.decode_tile))
 
 
 def layout(args: argparse.Namespace) -> ParallelConfig:
@@ -261,7 +264,8 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
     try:
         passes_per_forward = args.passes_per_forward or (plan.passes_per_forward if plan is not None else None)
         return generate(request, models, progress, cuda_graphs=args.cuda_graphs,
-                        passes_per_forward=passes_per_forward, distribution=distribution)
+                        passes_per_forward=passes_per_forward, distribution=distribution,
+                        tiling=plan.tiling() if plan is not None else TilingConfig())
     finally:
         if progress is not None:
             progress.close()

@@ -111,6 +111,16 @@ def text_kv_bytes(config: TransformerConfig, batch: int, dtype: torch.dtype = to
     return config.num_layers * 2 * batch * TEXT_TOKENS * (config.video.width + config.audio.width) * size
 
 
+# peak activations of one decoded tile with the video kept on the host (bench/video_decode.py, released decoders,
+# bf16): 0.77 GiB at 512 px tiles; it scales with the tile's area
+TILE_BYTES_512 = int(0.77 * 2**30)
+TILE_SIZES = (512, 384, 256)
+
+
+def decode_tile_bytes(tile: int, at_512: int = TILE_BYTES_512) -> int:
+    return at_512 * tile * tile // (512 * 512)
+
+
 class MemoryPlan(NamedTuple):
     resident_blocks: int
     streamed_blocks: int
@@ -120,6 +130,15 @@ class MemoryPlan(NamedTuple):
     activations: int
     text_kv: int
     free: int
+    decode_tile: int = 512  # px of the spatial decode tiles (the reference's 512 unless memory is short)
+    decoders: int = 0  # the VAE and vocoder weight bytes that share the device
+    tile_bytes_512: int = 0  # a 512 px tile's decoding activations (0: not planned, e.g. the tiny demo decoder)
+
+    def tiling(self):
+        """The decoder's TilingConfig for `decode_tile` (overlap scaled with the tile)."""
+        from ltx2_core.model.video_vae.tiling import TilingConfig
+
+        return TilingConfig(spatial_tile=self.decode_tile, spatial_overlap=self.decode_tile // 8)
 
     @property
     def device_weights(self) -> int:
@@ -128,7 +147,9 @@ class MemoryPlan(NamedTuple):
 
     @property
     def peak(self) -> int:
-        return self.device_weights + self.activations + (self.text_kv if self.cache_text_kv else 0)
+        sampling = self.activations + (self.text_kv if self.cache_text_kv else 0)
+        decoding = decode_tile_bytes(self.decode_tile, self.tile_bytes_512)
+        return self.device_weights + self.decoders + max(sampling, decoding)
 
     def describe(self) -> str:
         w = self.weights
@@ -137,15 +158,31 @@ class MemoryPlan(NamedTuple):
         kv = f" + text K/V {size(self.text_kv)}" if self.cache_text_kv and self.text_kv else ""
         return (f"memory plan: {self.resident_blocks}/{w.blocks} blocks resident "
                 f"({size(w.non_block + self.resident_blocks * w.per_block)} with the non-block weights){streamed} + "
-                f"activations {size(self.activations)} ({self.passes_per_forward} passes per forward){kv} = peak "
-                f"{size(self.peak)} of {size(self.free)} free")
+                f"activations {size(self.activations)} ({self.passes_per_forward} passes per forward){kv}; decoding "
+                f"in {self.decode_tile} px tiles; peak {size(self.peak)} of {size(self.free)} free")
 
 
 def plan_memory(config: TransformerConfig, weights: WeightBytes, free: int, frames: int, height: int, width: int,
                 passes: int, *, fps: float = 24.0, dtype: torch.dtype = torch.bfloat16,
-                fp8_available: bool = False) -> MemoryPlan:
+                fp8_available: bool = False, decoders: int = 0, tile_bytes_512: int = 0) -> MemoryPlan:
     """The plan for a request (see the module docstring); MemoryPlanError with the smallest change when none fits.
-    `fp8_available`: whether the weights are bf16 and could be quantised (suggested when it would fit)."""
+    `fp8_available`: whether the weights are bf16 and could be quantised (suggested when it would fit); `decoders`:
+    the VAE and vocoder bytes on the same device; `tile_bytes_512`: a 512 px decode tile's activations
+    (TILE_BYTES_512 for the released decoders; 0 leaves decoding out), the largest tile that fits is chosen."""
+    plan = _sampling_plan(config, weights, int(free - decoders / HEADROOM), frames, height, width, passes, fps,
+                          dtype, fp8_available)
+    plan = plan._replace(free=free, decoders=decoders, tile_bytes_512=tile_bytes_512)
+    room = int(free * HEADROOM) - plan.device_weights - decoders
+    tile = next((t for t in TILE_SIZES if decode_tile_bytes(t, tile_bytes_512) <= room), None)
+    if tile is None:
+        smallest = decode_tile_bytes(TILE_SIZES[-1], tile_bytes_512)
+        raise MemoryPlanError(f"after sampling, {size(max(room, 0))} is left for decoding next to the weights, less "
+                              f"than the smallest decode tile needs ({size(smallest)}); free memory on the device "
+                              "or use fp8 weights")
+    return plan._replace(decode_tile=tile)
+
+
+def _sampling_plan(config, weights, free, frames, height, width, passes, fps, dtype, fp8_available) -> MemoryPlan:
     budget = int(free * HEADROOM)
     kv = text_kv_bytes(config, passes, dtype)
     for batch in sorted({passes, *(b for b in (2, 1) if b < passes)}, reverse=True):
@@ -158,6 +195,23 @@ def plan_memory(config: TransformerConfig, weights: WeightBytes, free: int, fram
             return MemoryPlan(min(resident, weights.blocks - 1), weights.blocks - min(resident, weights.blocks - 1),
                               batch, False, weights, activations, kv, free)
     raise MemoryPlanError(_smallest_change(config, weights, free, frames, height, width, fps, dtype, fp8_available))
+
+
+def decoder_bytes(path) -> int:
+    """The video and audio VAE decoders' and the vocoder's bytes in a checkpoint (header only)."""
+    from ltx2_core.loader import read_header
+
+    prefixes = ("vae.decoder.", "vae.per_channel_statistics.", "audio_vae.", "vocoder.")
+    return sum(_entry_bytes(e) for name, e in read_header(path).tensors.items() if name.startswith(prefixes))
+
+
+def _entry_bytes(entry) -> int:
+    from ltx2_core.loader.safetensors_file import DTYPE_BYTES
+
+    count = 1
+    for dim in entry.shape:
+        count *= dim
+    return count * DTYPE_BYTES[entry.dtype]
 
 
 def _smallest_change(config, weights, free, frames, height, width, fps, dtype, fp8_available) -> str:

@@ -32,6 +32,7 @@ from ltx2_core.loader.lora import Lora, check_lora, fused_loras
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.upsampler import LatentUpsampler
+from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, guided_step, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance, default_steps
 from ltx2_core.stages import AVLatent, Generation, decode, empty_latent, encode, sample, upsample
@@ -208,12 +209,14 @@ class Distribution(NamedTuple):
 @torch.no_grad()
 def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
              cuda_graphs: bool = False, passes_per_forward: int | None = None,
-             distribution: Distribution = Distribution(), sampler: StageSampler | None = None) -> Generation | None:
+             distribution: Distribution = Distribution(), sampler: StageSampler | None = None,
+             tiling: TilingConfig = TilingConfig()) -> Generation | None:
     """Runs one request end to end and returns the decoded frames and waveform. `cuda_graphs` captures each stage's
     step as a CUDA graph on its first step and replays it for the others (CUDA only). `passes_per_forward` caps
     how many guidance passes share one forward (None: all; fewer need less activation memory). `distribution`
     spreads the run over processes (None is returned where it does not decode). `sampler` runs the stages
-    elsewhere (e.g. on persistent workers; `models.transformer` may then be None)."""
+    elsewhere (e.g. on persistent workers; `models.transformer` may then be None). `tiling`: the video decoder's
+    tiles (a memory plan may choose smaller ones)."""
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner)
     check_request(request, models, sampler.config)
@@ -222,7 +225,7 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     latent, generator = sample_request(request, models, positive, negative, progress, sampler=sampler)
     if not distribution.decodes:
         return None
-    return decode(latent, models.decoders, generator=generator_on(generator, request.seed, models.decoders))
+    return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders))
 
 
 def generator_on(generator: torch.Generator, seed: int, decoders: Decoders) -> torch.Generator:

@@ -90,5 +90,6 @@ class LTX2Generate:
         else:
             sampler, fused = None, model.loras and fused_loras(model.transformer, model.loras)
         with fused or contextlib.nullcontext(), bridge.interrupts():
+            tiling = {} if model.memory is None else {"tiling": model.memory.tiling()}
             return comfy_outputs(generate(request, models, progress, sampler=sampler,
-                                          passes_per_forward=model.passes_per_forward))
+                                          passes_per_forward=model.passes_per_forward, **tiling))

@@ -21,7 +21,15 @@ from ltx2_core.loader.kinds import check_kind
 from ltx2_core.loader import read_header, transformer_config
 from ltx2_core.loader.fp8_files import is_fp8_checkpoint
 from ltx2_core.loader.weights import FP8_MODES
-from ltx2_core.memory_plan import MemoryPlan, activation_bytes, apply_memory_plan, plan_memory, transformer_weight_bytes
+from ltx2_core.memory_plan import (
+    TILE_BYTES_512,
+    MemoryPlan,
+    activation_bytes,
+    apply_memory_plan,
+    decoder_bytes,
+    plan_memory,
+    transformer_weight_bytes,
+)
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.runtime import Controller
 from ltx2_core.types import Decoders
@@ -145,7 +153,8 @@ def _memory_plan(path: str, memory: str, device: torch.device, dtype: torch.dtyp
         activations = activation_bytes(config, *PLANNED_FOR[:3], PLANNED_FOR[3], dtype)
         return MemoryPlan(0, weights.blocks, PLANNED_FOR[3], False, weights, activations, 0, 0)
     free = torch.cuda.mem_get_info(device)[0]
-    return plan_memory(config, weights, free, *PLANNED_FOR, dtype=dtype, fp8_available=not quantised)
+    return plan_memory(config, weights, free, *PLANNED_FOR, dtype=dtype, fp8_available=not quantised,
+                       decoders=decoder_bytes(path), tile_bytes_512=TILE_BYTES_512)
 
 
 class LTX2TextEncoderLoader:

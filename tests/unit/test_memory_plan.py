@@ -121,3 +121,21 @@ def test_the_activation_estimate_covers_what_a_full_width_forward_holds(version)
                 model(video, audio, run)
     estimate = activation_bytes(config, 17, 256, 256, 4)
     assert memory.peak <= estimate <= 2 * memory.peak, (memory.peak, estimate)
+
+
+def test_decode_tiles_shrink_to_fit_next_to_the_weights():
+    """Decoding follows sampling on the same device: the largest tile that fits beside the planned weights (a small
+    request, whose sampling leaves little room after streaming, gets smaller tiles)."""
+    from ltx2_core.memory_plan import TILE_BYTES_512, decode_tile_bytes
+
+    config, free = RELEASED["2.3"], 24 * 10**9
+    weights = transformer_weight_bytes(config, fp8=True)
+    tiles = {}
+    for request in ((121, 512, 768, 4), (9, 256, 256, 1)):
+        plan = plan_memory(config, weights, free, *request, decoders=3 * 10**9, tile_bytes_512=TILE_BYTES_512)
+        room = HEADROOM * free - plan.device_weights - plan.decoders
+        assert decode_tile_bytes(plan.decode_tile) <= room and plan.peak <= HEADROOM * free
+        assert plan.tiling().spatial_tile == plan.decode_tile and f"{plan.decode_tile} px tiles" in plan.describe()
+        tiles[request] = plan.decode_tile
+    assert tiles[(121, 512, 768, 4)] == 512 and tiles[(9, 256, 256, 1)] < 512
+    assert plan_memory(config, weights, free, 9, 256, 256, 1).decode_tile == 512  # decoding left out
