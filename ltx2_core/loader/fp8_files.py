@@ -24,26 +24,30 @@ from torch import nn
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_tensors
 from ltx2_core.model.fp8 import FP8Linear, replace_module
+from ltx2_core.model.nvfp4 import NVFP4Linear
 
-FP8_FORMAT = "float8_e4m3fn"
+FP8_FORMAT, NVFP4_FORMAT = "float8_e4m3fn", "nvfp4"
 SUPPORTED = ("bf16/fp16/fp32 checkpoints and float8_e4m3fn with per-tensor scales (the official *-fp8 files, "
-             "ComfyUI's fp8_scaled)")
+             "ComfyUI's fp8_scaled), and for text encoders also ComfyUI's nvfp4 (fp4_mixed)")
 _LEGACY = {".scale_weight": ".weight_scale", ".scale_input": ".input_scale"}
 _QUANTISED_DTYPES = {"F8_E5M2": "float8_e5m2", "I8": "int8", "U8": "packed 4-bit (nvfp4/mxfp4)"}
 
 
 class Fp8Plan(NamedTuple):
     """layers: fp8 module name -> whether the file has its input_scale; unscaled: fp8 modules without a weight
-    scale (scale 1); keys: model key -> file key with the bookkeeping keys dropped and legacy scale names mapped."""
+    scale (scale 1); keys: model key -> file key with the bookkeeping keys dropped and legacy scale names mapped;
+    nvfp4: NVFP4 module name -> whether it has an input_scale (text encoders only, see `model.nvfp4`)."""
 
     layers: dict[str, bool]
     unscaled: frozenset[str]
     keys: dict[str, str]
+    nvfp4: dict[str, bool] = {}
 
     @property
     def kept(self) -> set[str]:
-        """The model keys read as they are stored (fp8 weights and their fp32 scales), never cast."""
-        return {f"{m}.{suffix}" for m in self.layers for suffix in ("weight", "weight_scale", "input_scale")}
+        """The model keys read as they are stored (quantised weights and their scales), never cast."""
+        suffixes = ("weight", "weight_scale", "weight_scale_2", "input_scale")
+        return {f"{m}.{suffix}" for m in (*self.layers, *self.nvfp4) for suffix in suffixes}
 
 
 def is_fp8_checkpoint(path) -> bool:
@@ -53,7 +57,9 @@ def is_fp8_checkpoint(path) -> bool:
     return any(entry.dtype == "F8_E4M3" for entry in read_header(path).tensors.values())
 
 
-def fp8_plan(file: SafetensorsFile, keys: Mapping[str, str]) -> Fp8Plan:
+def fp8_plan(file: SafetensorsFile, keys: Mapping[str, str], allow_nvfp4: bool = False) -> Fp8Plan:
+    """The plan of a file's quantised layers; `allow_nvfp4` accepts ComfyUI's NVFP4 layers (weight-only, for the
+    fp4-mixed text encoders); every other format is refused naming what loads."""
     keys = dict(keys)
     if keys.pop("scaled_fp8", None) is not None:
         for key in list(keys):
@@ -63,13 +69,18 @@ def fp8_plan(file: SafetensorsFile, keys: Mapping[str, str]) -> Fp8Plan:
     formats = _declared_formats(file, keys)
     for key in [k for k in keys if k.endswith(".comfy_quant")]:
         del keys[key]
-    refused = {layer: fmt for layer, fmt in formats.items() if fmt != FP8_FORMAT}
+    nvfp4 = {layer: f"{layer}.input_scale" in keys for layer, fmt in formats.items()
+             if fmt == NVFP4_FORMAT and allow_nvfp4}
+    refused = {layer: fmt for layer, fmt in formats.items() if fmt != FP8_FORMAT and layer not in nvfp4}
     layers, unscaled = {}, set()
     for key, file_key in keys.items():
         if not key.endswith(".weight"):
             continue
         module, dtype = key[: -len(".weight")], file.tensors[file_key].dtype
-        if dtype == "F8_E4M3":
+        if module in nvfp4:
+            if dtype != "U8":
+                refused[module] = f"nvfp4 marked but stored as {dtype}"
+        elif dtype == "F8_E4M3":
             layers[module] = f"{module}.input_scale" in keys
             if f"{module}.weight_scale" not in keys:
                 unscaled.add(module)
@@ -80,12 +91,12 @@ def fp8_plan(file: SafetensorsFile, keys: Mapping[str, str]) -> Fp8Plan:
         raise UnsupportedQuantizationError(
             f"{file.path}: {len(refused)} layers are quantised as {fmt} (e.g. {layer}); this package loads "
             f"{SUPPORTED}. Use the official bf16 or fp8 checkpoint of this model")
-    orphans = sorted(k for k in keys if k.endswith((".weight_scale", ".input_scale"))
-                     and k.rsplit(".", 1)[0] not in layers)
+    orphans = sorted(k for k in keys if k.endswith((".weight_scale", ".input_scale", ".weight_scale_2"))
+                     and k.rsplit(".", 1)[0] not in layers and k.rsplit(".", 1)[0] not in nvfp4)
     if orphans:
         raise UnsupportedQuantizationError(f"{file.path}: {orphans[0]} scales a weight that is not float8_e4m3fn; "
                                            f"this package loads {SUPPORTED}")
-    return Fp8Plan(layers, frozenset(unscaled), keys)
+    return Fp8Plan(layers, frozenset(unscaled), keys, nvfp4)
 
 
 def _declared_formats(file: SafetensorsFile, keys: Mapping[str, str]) -> dict[str, str]:
@@ -112,6 +123,11 @@ def apply_fp8_plan(model: nn.Module, plan: Fp8Plan, path: object, *, scaled_mm: 
     """On the meta model: each fp8 layer of `plan` becomes an FP8Linear (`scaled_mm` as FP8Linear's); returns the
     state-dict shapes the file must match (no weight_scale for the unscaled layers)."""
     modules = dict(model.named_modules())
+    for name, has_input_scale in plan.nvfp4.items():
+        if type(modules.get(name)) is not nn.Linear:
+            raise UnsupportedQuantizationError(f"{path}: {name} is marked nvfp4 but is not a linear layer of the "
+                                               "model; the file is not a supported fp4-mixed file")
+        replace_module(model, name, NVFP4Linear.like(modules[name], has_input_scale))
     for name, has_input_scale in plan.layers.items():
         linear = modules.get(name)
         if type(linear) is not nn.Linear:

@@ -80,11 +80,13 @@ def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype
     """`transformers.Gemma3TextModel` holding the file's weights (cast to `dtype`), checked before any read."""
     config = gemma.text_config(source.config)
     model = gemma.build_on_meta(config)
-    plans = [fp8_plan(file, keys | ({"scaled_fp8": "scaled_fp8"} if "scaled_fp8" in file.tensors else {}))
-             for file, keys in source.shards]
+    plans = [fp8_plan(file, keys | ({"scaled_fp8": "scaled_fp8"} if "scaled_fp8" in file.tensors else {}),
+                      allow_nvfp4=True) for file, keys in source.shards]
     merged = Fp8Plan({k: v for p in plans for k, v in p.layers.items()},
-                     frozenset().union(*(p.unscaled for p in plans)), {})
-    # fp8 layers stay fp8 and are dequantised one at a time, as ComfyUI runs its fp8 text encoders (no fp8 matmul)
+                     frozenset().union(*(p.unscaled for p in plans)), {},
+                     {k: v for p in plans for k, v in p.nvfp4.items()})
+    # fp8 and nvfp4 layers stay quantised and are dequantised one at a time, as ComfyUI runs its quantised text
+    # encoders (no fp8/fp4 matmul)
     expected = apply_fp8_plan(model, merged, source.path, scaled_mm=False)
     found = {key: file_key for plan in plans for key, file_key in plan.keys.items()}
     for (file, _), plan in zip(source.shards, plans):

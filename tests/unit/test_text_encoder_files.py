@@ -16,8 +16,10 @@ from ltx2_core.loader import gemma_files as gemma_loader
 from ltx2_core.loader import text_weights
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.model.fp8 import dequantize, fp8_modules, quantize
+from ltx2_core.model.nvfp4 import blocked_index, dequantize_nvfp4
 from support.checkpoints import write_checkpoint
 from support.gemma import gemma_state, write_comfyui_file
+from support.nvfp4 import quantize_nvfp4
 
 
 @pytest.fixture
@@ -113,13 +115,55 @@ def test_comfyuis_fp8_scaled_gemma_stays_fp8_and_encodes_as_its_dequantised_weig
     torch.testing.assert_close(got.audio, want.audio, atol=1e-5, rtol=1e-5)
 
 
-def test_a_gemma_in_fp4_is_refused_naming_what_loads(tmp_path, tiny_checkpoints):
-    path = write_comfyui_file(tmp_path / "gemma_3_12B_it_fp4_mixed.safetensors")
+def test_comfyuis_fp4_mixed_gemma_dequantises_each_layer_and_encodes_as_its_weights(tmp_path, tiny_checkpoints):
+    """gemma_3_12B_it_fp4_mixed: NVFP4 layers (comfy_quant "nvfp4": packed E2M1 pairs, blocked e4m3 block scales,
+    an fp32 tensor scale) beside fp8 ones; each stays packed and is dequantised per call."""
+    state = gemma_state()
+    linears = sorted(k for k in state if k.endswith("_proj.weight") and k.startswith("layers."))
+    dequantised, tensors = dict(state), {}
+    for index, key in enumerate(linears):
+        stem = "model." + key[: -len(".weight")]
+        if index % 2 == 0:
+            packed, blocked, tensor_scale = quantize_nvfp4(state[key])
+            tensors |= {stem + ".weight": packed, stem + ".weight_scale": blocked,
+                        stem + ".weight_scale_2": tensor_scale, stem + ".comfy_quant": _marker("nvfp4")}
+            dequantised[key] = dequantize_nvfp4(packed, blocked, tensor_scale, *state[key].shape, torch.float32)
+        else:
+            q, scale = quantize(state[key])
+            tensors |= {stem + ".weight": q, stem + ".weight_scale": scale, stem + ".comfy_quant": _marker(
+                "float8_e4m3fn")}
+            dequantised[key] = dequantize(q, scale, torch.float32)
+    reference = write_comfyui_file(tmp_path / "reference.safetensors", dequantised)
+    path = write_comfyui_file(tmp_path / "gemma_3_12B_it_fp4_mixed.safetensors", state)
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()} | tensors
+    save_file(tensors, str(path))
+    encoder = load_prompt_encoder(path, tiny_checkpoints["2.3"], max_length=32)
+    kinds = {type(m).__name__ for m in encoder.gemma.modules()}
+    assert {"NVFP4Linear", "FP8Linear"} <= kinds
+    got = encoder.encode("a red car in the rain")[0]
+    want = load_prompt_encoder(reference, tiny_checkpoints["2.3"], max_length=32).encode("a red car in the rain")[0]
+    torch.testing.assert_close(got.video, want.video, atol=1e-5, rtol=1e-5)
+    assert (dequantised[linears[0]] - state[linears[0]]).abs().max() < 0.25 * state[linears[0]].abs().max()
+
+
+def test_the_blocked_scale_layout_is_cublass():
+    """Row r, block column c of a 128×4 tile at byte (r mod 32)·16 + (r div 32)·4 + c; tiles row-major."""
+    index = blocked_index(256, 8)
+    assert index[33, 1] == 16 + 4 + 1 and index[130, 5] == 3 * 512 + 2 * 16 + 1 and index[127, 3] == 31 * 16 + 15
+
+
+def _marker(fmt: str) -> torch.Tensor:
+    return torch.tensor(list(json.dumps({"format": fmt}).encode()), dtype=torch.uint8)
+
+
+def test_other_text_encoder_quantisations_are_refused_naming_what_loads(tmp_path, tiny_checkpoints):
+    path = write_comfyui_file(tmp_path / "gemma_3_12B_it_mxfp8.safetensors")
     with safe_open(str(path), framework="pt") as f:
         tensors = {k: f.get_tensor(k) for k in f.keys()}
-    tensors["model.layers.0.mlp.up_proj.comfy_quant"] = torch.tensor(list(b'{"format": "nvfp4"}'), dtype=torch.uint8)
+    tensors["model.layers.0.mlp.up_proj.comfy_quant"] = _marker("mxfp8")
     save_file(tensors, str(path))
-    with pytest.raises(CheckpointError, match="quantised as nvfp4.*float8_e4m3fn"):
+    with pytest.raises(CheckpointError, match="quantised as mxfp8.*float8_e4m3fn"):
         load_prompt_encoder(path, tiny_checkpoints["2.3"], max_length=32)
 
 
