@@ -9,10 +9,12 @@ in the model's dtype on its device: chaining stages on one generator reproduces 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
 
+from ltx2_core.conditioning import EncodedCondition, condition_video
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.latents import (
     audio_latent_length,
@@ -90,25 +92,30 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
            video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
            step: Step = guided_step, progress: Progress | None = None, observe: Observer | None = None,
            passes_per_forward: int | None = None, runner: RunnerFactory | None = None,
-           stage: str = "denoise") -> AVLatent:
+           stage: str = "denoise", conditions: Sequence[EncodedCondition] = ()) -> AVLatent:
     """Noises `latent` to `noise_scale` (1: pure noise; the first sigma when refining) and denoises it over
     `sigmas` with the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the pass runner, e.g.
-    CFG-parallel). One NaN/inf check after the last step (NonFiniteError naming `stage`)."""
+    CFG-parallel). `conditions`: encoded images held at their frames (`ltx2_core.conditioning`). One NaN/inf check
+    after the last step (NonFiniteError naming `stage`)."""
     param = next(model.parameters())
     frames, rows, cols = latent.video.shape[2:]
+    video = condition_video(patchify_video(latent.video).to(device=param.device, dtype=param.dtype),
+                            video_positions(frames, rows, cols, latent.fps, device=param.device), conditions,
+                            latent.fps)
+    audio = patchify_audio(latent.audio).to(device=param.device, dtype=param.dtype)
     states = []
-    for clean in (patchify_video(latent.video), patchify_audio(latent.audio)):
+    for clean, mask in ((video.clean, video.mask), (audio, None)):
         noise = torch.randn((1, clean.shape[1], 128), generator=generator, device=param.device, dtype=param.dtype)
-        states.append(noised_state(clean.to(device=param.device, dtype=param.dtype).expand_as(noise), noise,
-                                   noise_scale))
-    plan = guided_plan(model, positive, negative, video_positions(frames, rows, cols, latent.fps),
-                       audio_positions(latent.audio.shape[2]), video_guidance, audio_guidance,
-                       passes_per_forward=passes_per_forward, runner=runner)
-    video, audio = denoise(plan, *states, sigmas.to(param.device), step=step, progress=progress, observe=observe)
-    check_finite(stage, {"video latents": video.latent, "audio latents": audio.latent}, SAMPLING_CAUSES,
+        states.append(noised_state(clean.expand_as(noise), noise, noise_scale, mask))
+    plan = guided_plan(model, positive, negative, video.positions, audio_positions(latent.audio.shape[2]),
+                       video_guidance, audio_guidance, passes_per_forward=passes_per_forward, runner=runner)
+    video_state, audio_state = denoise(plan, *states, sigmas.to(param.device), step=step, progress=progress,
+                                       observe=observe)
+    video_tokens = video_state.latent[:, : video.tokens]  # appended keyframe tokens are dropped
+    check_finite(stage, {"video latents": video_tokens, "audio latents": audio_state.latent}, SAMPLING_CAUSES,
                  "Nothing was decoded or written.")
-    return AVLatent(unpatchify_video(video.latent, frames, rows, cols),
-                    unpatchify_audio(audio.latent, AUDIO_CHANNELS), latent.fps)
+    return AVLatent(unpatchify_video(video_tokens, frames, rows, cols),
+                    unpatchify_audio(audio_state.latent, AUDIO_CHANNELS), latent.fps)
 
 
 def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -> AVLatent:

@@ -1,0 +1,175 @@
+"""Image conditioning (image-to-video, first/last/any frame) as the reference pipelines do it (`ltx_pipelines` 1.0.0
+`combined_image_conditionings`, `media_io.load_image_conditioning`).
+
+Preparing an image: read as RGB uint8; an H.264 round trip at `crf` (PyAV, libx264 `veryfast`, one yuv420p frame of
+even size; 0 skips it), which makes a still look like a video frame; bilinear resize (no antialias) so it covers
+the generation size, centre crop; values to [-1, 1]; the video VAE encoder (all images of a request in one batch).
+
+Conditioning the sampler: an image at pixel frame 0 replaces latent frame 0 (its tokens become the clean latent,
+with denoise mask 1 − strength: strength 1 keeps them exactly); an image at any other frame is a guiding keyframe,
+its tokens appended after the video tokens with positions [f, f + 8) / fps in time and the grid's in space, mask
+1 − strength, attending to and attended by every token, and dropped after the last step.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ltx2_core.latents import VIDEO_SPACE_SCALE, VIDEO_TIME_SCALE, patchify_video
+
+DEFAULT_IMAGE_CRF = 33  # ltx_pipelines/utils/constants.py DEFAULT_IMAGE_CRF
+MAX_CRF = 51
+
+
+class ImageCondition(NamedTuple):
+    """An image (file path or RGB uint8 array (H, W, 3)) at pixel frame `frame`, held with `strength` (1: exactly,
+    0: not at all), prepared with an H.264 round trip at `crf` (0: none)."""
+
+    image: str | os.PathLike | np.ndarray
+    frame: int = 0
+    strength: float = 1.0
+    crf: int = DEFAULT_IMAGE_CRF
+
+    def check(self, frames: int) -> None:
+        """ValueError naming the fix, before any model work (the file's header is read, not its pixels)."""
+        if isinstance(self.frame, bool) or not isinstance(self.frame, int) or not 0 <= self.frame < frames:
+            raise ValueError(f"image frame must be a pixel frame index in 0..{frames - 1}, got {self.frame!r}")
+        if not isinstance(self.strength, (int, float)) or not 0 <= self.strength <= 1:
+            raise ValueError(f"image strength must be in [0, 1], got {self.strength!r}")
+        if isinstance(self.crf, bool) or not isinstance(self.crf, int) or not 0 <= self.crf <= MAX_CRF:
+            raise ValueError(f"image CRF must be an integer in 0..{MAX_CRF} (0: no H.264 round trip), got {self.crf!r}")
+        if not isinstance(self.image, np.ndarray):
+            _check_image_file(self.image)
+
+
+def _check_image_file(path: str | os.PathLike) -> None:
+    from PIL import Image, UnidentifiedImageError
+
+    if not os.path.isfile(path):
+        raise ValueError(f"image {path}: no such file")
+    try:
+        with Image.open(path) as image:
+            image.verify()
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ValueError(f"image {path} is not an image PIL can read ({exc}); use a PNG, JPEG or WebP") from exc
+
+
+def read_image(path: str | os.PathLike) -> np.ndarray:
+    """RGB uint8 (H, W, 3); an alpha channel is dropped, other modes converted to RGB."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        if image.mode not in ("RGB", "RGBA"):
+            image = image.convert("RGB")
+        return np.array(image)[..., :3]
+
+
+def h264_round_trip(image: np.ndarray, crf: int = DEFAULT_IMAGE_CRF) -> np.ndarray:
+    """The image encoded as one H.264 frame at `crf` and decoded again (cropped to even sides); 0: unchanged."""
+    if crf == 0:
+        return image
+    import av
+
+    height, width = image.shape[0] // 2 * 2, image.shape[1] // 2 * 2
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=1, options={"crf": str(crf), "preset": "veryfast"})
+        stream.height, stream.width = height, width
+        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image[:height, :width]), format="rgb24")
+        container.mux(stream.encode(frame.reformat(format="yuv420p")))
+        container.mux(stream.encode())
+    buffer.seek(0)
+    with av.open(buffer) as container:
+        return next(container.decode(container.streams.video[0])).to_ndarray(format="rgb24")
+
+
+def resize_and_crop(image: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """(H, W, 3) float 0..255 -> (1, 3, 1, height, width): bilinear (no antialias) to cover, then centre crop."""
+    x = image.permute(2, 0, 1)[None]
+    scale = max(height / x.shape[2], width / x.shape[3])
+    size = (math.ceil(x.shape[2] * scale), math.ceil(x.shape[3] * scale))
+    x = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+    top, left = (size[0] - height) // 2, (size[1] - width) // 2
+    return x[:, :, top:top + height, left:left + width][:, :, None]
+
+
+def prepare_image(condition: ImageCondition, height: int, width: int, device: torch.device | str = "cpu",
+                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The encoder's input for one image at the generation size: (1, 3, 1, height, width) in [-1, 1]."""
+    pixels = condition.image if isinstance(condition.image, np.ndarray) else read_image(condition.image)
+    pixels = h264_round_trip(pixels, condition.crf)
+    x = resize_and_crop(torch.tensor(pixels, dtype=torch.float32, device=device), height, width)
+    return (x / 127.5 - 1.0).to(dtype)
+
+
+class EncodedCondition(NamedTuple):
+    """An encoded image: latent (1, 128, 1, H/32, W/32), its pixel frame and strength."""
+
+    latent: torch.Tensor
+    frame: int
+    strength: float
+
+
+@torch.no_grad()
+def encode_conditions(conditions: Sequence[ImageCondition], encoder: torch.nn.Module, height: int,
+                      width: int) -> list[EncodedCondition]:
+    """Every image prepared at height × width and encoded in one batch by the video VAE encoder."""
+    if not conditions:
+        return []
+    param = next(encoder.parameters())
+    images = torch.cat([prepare_image(c, height, width, param.device, param.dtype) for c in conditions])
+    latents = encoder(images)
+    return [EncodedCondition(latents[i:i + 1], c.frame, float(c.strength)) for i, c in enumerate(conditions)]
+
+
+class ConditionedVideo(NamedTuple):
+    """The video stream with its conditioning: clean tokens (1, T + K, C), mask (1, T + K, 1) fp32, positions
+    (1, 3, T + K, 2); the first `tokens` are the video's."""
+
+    clean: torch.Tensor
+    mask: torch.Tensor | None
+    positions: torch.Tensor
+    tokens: int
+
+
+def condition_video(clean: torch.Tensor, positions: torch.Tensor, conditions: Sequence[EncodedCondition],
+                    fps: float) -> ConditionedVideo:
+    """Frame-0 images replace the first latent frame's tokens, the others are appended as keyframes (module
+    docstring); in order, so a later frame-0 image wins. No conditions: the inputs unchanged, no mask."""
+    tokens = clean.shape[1]
+    if not conditions:
+        return ConditionedVideo(clean, None, positions, tokens)
+    clean = clean.clone()
+    mask = torch.ones(*clean.shape[:2], 1, device=clean.device)
+    for condition in conditions:
+        image = patchify_video(condition.latent.to(device=clean.device, dtype=clean.dtype))
+        if condition.frame == 0:
+            clean[:, : image.shape[1]] = image
+            mask[:, : image.shape[1]] = 1.0 - condition.strength
+            continue
+        rows, cols = condition.latent.shape[3:]
+        # the reference builds a keyframe's mask in the latent's dtype (bf16 in real runs)
+        key_mask = torch.full((1, image.shape[1], 1), 1.0 - condition.strength, dtype=image.dtype,
+                              device=clean.device).float()
+        clean = torch.cat([clean, image], dim=1)
+        mask = torch.cat([mask, key_mask], dim=1)
+        positions = torch.cat([positions, keyframe_positions(condition.frame, rows, cols, fps, clean.device)], dim=2)
+    return ConditionedVideo(clean, mask, positions, tokens)
+
+
+def keyframe_positions(frame: int, rows: int, cols: int, fps: float,
+                       device: torch.device | str | None = None) -> torch.Tensor:
+    """(1, 3, rows·cols, 2) bounds of a keyframe's tokens: time [frame, frame + 8) / fps, space the grid's."""
+    grid = torch.meshgrid(torch.arange(rows, device=device), torch.arange(cols, device=device), indexing="ij")
+    starts = torch.stack(grid).flatten(1).float() * VIDEO_SPACE_SCALE  # (2, tokens)
+    space = torch.stack([starts, starts + VIDEO_SPACE_SCALE], dim=-1)
+    time = torch.tensor([frame, frame + VIDEO_TIME_SCALE], dtype=torch.float32, device=device) / fps
+    return torch.cat([time.expand(1, starts.shape[1], 2), space])[None]
