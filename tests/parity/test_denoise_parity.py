@@ -63,7 +63,8 @@ def _ours(model, positive, negative, sigmas, video_guidance=None, audio_guidance
     return unpatchify_video(video.latent, frames, rows, cols), unpatchify_audio(audio.latent, 8)
 
 
-def _reference(ref, positive, negative, sigmas, video_guidance=None, audio_guidance=None, initial=None, scale=1.0):
+def _reference(ref, positive, negative, sigmas, video_guidance=None, audio_guidance=None, initial=None, scale=1.0,
+               conditionings=()):
     import_ltx_pipelines()
     from ltx_core.components.diffusion_steps import EulerDiffusionStep
     from ltx_core.components.guiders import MultiModalGuiderParams, create_multimodal_guider_factory
@@ -97,7 +98,7 @@ def _reference(ref, positive, negative, sigmas, video_guidance=None, audio_guida
 
     video, audio = denoise_audio_video(
         output_shape=VideoPixelShape(batch=1, frames=FRAMES, width=WIDTH, height=HEIGHT, fps=FPS),
-        conditionings=[], noiser=GaussianNoiser(torch.Generator().manual_seed(SEED)), sigmas=sigmas,
+        conditionings=list(conditionings), noiser=GaussianNoiser(torch.Generator().manual_seed(SEED)), sigmas=sigmas,
         stepper=EulerDiffusionStep(), denoising_loop_fn=loop,
         components=PipelineComponents(dtype=torch.float32, device=torch.device("cpu")), dtype=torch.float32,
         device=torch.device("cpu"), noise_scale=scale,
@@ -161,3 +162,36 @@ def test_stage_two_renoise_and_refine_match_the_reference(one_thread):
     want = _reference(ref, positive, None, sigmas, initial=initial, scale=STAGE2_SIGMAS[0])
     torch.testing.assert_close(got[0], want[0], **TOL)
     torch.testing.assert_close(got[1], want[1], **TOL)
+
+
+@pytest.mark.parametrize("images", [[(0, 1.0)], [(8, 0.9), (16, 1.0)], [(0, 0.7), (16, 1.0)]],
+                         ids=["frame-0", "keyframes-middle-and-last", "frame-0-and-last"])
+def test_four_guided_steps_with_images_match_the_reference_pipeline(images, one_thread):
+    """Conditioning as `combined_image_conditionings` builds it: frame 0 replaces the first latent frame, any
+    other frame is an appended keyframe; the same encoded latents (random here) on both sides."""
+    import_ltx_pipelines()
+    from ltx_core.conditioning.types.keyframe_cond import VideoConditionByKeyframeIndex
+    from ltx_core.conditioning.types.latent_cond import VideoConditionByLatentIndex
+
+    from ltx2_core.conditioning import EncodedCondition
+    from ltx2_core.stages import empty_latent, sample
+
+    ours, ref = _models("2.0")
+    positive, negative = _texts(ours.config)
+    video_guidance = GuidanceParams(cfg=3.0, stg=1.0, stg_blocks=(STG_BLOCK,), rescale=0.7, modality=3.0)
+    audio_guidance = GuidanceParams(cfg=7.0, stg=1.0, stg_blocks=(STG_BLOCK,), rescale=0.7, modality=3.0)
+    g = torch.Generator().manual_seed(21)
+    latents = [torch.randn(1, 128, 1, HEIGHT // 32, WIDTH // 32, generator=g) for _ in images]
+    conditions = [EncodedCondition(latent, frame, strength) for latent, (frame, strength) in zip(latents, images)]
+    theirs = [VideoConditionByLatentIndex(latent=c.latent, strength=c.strength, latent_idx=0) if c.frame == 0 else
+              VideoConditionByKeyframeIndex(keyframes=c.latent, frame_idx=c.frame, strength=c.strength)
+              for c in conditions]
+    sigmas = ltx2_sigmas(4)
+    got = sample(ours, positive, negative, empty_latent(WIDTH, HEIGHT, FRAMES, FPS), sigmas,
+                 torch.Generator().manual_seed(SEED), video_guidance=video_guidance, audio_guidance=audio_guidance,
+                 conditions=conditions)
+    want = _reference(ref, positive, negative, sigmas, video_guidance, audio_guidance, conditionings=theirs)
+    torch.testing.assert_close(got.video, want[0], **TOL)
+    torch.testing.assert_close(got.audio, want[1], **TOL)
+    free = _ours(ours, positive, negative, sigmas, video_guidance, audio_guidance)
+    assert (got.video - free[0]).abs().max() > 0.01  # the images changed the run
