@@ -21,6 +21,7 @@ from ltx2_core.loader import (
     load_transformer,
     load_upsampler,
     load_video_decoder,
+    load_video_encoder,
     load_vocoder,
 )
 from ltx2_core.loader.safetensors_file import Shard
@@ -124,6 +125,7 @@ class ModelFiles:
                               load_vocoder(self.checkpoint, device=device)),  # fp32: small and precision-bound
             upsampler=load_upsampler(self.upsampler, **load) if self.upsampler else None,
             distilled_lora=load_lora(self.distilled_lora) if self.distilled_lora else None,
+            video_encoder=load_video_encoder(self.checkpoint, **load),
         )
 
 

@@ -26,12 +26,14 @@ from typing import NamedTuple, Protocol
 import torch
 
 from ltx2_core.compile import CudaGraphStep
+from ltx2_core.conditioning import EncodedCondition, ImageCondition, encode_conditions
 from ltx2_core.config import TransformerConfig
 from ltx2_core.latents import check_video_size
 from ltx2_core.loader.lora import Lora, check_lora, fused_loras
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.upsampler import LatentUpsampler
+from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, guided_step, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance, default_steps
@@ -73,6 +75,7 @@ class Request:
     mode: str = "one-stage"
     video_guidance: GuidanceParams | None = None
     audio_guidance: GuidanceParams | None = None
+    images: tuple[ImageCondition, ...] = ()  # images held at frames (image-to-video, keyframes)
 
     @property
     def two_stage(self) -> bool:
@@ -98,6 +101,8 @@ class Request:
             raise ValueError(f"fps must be a positive number, got {self.fps!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
+        for image in self.images:
+            image.check(self.frames)
 
 
 class Models(NamedTuple):
@@ -109,6 +114,7 @@ class Models(NamedTuple):
     decoders: Decoders
     upsampler: LatentUpsampler | None = None
     distilled_lora: Lora | None = None
+    video_encoder: VideoEncoder | None = None  # encodes the request's images
 
 
 def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceParams, GuidanceParams]:
@@ -133,6 +139,9 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     if request.two_stage and models.upsampler.config.spatial_scale != 2.0:
         raise ValueError(f"the two-stage pipelines need a x2 upsampler, got x{models.upsampler.config.spatial_scale}")
     check_stg_blocks(request, config)
+    if request.images and models.video_encoder is None:
+        raise ValueError("image conditioning needs the video VAE encoder (load_video_encoder of the checkpoint); "
+                         "pass it as Models.video_encoder")
     if models.distilled_lora is not None and request.mode == "two-stage":
         check_lora(models.transformer if models.transformer is not None else meta_transformer(config),
                    models.distilled_lora)
@@ -166,7 +175,7 @@ class StageSampler(Protocol):
                  sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
                  video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
                  loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
-                 stage: str = "denoise") -> AVLatent: ...
+                 stage: str = "denoise", conditions: Sequence[EncodedCondition] = ()) -> AVLatent: ...
 
 
 class LocalSampler:
@@ -184,13 +193,13 @@ class LocalSampler:
                  sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
                  video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
                  loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
-                 stage: str = "denoise") -> AVLatent:
+                 stage: str = "denoise", conditions: Sequence[EncodedCondition] = ()) -> AVLatent:
         with fused_loras(self.model, loras) if loras else contextlib.nullcontext():
             return sample(self.model, positive, negative, latent, sigmas, generator, noise_scale=noise_scale,
                           video_guidance=video_guidance, audio_guidance=audio_guidance,
                           step=CudaGraphStep() if self.cuda_graphs else guided_step, progress=progress,
                           observe=self.observe, passes_per_forward=self.passes_per_forward, runner=self.runner,
-                          stage=stage)
+                          stage=stage, conditions=conditions)
 
 
 class Distribution(NamedTuple):
@@ -260,13 +269,18 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
     else:
         sigmas = ltx2_sigmas(request.steps or default_steps(sampler.config.version))
     stage = "stage 1" if scale == 2 else "denoise"
+    # the images at each stage's size (the reference re-reads and re-encodes them at full size for stage 2)
+    conditions = encode_conditions(request.images, models.video_encoder, request.height // scale,
+                                   request.width // scale)
     latent = sampler(positive, negative, latent, sigmas, generator, video_guidance=video_guidance,
-                     audio_guidance=audio_guidance, progress=_stage(progress, stage), stage=stage)
+                     audio_guidance=audio_guidance, progress=_stage(progress, stage), stage=stage,
+                     conditions=conditions)
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)
         loras = ((models.distilled_lora, 1.0),) if request.mode == "two-stage" else ()
+        conditions = encode_conditions(request.images, models.video_encoder, request.height, request.width)
         latent = sampler(positive, None, latent, sigma_table(STAGE2_SIGMAS), generator, noise_scale=STAGE2_SIGMAS[0],
-                         loras=loras, progress=_stage(progress, "stage 2"), stage="stage 2")
+                         loras=loras, progress=_stage(progress, "stage 2"), stage="stage 2", conditions=conditions)
     return latent, generator
 
 

@@ -11,7 +11,7 @@ import torch
 
 from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, VocoderConfig, build_vocoder
 from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig
-from ltx2_core.model.video_vae import VideoDecoder, VideoVaeConfig
+from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
 from ltx2_core.types import Decoders
 
 _ONE = {"num_layers": 1}
@@ -74,6 +74,13 @@ def _random_(module: torch.nn.Module, generator: torch.Generator, gain: float = 
     for param in module.parameters():
         fan_in = param[0].numel() if param.dim() > 1 else 100
         param.copy_(torch.randn(param.shape, generator=generator) * gain / fan_in**0.5)
+
+
+def demo_video_encoder(version: str = "2.0", seed: int = 4) -> VideoEncoder:
+    """A random-weight video VAE encoder of the demo VAE's structure (for image conditioning), eval, on the CPU."""
+    encoder = VideoEncoder(VideoVaeConfig.from_metadata(DEMO_VAES[version]))
+    _random_(encoder, torch.Generator().manual_seed(seed))
+    return encoder.eval()
 
 
 def demo_upsampler(version: str = "2.0", seed: int = 0) -> LatentUpsampler:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ltx2_core.config import TransformerConfig
-from ltx2_core.demo.decoders import demo_decoders, demo_upsampler
+from ltx2_core.demo.decoders import demo_decoders, demo_upsampler, demo_video_encoder
 from ltx2_core.demo.text import demo_prompt_encoder
 from ltx2_core.demo.transformer import demo_lora, demo_transformer
 from ltx2_core.pipeline import Models
@@ -22,4 +22,5 @@ def demo_models(version: str = "2.0", device: torch.device | str = "cpu", dtype:
         decoders=Decoders(*(m.to(device=device, dtype=dtype) for m in demo_decoders(version))),
         upsampler=demo_upsampler(version).to(device=device, dtype=dtype),
         distilled_lora=demo_lora(transformer, seed=1, name="demo distilled LoRA"),
+        video_encoder=demo_video_encoder(version).to(device=device, dtype=dtype),
     )

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from ltx2_core.conditioning import EncodedCondition
 from ltx2_core.loader.lora import Lora
 from ltx2_core.pipeline import Models, Request, StageProgress, generate
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
@@ -47,11 +48,12 @@ class WorkerSampler:
                  sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
                  video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
                  loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
-                 stage: str = "denoise") -> AVLatent:
+                 stage: str = "denoise", conditions: Sequence[EncodedCondition] = ()) -> AVLatent:
         files = tuple((_file_of(lora), float(strength)) for lora, strength in (*self.loras, *loras))
+        held = tuple(c._replace(latent=c.latent.cpu()) for c in conditions)
         job = StageJob(latent.video.cpu(), latent.audio.cpu(), latent.fps, positive.to("cpu"),
                        None if negative is None else negative.to("cpu"), sigmas.cpu(), generator.get_state(),
-                       noise_scale, video_guidance, audio_guidance, files, stage, self.compile, self.projection)
+                       noise_scale, video_guidance, audio_guidance, files, stage, self.compile, self.projection, held)
         video, audio, state = self.controller.run(job, progress, self.should_stop, self._keep)
         generator.set_state(state)
         return AVLatent(video, audio, latent.fps)

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ltx2_core.compile import compile_blocks
+from ltx2_core.conditioning import EncodedCondition
 from ltx2_core.loader.lora import Lora, load_lora, shard_lora
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel.config import ParallelConfig
@@ -66,6 +67,7 @@ class StageJob(NamedTuple):
     stage: str = "denoise"
     compile: bool = False
     preview: tuple[torch.Tensor, torch.Tensor] | None = None  # rgb_projection: rank 0 sends a preview per step
+    conditions: tuple[EncodedCondition, ...] = ()  # encoded images held at their frames (CPU)
 
 
 class Channel(Protocol):
@@ -184,7 +186,7 @@ def serve(rank: int, local_rank: int, spec: WorkerSpec, channel: Channel) -> Non
                              AVLatent(job.video, job.audio, job.fps), job.sigmas, generator,
                              noise_scale=job.noise_scale, video_guidance=job.video_guidance,
                              audio_guidance=job.audio_guidance, loras=loras(job.loras), stage=job.stage,
-                             progress=_Steps(rank, job_id, channel, preview))
+                             progress=_Steps(rank, job_id, channel, preview), conditions=job.conditions)
             if rank == 0:
                 channel.put(("done", job_id, latent.video.cpu(), latent.audio.cpu(), generator.get_state()))
         except Interrupted:

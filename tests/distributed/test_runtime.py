@@ -289,3 +289,27 @@ def test_a_hung_worker_fails_the_job_within_the_timeout(local):
         torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
     finally:
         controller.shutdown()
+
+
+def test_images_reach_the_workers_with_each_stage(tmp_path):
+    """Image conditioning through the controller: encoded here at each stage's size, held on every rank."""
+    import numpy as np
+    from PIL import Image
+
+    from ltx2_core.conditioning import ImageCondition
+
+    pixels = (np.arange(60 * 80 * 3) % 253).astype(np.uint8).reshape(60, 80, 3)
+    Image.fromarray(pixels).save(tmp_path / "first.png")
+    models = demo_models("2.0")
+    request = replace(REQUEST, mode="distilled", width=128, height=128, steps=None,
+                      images=(ImageCondition(str(tmp_path / "first.png")), ImageCondition(str(tmp_path / "first.png"),
+                                                                                          frame=8, strength=0.5)))
+    want = generate(request, models)
+    controller = Controller(FILES, ParallelConfig(sp=2), threads=1)
+    try:
+        got = _run(controller, models, request)
+    finally:
+        controller.shutdown()
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    free = generate(replace(request, images=()), models)
+    assert (free.frames - want.frames).abs().max() > 0.01

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import av
 import pytest
+from PIL import Image
 
 import ltx2_core.model_files as model_files
 from ltx2_core.__main__ import main
@@ -70,6 +71,10 @@ BAD = [
     (["--sp", "3"], "3 ranks, but 1 were started"),
     (["--cfg-parallel", "2", "--mode", "distilled"], "cfg 2 exceeds the 1 guidance passes"),
     (["--memory-budget", "0.00001"], "does not fit 10.0 KB free even with every block streamed"),
+    (["--image", "{tmp}/missing.png"], "missing.png: no such file"),
+    (["--image", "{tmp}/cat.png:200"], "pixel frame index in 0..16"),
+    (["--image", "{tmp}/cat.png:0:1.5"], "strength must be in [0, 1]"),
+    (["--image", "{tmp}/notes.png"], "is not an image PIL can read"),
     (["--memory-budget", "-1"], "--memory-budget must be a positive number"),
 ]
 
@@ -82,6 +87,8 @@ def test_bad_requests_fail_before_any_model_work(flags, message, tmp_path, tiny_
     monkeypatch.setattr("ltx2_core.demo.demo_models", no_model_work)
     monkeypatch.setattr(model_files, "load_transformer", no_model_work)
     flags = [f.format(tmp=tmp_path, ckpt=tiny_checkpoints["2.0"]) for f in flags]
+    Image.new("RGB", (40, 30)).save(tmp_path / "cat.png")
+    (tmp_path / "notes.png").write_text("not an image")
     assert main(["generate", "--output", str(tmp_path / "x.mp4"), *flags]) == 2
     captured = capsys.readouterr()
     assert message.format(tmp=tmp_path) in captured.err and "model:" not in captured.out
@@ -123,3 +130,17 @@ def test_a_memory_budget_streams_blocks_with_the_output_of_the_resident_run(tmp_
         runs[name] = load_file(str(tmp_path / f"{name}.safetensors"))
     assert "0/3 blocks resident" in capsys.readouterr().out
     torch.testing.assert_close(runs["streamed"]["frames"], runs["resident"]["frames"], atol=1e-5, rtol=0)
+
+
+def test_image_to_video_and_a_last_frame_keyframe_from_the_command_line(tmp_path):
+    """--image PATH (frame 0, strength 1) and PATH:16:0.9:0 (the last frame, no H.264 round trip): an mp4."""
+    import numpy as np
+
+    pixels = (np.arange(60 * 80 * 3) % 253).astype(np.uint8).reshape(60, 80, 3)
+    Image.fromarray(pixels).save(tmp_path / "first.png")
+    Image.fromarray(pixels[::-1].copy()).save(tmp_path / "last.png")
+    out = tmp_path / "i2v.mp4"
+    assert main(["generate", "--prompt", "a cat", "--width", "96", "--height", "64", "--frames", "17", "--steps", "2",
+                 "--image", str(tmp_path / "first.png"), "--image", f"{tmp_path / 'last.png'}:16:0.9:0",
+                 "--output", str(out)]) == 0
+    assert _probe(out)[:4] == (17, 24, 96, 64)
