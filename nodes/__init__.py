@@ -2,6 +2,7 @@
 
 from .decode import LTX2Decode, LTX2LatentUpsample
 from .generate import LTX2Generate
+from .images import LTX2ImageCondition
 from .loaders import LTX2CheckpointLoader, LTX2LoraLoader, LTX2TextEncoderLoader, LTX2UpsamplerLoader
 from .parallel import LTX2ParallelConfig
 from .sampling import LTX2EmptyLatent, LTX2Guidance, LTX2Sampler
@@ -20,10 +21,11 @@ NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
     "LTX2Decode": "LTX-2 Decode (video + audio)",
     "LTX2Generate": "LTX-2 Generate (text to video + audio)",
     "LTX2ParallelConfig": "LTX-2 Multi-GPU Layout",
+    "LTX2ImageCondition": "LTX-2 Image Condition (first / last / any frame)",
 }
 NODE_CLASS_MAPPINGS: dict[str, type] = {
     node.__name__: node
     for node in (LTX2CheckpointLoader, LTX2TextEncoderLoader, LTX2LoraLoader, LTX2UpsamplerLoader, LTX2TextEncode,
                  LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode, LTX2Generate,
-                 LTX2ParallelConfig)
+                 LTX2ParallelConfig, LTX2ImageCondition)
 }

@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 
 from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, fused_loras, generate, load_lora
+from ltx2_core.conditioning import ImageCondition
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.runtime import WorkerSampler
 
 from . import bridge
 from .decode import comfy_outputs
 from .handles import MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
+from .images import IMAGES, at_frames
 from .loaders import file_problem
 from .sampling import MAX_SEED, size_problem
 from .text import prompt_problem
@@ -54,6 +56,8 @@ class LTX2Generate:
                 "distilled_lora": ([NO_LORA] + bridge.file_options("loras"), {
                     "default": NO_LORA, "tooltip": "ltx-2-*-distilled-lora-384.safetensors for the two-stage "
                                                    "refinement (models/loras)"}),
+                "images": (IMAGES, {"tooltip": "images held at frames (LTX-2 Image Condition): image-to-video, "
+                                    "last frame, keyframes"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -73,11 +77,12 @@ class LTX2Generate:
     def generate(self, model: ModelHandle, text_encoder: PromptEncoder, prompt: str, negative_prompt: str,
                  mode: str, width: int, height: int, frames: int, fps: float, seed: int, steps: int,
                  upsampler: LatentUpsampler | None = None, distilled_lora: str = NO_LORA,
-                 unique_id: str | None = None):
+                 images: tuple[ImageCondition, ...] = (), unique_id: str | None = None):
         model = model.check_loaded()
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
-        models = Models(model.transformer, text_encoder, model.decoders, upsampler, lora)
-        request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode)
+        models = Models(model.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder)
+        request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
+                          images=at_frames(images, frames))
         bars = {}
 
         def progress(stage: str, done: int, total: int) -> None:

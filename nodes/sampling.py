@@ -8,6 +8,7 @@ import torch
 
 from ltx2_core import GuidanceParams
 from ltx2_core.compile import compile_blocks
+from ltx2_core.conditioning import ImageCondition, encode_conditions
 from ltx2_core.latents import check_video_size
 from ltx2_core.pipeline import LocalSampler
 from ltx2_core.preview import LatentPreview, rgb_projection
@@ -18,6 +19,7 @@ from ltx2_core.stages import AVLatent, empty_latent
 
 from . import bridge
 from .handles import CONDITIONING, GUIDANCE, LATENT, MODEL, Conditioning, ModelHandle
+from .images import IMAGES, at_frames
 
 CATEGORY = "LTX-2/sampling"
 SCHEDULES = ("ltx2", "distilled", "stage-2 refine")
@@ -157,15 +159,20 @@ class LTX2Sampler:
                 "compile": ("BOOLEAN", {"default": False, "tooltip": "torch.compile every block (CUDA; the first "
                                         "run compiles)"}),
                 "cuda_graphs": ("BOOLEAN", {"default": False, "tooltip": "capture each step as a CUDA graph (CUDA)"}),
+                "images": (IMAGES, {"tooltip": "images held at frames (LTX-2 Image Condition): image-to-video, "
+                                    "last frame, keyframes; encoded at this latent's size"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
 
     def sample(self, model: ModelHandle, conditioning: Conditioning, latent: AVLatent, seed: int, steps: int,
                schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
-               compile: bool = False, cuda_graphs: bool = False, unique_id: str | None = None):
+               compile: bool = False, cuda_graphs: bool = False, images: tuple[ImageCondition, ...] = (),
+               unique_id: str | None = None):
         table, noise_scale = sigma_schedule(schedule, steps, sigmas)
         model = model.check_loaded()
+        frames, height, width = latent.pixel_size
+        conditions = encode_conditions(at_frames(images, frames), model.video_encoder, height, width)
         device = torch.device(model.workers.device_type) if model.workers is not None else model.weights.device
         if (compile or cuda_graphs) and device.type != "cuda":
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
@@ -193,5 +200,6 @@ class LTX2Sampler:
         with bridge.interrupts():
             out = sampler(conditioning.positive, conditioning.negative, latent, table, generator,
                           noise_scale=noise_scale, video_guidance=video_guidance, audio_guidance=audio_guidance,
-                          loras=loras, progress=bridge.progress_bar(len(table) - 1, unique_id, ready))
+                          loras=loras, progress=bridge.progress_bar(len(table) - 1, unique_id, ready),
+                          conditions=conditions)
         return (out,)

@@ -67,6 +67,19 @@ def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
     (folders["text_encoders"] / TINY["text_encoder"]).symlink_to(gemma_files[0])
     write_upsampler(folders["latent_upscale_models"] / TINY["upsampler"], version="2.3")
     write_lora(folders["loras"] / TINY["lora"], seed=1, version="2.3")
+    _input_images(base / "input")
+
+
+def _input_images(folder: Path) -> None:
+    """The pictures the image-to-video examples load (ComfyUI's input folder)."""
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    y, x = np.mgrid[0:72, 0:96]
+    picture = np.stack([x * 2 % 256, y * 3 % 256, (x + y) % 256], axis=-1).astype(np.uint8)
+    Image.fromarray(picture).save(folder / "example_first.png")
+    Image.fromarray(picture[::-1, ::-1].copy()).save(folder / "example_last.png")
 
 
 @pytest.fixture(scope="session")

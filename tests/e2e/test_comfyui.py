@@ -29,6 +29,9 @@ EXAMPLES = {
                                  "4.frames=9", "4.steps=2"], (9, 128, 64)),
     # two worker processes (CPU, gloo: the server runs with --cpu) in place of two GPUs
     "ltx2_t2v_two_gpus": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"], (9, 96, 64)),
+    # the pictures come from ComfyUI's input folder (LoadImage)
+    "ltx2_i2v_one_stage": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"], (9, 96, 64)),
+    "ltx2_first_last_frame": (["4.width=96", "4.height=64", "4.frames=17", "6.steps=2"], (17, 96, 64)),
 }
 
 

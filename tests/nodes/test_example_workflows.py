@@ -12,10 +12,11 @@ from nodes import NODE_CLASS_MAPPINGS as NODES
 
 ROOT = Path(__file__).resolve().parents[2]
 API_WORKFLOWS = sorted((ROOT / "example_workflows" / "api").glob("*.api.json"))
-# the core ComfyUI nodes the examples end with, and their inputs (ComfyUI 0.26's CreateVideo and SaveVideo)
-CORE = {"CreateVideo": ({"images", "fps"}, {"audio", "bit_depth"}, 1),
+# the core ComfyUI nodes the examples use, and their inputs (ComfyUI 0.26's LoadImage, CreateVideo and SaveVideo)
+CORE = {"LoadImage": ({"image"}, set(), 2),
+        "CreateVideo": ({"images", "fps"}, {"audio", "bit_depth"}, 1),
         "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0)}
-FOLDER_COMBOS = {"ckpt_name", "text_encoder", "lora_name", "upscale_model_name", "distilled_lora"}
+FOLDER_COMBOS = {"ckpt_name", "text_encoder", "lora_name", "upscale_model_name", "distilled_lora", "image"}
 
 
 def _inputs(class_type: str) -> tuple[dict, dict, int]:

@@ -144,3 +144,28 @@ def test_a_streaming_loader_samples_what_the_resident_one_does(loaded, files):
     torch.testing.assert_close(got.audio, want.audio, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="CUDA options"):
         node("LTX2Sampler", streamed, conditioning, latent, 3, 2, "ltx2", compile=True)
+
+
+def test_image_conditions_chain_into_the_sampler_and_the_generate_node(loaded, files):
+    """LTX2ImageCondition: frame 0 held exactly at strength 1 (its latent is the encoded picture), -1 the last
+    frame; the generate node takes the same chain."""
+    from ltx2_core.conditioning import encode_conditions
+    from nodes.images import at_frames
+
+    model, encoder, conditioning, guidance = loaded
+    picture = torch.linspace(0, 1, 48 * 64 * 3).reshape(1, 48, 64, 3)
+    (first,) = node("LTX2ImageCondition", picture, 0, 1.0, 0)
+    (both,) = node("LTX2ImageCondition", picture.flip(1), -1, 0.8, 33, images=first)
+    assert [(i.frame, i.strength, i.crf) for i in both] == [(0, 1.0, 0), (-1, 0.8, 33)]
+    (latent,) = node("LTX2EmptyLatent", 96, 64, 17, 24.0)
+    (out,) = node("LTX2Sampler", model, conditioning, latent, 3, 2, "ltx2", guidance=guidance, images=both)
+    encoded = encode_conditions(at_frames(both, 17), model.video_encoder, 64, 96)[0]  # the same batch of two
+    assert torch.equal(out.video[:, :, :1], encoded.latent)  # pure copy: mask 0 keeps the clean tokens
+    (free,) = node("LTX2Sampler", model, conditioning, latent, 3, 2, "ltx2", guidance=guidance)
+    assert (free.video[:, :, -1] - out.video[:, :, -1]).abs().max() > 1e-3  # the last frame was guided
+    images, audio, fps = node("LTX2Generate", model, encoder, "a cat", negative_prompt="blurry", mode="one-stage",
+                              width=96, height=64, frames=17, fps=24.0, seed=1, steps=2, images=both)
+    assert images.shape == (17, 64, 96, 3)
+    with pytest.raises(ValueError, match="pixel frame index in 0..16"):
+        node("LTX2Sampler", model, conditioning, latent, 3, 2, "ltx2",
+             images=node("LTX2ImageCondition", picture, 40, 1.0, 0)[0])

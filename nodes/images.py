@@ -1,0 +1,48 @@
+"""Image conditioning: an image held at a frame of the video (image-to-video, last frame, keyframes), chainable."""
+
+from __future__ import annotations
+
+import torch
+
+from ltx2_core.conditioning import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
+
+IMAGES = "LTX2_IMAGES"
+LAST_FRAME = -1
+
+
+class LTX2ImageCondition:
+    DESCRIPTION = ("Holds an image at a frame of the video: frame 0 for image-to-video, -1 for the last frame, any "
+                   "other frame as a keyframe. Chain several for first-last-frame or keyframe interpolation.")
+    CATEGORY = "LTX-2/conditioning"
+    RETURN_TYPES = (IMAGES,)
+    RETURN_NAMES = ("images",)
+    FUNCTION = "add"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {"required": {
+            "image": ("IMAGE", {"tooltip": "the picture (its first image if a batch); resized to cover the video "
+                                "and centre-cropped"}),
+            "frame": ("INT", {"default": 0, "min": LAST_FRAME, "max": 1440, "tooltip": "pixel frame to hold it at: 0 "
+                              "starts the video from it, -1 ends it there, others guide that moment"}),
+            "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "1 holds it "
+                                   "exactly, lower lets the model change it"}),
+            "crf": ("INT", {"default": DEFAULT_IMAGE_CRF, "min": 0, "max": MAX_CRF, "tooltip": "H.264 quality of "
+                            "the round trip that makes a still look like a video frame (the reference's 33); 0 skips "
+                            "it. Too clean an image tends to give a frozen video"}),
+        }, "optional": {
+            "images": (IMAGES, {"tooltip": "earlier image conditions to add this one to"}),
+        }}
+
+    def add(self, image: torch.Tensor, frame: int, strength: float = 1.0, crf: int = DEFAULT_IMAGE_CRF,
+            images: tuple[ImageCondition, ...] = ()):
+        pixels = (image[0, ..., :3].clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # ComfyUI IMAGE: 0..1
+        return (tuple(images) + (ImageCondition(pixels, int(frame), float(strength), int(crf)),),)
+
+
+def at_frames(images: tuple[ImageCondition, ...], frames: int) -> tuple[ImageCondition, ...]:
+    """The images with LAST_FRAME resolved for a video of `frames` pixel frames, each checked (ValueError)."""
+    resolved = tuple(i._replace(frame=frames - 1) if i.frame == LAST_FRAME else i for i in images)
+    for image in resolved:
+        image.check(frames)
+    return resolved
