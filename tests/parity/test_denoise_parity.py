@@ -195,3 +195,33 @@ def test_four_guided_steps_with_images_match_the_reference_pipeline(images, one_
     torch.testing.assert_close(got.audio, want[1], **TOL)
     free = _ours(ours, positive, negative, sigmas, video_guidance, audio_guidance)
     assert (got.video - free[0]).abs().max() > 0.01  # the images changed the run
+
+
+def test_stage_two_refine_with_images_matches_the_reference(one_thread):
+    """Stage 2 with the images re-applied at full size: the upsampled latent re-noised to 0.909375 except where the
+    images hold it, 3 unguided steps."""
+    import_ltx_pipelines()
+    from ltx_core.conditioning.types.keyframe_cond import VideoConditionByKeyframeIndex
+    from ltx_core.conditioning.types.latent_cond import VideoConditionByLatentIndex
+
+    from ltx2_core.conditioning import EncodedCondition
+    from ltx2_core.stages import AVLatent, sample
+
+    ours, ref = _models("2.3")
+    positive, _ = _texts(ours.config)
+    g = torch.Generator().manual_seed(8)
+    frames, rows, cols = FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32
+    initial = (torch.randn(1, frames * rows * cols, 128, generator=g),
+               torch.randn(1, audio_latent_length(FRAMES, FPS), 128, generator=g))
+    first, last = (torch.randn(1, 128, 1, rows, cols, generator=g) for _ in range(2))
+    conditions = [EncodedCondition(first, 0, 1.0), EncodedCondition(last, FRAMES - 1, 0.8)]
+    theirs = [VideoConditionByLatentIndex(latent=first, strength=1.0, latent_idx=0),
+              VideoConditionByKeyframeIndex(keyframes=last, frame_idx=FRAMES - 1, strength=0.8)]
+    sigmas = sigma_table(STAGE2_SIGMAS)
+    latent = AVLatent(unpatchify_video(initial[0], frames, rows, cols), unpatchify_audio(initial[1], 8), FPS)
+    got = sample(ours, positive, None, latent, sigmas, torch.Generator().manual_seed(SEED),
+                 noise_scale=STAGE2_SIGMAS[0], conditions=conditions)
+    want = _reference(ref, positive, None, sigmas, initial=initial, scale=STAGE2_SIGMAS[0], conditionings=theirs)
+    torch.testing.assert_close(got.video, want[0], **TOL)
+    torch.testing.assert_close(got.audio, want[1], **TOL)
+    assert torch.equal(got.video[:, :, :1], first)  # strength 1 holds it exactly in stage 2 too

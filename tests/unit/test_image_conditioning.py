@@ -100,3 +100,28 @@ def test_bad_image_settings_are_refused_naming_the_fix(tmp_path, condition, mess
         condition.check(17)
     with pytest.raises(ValueError, match="not an image PIL can read"):
         ImageCondition("not-an-image.png").check(17)
+
+
+def test_conditioned_steps_keep_zero_host_syncs(model):
+    """A frame-0 image and a keyframe: per-token timesteps, the clean blend and the appended tokens add no sync
+    and no host copy to a step, and every step has the same shapes."""
+    from ltx2_core.sampling import guided_step
+    from ltx2_core.sampling.guidance import default_guidance
+    from support.census import OpCensus
+
+    censuses, shapes = [], []
+
+    def counted(plan, video, audio, sigma, sigma_next):
+        with OpCensus() as census:
+            out = guided_step(plan, video, audio, sigma, sigma_next)
+        censuses.append(census)
+        shapes.append(tuple(video.latent.shape))
+        return out
+
+    image = torch.randn(1, 128, 1, 2, 3)
+    video_guidance, audio_guidance = default_guidance("2.0", model.config.num_layers)
+    sample(model, _text(model), _text(model, 1), empty_latent(96, 64, 17, 24.0), ltx2_sigmas(3),
+           torch.Generator().manual_seed(0), video_guidance=video_guidance, audio_guidance=audio_guidance,
+           step=counted, conditions=[EncodedCondition(image, 0, 0.9), EncodedCondition(image, 16, 1.0)])
+    assert len(censuses) == 3 and all(c.syncs() == {} and c.transfers() == 0 for c in censuses)
+    assert len(set(shapes)) == 1 and shapes[0][1] == 3 * 2 * 3 + 2 * 3  # video + keyframe tokens, every step
