@@ -63,3 +63,27 @@ def test_a_replacement_and_a_keyframe_build_the_references_state():
     torch.testing.assert_close(ours.mask, state.denoise_mask.float(), atol=1e-7, rtol=0)
     torch.testing.assert_close(ours.positions, state.positions.float(), atol=1e-6, rtol=0)
     assert torch.equal(patchify_video(first), ours.clean[:, :6])
+
+
+def test_encoded_images_equal_the_reference_pipelines_conditionings(picture):
+    """`combined_image_conditionings` (the reference's I2V helper) vs `encode_conditions` on encoders holding the
+    same weights: the same latents for a frame-0 image and a keyframe (ours encodes both in one batch)."""
+    import_ltx_pipelines()
+    from ltx_pipelines.utils.args import ImageConditioningInput
+    from ltx_pipelines.utils.helpers import combined_image_conditionings
+
+    from ltx2_core.conditioning import encode_conditions
+    from support.configs import TINY_VAES
+    from support.video_vae import video_vae_pair
+
+    path, _ = picture
+    ours_encoder, ref_encoder = video_vae_pair(TINY_VAES["2.0"], "encoder", seed=2)
+    images = [ImageCondition(str(path), 0, 0.9, 33), ImageCondition(str(path), 16, 1.0, 0)]
+    got = encode_conditions(images, ours_encoder, 64, 96)
+    want = combined_image_conditionings([ImageConditioningInput(str(path), i.frame, i.strength, i.crf)
+                                         for i in images], 64, 96, ref_encoder, torch.float32, torch.device("cpu"))
+    for ours, theirs in zip(got, want):
+        reference_latent = getattr(theirs, "latent", None)
+        reference_latent = reference_latent if reference_latent is not None else theirs.keyframes
+        torch.testing.assert_close(ours.latent, reference_latent, atol=1e-5, rtol=1e-5)
+        assert ours.strength == theirs.strength
