@@ -61,6 +61,10 @@ class BlockStreamer:
         for block in blocks[:resident]:
             block.to(self.device)
         self.streamed = blocks[resident:]
+        if self.streamed and getattr(model, "cache_text_kv", False):
+            # LTX-2.0's per-run text K/V are computed outside the blocks' forwards, where a streamed block's
+            # weights are in host memory: computed per forward instead (the memory plan drops the cache first)
+            model.cache_text_kv = False
         self.cuda = self.device.type == "cuda"
         self.blocks: list[_Tensors] = []
         for block in self.streamed:

@@ -29,6 +29,8 @@ def test_streamed_blocks_compute_what_the_resident_model_does(version, resident)
     streamed = copy.deepcopy(model)
     streamer = stream_blocks(streamed, "cpu", resident=resident)
     assert len(streamer.streamed) == model.config.num_layers - resident
+    # the text K/V cache is made outside the blocks' forwards, where streamed weights are not on the device
+    assert streamed.cache_text_kv == (resident == model.config.num_layers)
     for _ in range(2):  # the second forward starts from the block the first one's last hook prefetched
         got = streamed(*inputs)
         for g, w in zip(got, want):
