@@ -25,7 +25,7 @@ from torch import nn
 
 from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
-from ltx2_core.model.fp8 import fp8_modules, quantize
+from ltx2_core.model.fp8 import dequantize, fp8_modules, quantize
 from ltx2_core.model.streaming import settle_streaming
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]]) -> 
     params, fp8 = dict(model.named_parameters()), fp8_modules(model)
     for target, updates in deltas.items():
         weight, owner = params[target], fp8.get(target.rsplit(".", 1)[0])
-        total = owner.dequantized(torch.float32) if owner is not None else weight.float()
+        total = dequantize(weight, owner.weight_scale, torch.float32) if owner is not None else weight.float()
         for pair, strength in updates:
             total.addmm_(pair.up.to(weight.device), pair.down.to(weight.device), alpha=strength * pair.scale)
         if owner is not None:

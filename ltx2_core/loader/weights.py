@@ -49,9 +49,9 @@ def load_transformer(
     with torch.device("meta"):
         model = LTX2Transformer(config)
     plan = fp8_plan(file, transformer_keys(file.tensors, layout.prefix))
-    if parallelize is not None and (fp8 == "quantize" or (plan.layers and fp8 != "dequantize")):
-        raise ValueError(f"{file.path}: tensor parallelism runs bf16 weights, not fp8; use cfg/sp parallelism, "
-                         "fp8='dequantize' for an fp8 file, or no fp8='quantize'")
+    if parallelize is not None and fp8 == "quantize":
+        raise ValueError(f"{file.path}: fp8='quantize' does not combine with tensor parallelism; load the official "
+                         "fp8 file instead (its shards stay fp8), or leave fp8 at auto")
     keys, expected = plan.keys, apply_fp8_plan(model, plan, file.path)
     check_tensors(file, keys, expected, component="transformer")
     loras = [(lora if isinstance(lora, Lora) else load_lora(lora), strength) for lora, strength in loras]

@@ -105,8 +105,10 @@ class FP8Linear(nn.Linear):
         return out.reshape(*x.shape[:-1], self.out_features)
 
 
-def fp8_modules(model: nn.Module) -> dict[str, FP8Linear]:
-    return {name: m for name, m in model.named_modules() if isinstance(m, FP8Linear)}
+def fp8_modules(model: nn.Module) -> dict[str, nn.Module]:
+    """The modules holding an fp8 `weight` with its `weight_scale`: FP8Linear, and its row-parallel shards."""
+    return {name: m for name, m in model.named_modules() if isinstance(getattr(m, "weight", None), torch.Tensor)
+            and m.weight.dtype == FP8 and getattr(m, "weight_scale", None) is not None}
 
 
 def replace_module(model: nn.Module, name: str, module: nn.Module) -> None:
@@ -130,8 +132,13 @@ def dequantize_model(model: nn.Module, dtype: torch.dtype) -> int:
     """Every FP8Linear back to an `nn.Linear` in `dtype` (e.g. for a device without memory pressure)."""
     modules = fp8_modules(model)
     for name, fp8 in modules.items():
+        weight = nn.Parameter(dequantize(fp8.weight, fp8.weight_scale, dtype), requires_grad=False)
+        if not isinstance(fp8, FP8Linear):  # a row-parallel shard: dequantised in place
+            fp8.weight = weight
+            fp8.weight_scale = fp8.input_scale = None
+            continue
         linear = nn.Linear(fp8.in_features, fp8.out_features, fp8.bias is not None, device="meta")
-        linear.weight = nn.Parameter(fp8.dequantized(dtype), requires_grad=False)
+        linear.weight = weight
         if fp8.bias is not None:
             linear.bias = nn.Parameter(fp8.bias.detach().to(dtype), requires_grad=False)
         replace_module(model, name, linear)

@@ -132,9 +132,9 @@ def test_formats_this_package_does_not_run_are_refused_naming_the_ones_it_does(t
     assert "float8_e4m3fn" in str(error.value) and "official" in str(error.value)
 
 
-def test_tensor_parallel_loads_of_fp8_are_refused_before_reading(fp8_files):
-    with pytest.raises(ValueError, match="tensor parallelism runs bf16 weights"):
-        load_transformer(fp8_files["official"], parallelize=lambda model: {})
+def test_quantize_at_load_with_tensor_parallelism_is_refused_before_reading(tiny_checkpoints):
+    with pytest.raises(ValueError, match="does not combine with tensor parallelism"):
+        load_transformer(tiny_checkpoints["2.0"], fp8="quantize", parallelize=lambda model: {})
 
 
 def test_comfy_quant_json_is_what_comfyui_writes(fp8_files):
