@@ -98,7 +98,8 @@ class FP8Linear(nn.Linear):
             scale = self.input_scale.float()
         else:  # per tensor, on the device: no host read
             scale = (rows.abs().amax().float() / FP8_MAX).clamp(min=_TINY)
-        q = (rows.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8)
+        # quantised in the input's dtype (bf16 has more precision than fp8): no fp32 copy of the activations
+        q = (rows / scale.to(rows.dtype)).clamp(-FP8_MAX, FP8_MAX).to(FP8)
         bias = None if self.bias is None else self.bias.to(x.dtype)
         out = torch._scaled_mm(q, self.weight.t(), scale_a=scale, scale_b=self.weight_scale.float(), bias=bias,
                                out_dtype=x.dtype)

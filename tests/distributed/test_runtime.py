@@ -34,6 +34,15 @@ def _run(controller: Controller, models, request: Request = REQUEST, progress=No
     return generate_on_workers(controller, request, models._replace(transformer=None), progress, should_stop)
 
 
+def _on_fresh_workers(layout: ParallelConfig, models, request: Request):
+    """`request` on a controller started for it and shut down after."""
+    controller = Controller(FILES, layout, threads=1)
+    try:
+        return _run(controller, models, request)
+    finally:
+        controller.shutdown()
+
+
 def _gone(pid: int) -> bool:
     return not Path(f"/proc/{pid}").exists()
 
@@ -110,11 +119,7 @@ def test_two_stage_with_a_lora_file_on_tensor_parallel_workers_equals_one_proces
     models = demo._replace(distilled_lora=load_lora(write_lora(tmp_path / "distilled.safetensors", seed=4)))
     request = replace(REQUEST, mode="two-stage", width=128, height=128)
     want, other_lora = generate(request, models), generate(request, demo)
-    controller = Controller(FILES, ParallelConfig(tp=2), threads=1)
-    try:
-        got = _run(controller, models, request)
-    finally:
-        controller.shutdown()
+    got = _on_fresh_workers(ParallelConfig(tp=2), models, request)
     torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
     torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
     assert (other_lora.frames - want.frames).abs().max() > 0.01  # the LoRA matters: the test can fail
@@ -305,11 +310,7 @@ def test_images_reach_the_workers_with_each_stage(tmp_path):
                       images=(ImageCondition(str(tmp_path / "first.png")), ImageCondition(str(tmp_path / "first.png"),
                                                                                           frame=8, strength=0.5)))
     want = generate(request, models)
-    controller = Controller(FILES, ParallelConfig(sp=2), threads=1)
-    try:
-        got = _run(controller, models, request)
-    finally:
-        controller.shutdown()
+    got = _on_fresh_workers(ParallelConfig(sp=2), models, request)
     torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
     free = generate(replace(request, images=()), models)
     assert (free.frames - want.frames).abs().max() > 0.01

@@ -149,14 +149,29 @@ def test_distilled_schedule_without_guidance_matches_the_reference_loop(version,
     torch.testing.assert_close(got[1], want[1], **TOL)
 
 
+def _upsampled_latent(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A stage-2 starting point in the token layout: (video (1, tokens, 128), audio (1, tokens, 128))."""
+    frames, rows, cols = FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32
+    return (torch.randn(1, frames * rows * cols, 128, generator=g),
+            torch.randn(1, audio_latent_length(FRAMES, FPS), 128, generator=g))
+
+
+def _reference_items(conditions) -> list:
+    """Our encoded images as `combined_image_conditionings` makes them: frame 0 replaces, the others are keyframes."""
+    from ltx_core.conditioning.types.keyframe_cond import VideoConditionByKeyframeIndex
+    from ltx_core.conditioning.types.latent_cond import VideoConditionByLatentIndex
+
+    return [VideoConditionByLatentIndex(latent=c.latent, strength=c.strength, latent_idx=0) if c.frame == 0 else
+            VideoConditionByKeyframeIndex(keyframes=c.latent, frame_idx=c.frame, strength=c.strength)
+            for c in conditions]
+
+
 def test_stage_two_renoise_and_refine_match_the_reference(one_thread):
     """Stage 2: a given latent (the upsampled stage-1 result) re-noised to 0.909375, 3 unguided steps."""
     ours, ref = _models("2.0")
     positive, _ = _texts(ours.config)
     g = torch.Generator().manual_seed(8)
-    frames, rows, cols = FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32
-    initial = (torch.randn(1, frames * rows * cols, 128, generator=g),
-               torch.randn(1, audio_latent_length(FRAMES, FPS), 128, generator=g))
+    initial = _upsampled_latent(g)
     sigmas = sigma_table(STAGE2_SIGMAS)
     got = _ours(ours, positive, None, sigmas, initial=initial, scale=STAGE2_SIGMAS[0])
     want = _reference(ref, positive, None, sigmas, initial=initial, scale=STAGE2_SIGMAS[0])
@@ -170,9 +185,6 @@ def test_four_guided_steps_with_images_match_the_reference_pipeline(images, one_
     """Conditioning as `combined_image_conditionings` builds it: frame 0 replaces the first latent frame, any
     other frame is an appended keyframe; the same encoded latents (random here) on both sides."""
     import_ltx_pipelines()
-    from ltx_core.conditioning.types.keyframe_cond import VideoConditionByKeyframeIndex
-    from ltx_core.conditioning.types.latent_cond import VideoConditionByLatentIndex
-
     from ltx2_core.conditioning import EncodedCondition
     from ltx2_core.stages import empty_latent, sample
 
@@ -183,9 +195,7 @@ def test_four_guided_steps_with_images_match_the_reference_pipeline(images, one_
     g = torch.Generator().manual_seed(21)
     latents = [torch.randn(1, 128, 1, HEIGHT // 32, WIDTH // 32, generator=g) for _ in images]
     conditions = [EncodedCondition(latent, frame, strength) for latent, (frame, strength) in zip(latents, images)]
-    theirs = [VideoConditionByLatentIndex(latent=c.latent, strength=c.strength, latent_idx=0) if c.frame == 0 else
-              VideoConditionByKeyframeIndex(keyframes=c.latent, frame_idx=c.frame, strength=c.strength)
-              for c in conditions]
+    theirs = _reference_items(conditions)
     sigmas = ltx2_sigmas(4)
     got = sample(ours, positive, negative, empty_latent(WIDTH, HEIGHT, FRAMES, FPS), sigmas,
                  torch.Generator().manual_seed(SEED), video_guidance=video_guidance, audio_guidance=audio_guidance,
@@ -201,22 +211,17 @@ def test_stage_two_refine_with_images_matches_the_reference(one_thread):
     """Stage 2 with the images re-applied at full size: the upsampled latent re-noised to 0.909375 except where the
     images hold it, 3 unguided steps."""
     import_ltx_pipelines()
-    from ltx_core.conditioning.types.keyframe_cond import VideoConditionByKeyframeIndex
-    from ltx_core.conditioning.types.latent_cond import VideoConditionByLatentIndex
-
     from ltx2_core.conditioning import EncodedCondition
     from ltx2_core.stages import AVLatent, sample
 
     ours, ref = _models("2.3")
     positive, _ = _texts(ours.config)
     g = torch.Generator().manual_seed(8)
+    initial = _upsampled_latent(g)
     frames, rows, cols = FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32
-    initial = (torch.randn(1, frames * rows * cols, 128, generator=g),
-               torch.randn(1, audio_latent_length(FRAMES, FPS), 128, generator=g))
     first, last = (torch.randn(1, 128, 1, rows, cols, generator=g) for _ in range(2))
     conditions = [EncodedCondition(first, 0, 1.0), EncodedCondition(last, FRAMES - 1, 0.8)]
-    theirs = [VideoConditionByLatentIndex(latent=first, strength=1.0, latent_idx=0),
-              VideoConditionByKeyframeIndex(keyframes=last, frame_idx=FRAMES - 1, strength=0.8)]
+    theirs = _reference_items(conditions)
     sigmas = sigma_table(STAGE2_SIGMAS)
     latent = AVLatent(unpatchify_video(initial[0], frames, rows, cols), unpatchify_audio(initial[1], 8), FPS)
     got = sample(ours, positive, None, latent, sigmas, torch.Generator().manual_seed(SEED),
