@@ -97,7 +97,7 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     `sigmas` with the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the pass runner, e.g.
     CFG-parallel). `conditions`: encoded images held at their frames (`ltx2_core.conditioning`). One NaN/inf check
     after the last step (NonFiniteError naming `stage`)."""
-    param = next(model.parameters())
+    param = model.scale_shift_table  # never quantised: the compute device and dtype (any linear may be fp8)
     frames, rows, cols = latent.video.shape[2:]
     video = condition_video(patchify_video(latent.video).to(device=param.device, dtype=param.dtype),
                             video_positions(frames, rows, cols, latent.fps, device=param.device), conditions,

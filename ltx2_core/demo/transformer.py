@@ -59,8 +59,7 @@ def demo_inputs(
     (encoded prompts), or one sample with random text contexts of `text_tokens` tokens."""
     check_video_size(pixel_frames, height, width)
     cfg = model.config
-    param = next(model.parameters())
-    device, dtype = param.device, param.dtype
+    device, dtype = model.scale_shift_table.device, model.compute_dtype
     generator = torch.Generator().manual_seed(seed)
 
     def randn(*shape: int) -> torch.Tensor:

@@ -19,7 +19,12 @@ from typing import NamedTuple
 import torch
 from safetensors import safe_open
 
-from ltx2_core.errors import CheckpointError, CorruptCheckpointError, NotSafetensorsError
+from ltx2_core.errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    NotSafetensorsError,
+    UnsupportedQuantizationError,
+)
 
 DTYPE_BYTES = {
     "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
@@ -126,6 +131,12 @@ def _entry(path: Path, name: str, info: object, data_bytes: int) -> TensorEntry:
         dtype, shape, (start, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
     except (TypeError, KeyError, ValueError) as exc:
         raise CorruptCheckpointError(f"{path}: header entry {name!r} is malformed ({info!r})") from exc
+    if dtype == "F8_E8M0":
+        from ltx2_core.loader.fp8_files import SUPPORTED
+
+        raise UnsupportedQuantizationError(
+            f"{path}: tensor {name!r} is F8_E8M0, the block scales of MXFP8: this package does not load MXFP8 "
+            f"(F8_E8M0 block scales) files; it loads {SUPPORTED}. Use the official bf16 or fp8 checkpoint instead")
     if dtype not in DTYPE_BYTES:
         raise CorruptCheckpointError(f"{path}: tensor {name!r} has unknown dtype {dtype!r}")
     if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):

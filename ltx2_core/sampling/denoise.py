@@ -150,7 +150,7 @@ def guided_plan(
 def _batch_perturbations(model: LTX2Transformer, perturbations: list[PassPerturbation]) -> BatchPerturbations | None:
     if all(p == PassPerturbation() for p in perturbations):
         return None
-    param = next(model.parameters())
+    param = model.scale_shift_table  # never quantised: the compute device and dtype
     return BatchPerturbations(perturbations, model.config.num_layers, param.device, param.dtype)
 
 

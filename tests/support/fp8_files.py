@@ -22,12 +22,19 @@ def quantised_layers(keys) -> list[str]:
                   and k.endswith(".weight") and k[: -len(".weight")].endswith(BLOCK_LINEARS))
 
 
-def write_fp8_checkpoint(source: Path, path: Path, layout: str, formats: dict[str, str] | None = None) -> Path:
-    """`source` with its block linears in fp8 as `layout` stores them; `formats` overrides the comfy_quant format
-    of some layers (to write files this package must refuse)."""
+def every_linear(tensors) -> list[str]:
+    """Every DiT linear (patchify, AdaLN, caption projection, blocks, proj_out), as some fp8_scaled files have it."""
+    return sorted(k[: -len(".weight")] for k, t in tensors.items() if k.startswith(PREFIX) and k.endswith(".weight")
+                  and t.ndim == 2 and "embeddings_connector" not in k)
+
+
+def write_fp8_checkpoint(source: Path, path: Path, layout: str, formats: dict[str, str] | None = None,
+                         all_linears: bool = False) -> Path:
+    """`source` with its block linears (`all_linears`: every DiT linear) in fp8 as `layout` stores them; `formats`
+    overrides the comfy_quant format of some layers (to write files this package must refuse)."""
     with safe_open(str(source), framework="pt") as f:
         tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
-    for stem in quantised_layers(tensors):
+    for stem in every_linear(tensors) if all_linears else quantised_layers(tensors):
         q, scale = quantize(tensors[stem + ".weight"])
         tensors[stem + ".weight"] = q
         if layout == "unscaled":  # a plain cast: the values must fit fp8 without a scale

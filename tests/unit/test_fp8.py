@@ -15,7 +15,11 @@ from ltx2_core import load_lora, load_transformer
 from ltx2_core.demo import demo_inputs
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.lora import fuse_loras, fused_loras
+from ltx2_core.loader.safetensors_file import read_header
 from ltx2_core.model.fp8 import FP8, FP8Linear, dequantize, fp8_modules, quantize
+from ltx2_core.sampling import GuidanceParams, ltx2_sigmas
+from ltx2_core.stages import empty_latent, sample
+from ltx2_core.types import TextEmbeddings
 from support.fp8_files import LAYOUTS, PREFIX, quantised_layers, write_fp8_checkpoint
 from support.model_files import write_lora
 
@@ -132,6 +136,23 @@ def test_formats_this_package_does_not_run_are_refused_naming_the_ones_it_does(t
     assert "float8_e4m3fn" in str(error.value) and "official" in str(error.value)
 
 
+def test_mxfp8_is_refused_from_the_header_naming_the_format_and_what_loads(fp8_files, tmp_path):
+    def to_mxfp8(tensors):  # e4m3 weights with one power-of-two F8_E8M0 scale per 32 inputs, as ComfyUI's mxfp8
+        for key in [k for k in tensors if k.endswith(".comfy_quant")]:
+            stem = key[: -len(".comfy_quant")]
+            weight = tensors[stem + ".weight"]
+            tensors[stem + ".weight_scale"] = torch.ones(weight.shape[0], max(1, weight.shape[1] // 32),
+                                                         dtype=torch.float8_e8m0fnu)
+            tensors[key] = torch.tensor(list(json.dumps({"format": "mxfp8"}).encode()), dtype=torch.uint8)
+
+    path = _rewrite(fp8_files["comfyui"], tmp_path / "mxfp8.safetensors", to_mxfp8)
+    with pytest.raises(UnsupportedQuantizationError, match=r"MXFP8 \(F8_E8M0 block scales\)") as error:
+        read_header(path)  # the first thing any load does
+    assert "float8_e4m3fn with per-tensor scales" in str(error.value) and "bf16" in str(error.value)
+    with pytest.raises(UnsupportedQuantizationError, match="MXFP8"):
+        load_transformer(path)
+
+
 def test_quantize_at_load_with_tensor_parallelism_is_refused_before_reading(tiny_checkpoints):
     with pytest.raises(ValueError, match="does not combine with tensor parallelism"):
         load_transformer(tiny_checkpoints["2.0"], fp8="quantize", parallelize=lambda model: {})
@@ -141,3 +162,21 @@ def test_comfy_quant_json_is_what_comfyui_writes(fp8_files):
     with safe_open(str(fp8_files["comfyui"]), framework="pt") as f:
         marker = f.get_tensor(PREFIX + "transformer_blocks.0.attn1.to_q.comfy_quant")
     assert marker.dtype == torch.uint8 and json.loads(marker.numpy().tobytes()) == {"format": "float8_e4m3fn"}
+
+
+def test_a_file_with_every_dit_linear_in_fp8_loads_and_samples_as_the_dequantised_model(tiny_checkpoints, tmp_path):
+    """ComfyUI's fp8_scaled files may quantise patchify_proj, the AdaLN and caption projection linears and proj_out
+    too: the compute dtype comes from a parameter no file quantises, never from an fp8 weight."""
+    path = write_fp8_checkpoint(tiny_checkpoints["2.0"], tmp_path / "all.safetensors", "comfyui", all_linears=True)
+    model = load_transformer(path)
+    assert {"patchify_proj", "proj_out", "adaln_single.linear", "caption_projection.linear_1"} <= set(fp8_modules(model))
+    reference = load_transformer(path, fp8="dequantize", dtype=torch.float32)
+    for got, want in zip(_outputs(model), _outputs(reference)):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)  # the same products, one layer at a time
+    text = TextEmbeddings(*(torch.randn(1, 7, model.config.caption_channels, generator=torch.Generator().manual_seed(i))
+                            for i in range(2)))
+    runs = [sample(m, text, text, empty_latent(64, 64, 9, 24.0), ltx2_sigmas(2), torch.Generator().manual_seed(0),
+                   video_guidance=GuidanceParams(cfg=2.0, stg=1.0, stg_blocks=(0,))) for m in (model, reference)]
+    torch.testing.assert_close(runs[0].video, runs[1].video, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(runs[0].audio, runs[1].audio, atol=1e-4, rtol=1e-4)
+    assert model.compute_dtype == torch.float32  # the file's unquantised dtype

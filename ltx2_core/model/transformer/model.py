@@ -53,6 +53,12 @@ class LTX2Transformer(nn.Module):
         self.audio_proj_out = nn.Linear(a.width, a.out_channels)
         self.cache_text_kv = True  # prepare_run's default; a memory plan may turn it off
 
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype the model computes in: that of a parameter no file quantises (any linear may be fp8, e.g.
+        in ComfyUI's fp8_scaled files, so never a linear's weight)."""
+        return self.scale_shift_table.dtype
+
     # ---------------------------------------------------------------- once per run
     def prepare_run(
         self,
@@ -70,7 +76,7 @@ class LTX2Transformer(nn.Module):
         model's `cache_text_kv`."""
         cache_text_kv = self.cache_text_kv if cache_text_kv is None else cache_text_kv
         cfg = self.config
-        dtype = dtype or self.patchify_proj.weight.dtype
+        dtype = dtype or self.compute_dtype
         video_context, audio_context = video_context.to(dtype), audio_context.to(dtype)
         if hasattr(self, "caption_projection"):
             video_context = self.caption_projection(video_context)
