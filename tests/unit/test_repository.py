@@ -28,12 +28,23 @@ _TORCH_SPEC = re.compile(r"(?<![\w-])torch\s*(?:===?|>=|<=|~=|!=|<|>)\s*[\w.*+!-
 _TEXT_SUFFIXES = {".txt", ".toml", ".cfg", ".ini", ".md", ".sh", ".yml", ".yaml", ".json", ""}
 
 
+def _repository_files(root: Path) -> list[Path]:
+    """The files git tracks under `root` (never a virtualenv or other installs inside the checkout); outside a git
+    checkout, every file but those of .git, node_modules and virtualenvs (folders holding a pyvenv.cfg)."""
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True)
+    if listed.returncode == 0 and (root / ".git").exists():
+        return sorted(root / name for name in listed.stdout.decode().split("\0") if name)
+    skipped = {path.parent for path in root.rglob("pyvenv.cfg")}
+    return sorted(path for path in root.rglob("*") if path.is_file() and
+                  path.relative_to(root).parts[0] not in (".git", "node_modules") and
+                  not any(folder in path.parents for folder in skipped))
+
+
 def _torch_specifiers(root: Path = ROOT) -> dict[str, list[str]]:
-    """Every torch version specifier in the non-Python text files under `root`, by file."""
+    """Every torch version specifier in the non-Python text files of the repository at `root`, by file."""
     found = {}
-    for path in sorted(root.rglob("*")):
-        parts = path.relative_to(root).parts
-        if not path.is_file() or parts[0] in (".git", "node_modules") or path.suffix not in _TEXT_SUFFIXES:
+    for path in _repository_files(root):
+        if not path.is_file() or path.suffix not in _TEXT_SUFFIXES:
             continue
         specs = [m.group(0).replace(" ", "") for m in _TORCH_SPEC.finditer(path.read_text(errors="ignore"))]
         if specs:
@@ -57,6 +68,27 @@ def test_the_torch_pin_check_sees_a_second_pin(tmp_path):
     (tmp_path / "README.md").write_text(f"pip install {TORCH_PIN}\n")
     (tmp_path / "extra.txt").write_text("torch >= 2.4\n")
     assert _torch_specifiers(tmp_path) == {"README.md": [TORCH_PIN], "extra.txt": ["torch>=2.4"]}
+
+
+def _virtualenv_naming_torch(root: Path) -> None:
+    """What `python -m venv .venv` and an install of a package that needs torch leave inside a checkout."""
+    (root / ".venv").mkdir()
+    (root / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    dist = root / ".venv" / "lib" / "python3.11" / "site-packages" / "accelerate-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Name: accelerate\nRequires-Dist: torch>=2.0.0\n")
+
+
+def test_the_torch_pin_check_skips_a_virtualenv_inside_the_checkout(tmp_path):
+    (tmp_path / "README.md").write_text(f"pip install {TORCH_PIN}\n")
+    _virtualenv_naming_torch(tmp_path)
+    assert _torch_specifiers(tmp_path) == {"README.md": [TORCH_PIN]}  # not a git checkout: virtualenvs skipped
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "README.md"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    (tmp_path / "notes.txt").write_text("torch==1.0\n")  # untracked: not part of the repository
+    assert _torch_specifiers(tmp_path) == {"README.md": [TORCH_PIN]}  # a git checkout: tracked files only
 
 
 def test_main_job_runs_the_demo_and_writes_an_mp4_with_audio(tmp_path):
