@@ -10,6 +10,7 @@ and for two-stage --upsampler and --distilled-lora. Every argument and file is c
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -25,7 +26,7 @@ from ltx2_core.config import ModelVersion
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
-from ltx2_core.conditioning import DEFAULT_IMAGE_CRF, ImageCondition
+from ltx2_core.conditioning import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
 from ltx2_core.loader.fp8_files import is_fp8_checkpoint
 from ltx2_core.loader.weights import FP8_MODES
 from ltx2_core.memory_plan import GB, TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_memory, transformer_weight_bytes
@@ -81,8 +82,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     m.add_argument("--version", choices=[v.value for v in ModelVersion], default="2.0",
                    help="structure of the demo model")
     p.add_argument("--image", action="append", default=[], type=_image, metavar="PATH[:FRAME[:STRENGTH[:CRF]]]",
-                   help="an image held at pixel frame FRAME (default 0: image-to-video; others are keyframes, e.g. "
-                        "the last frame) with STRENGTH (default 1) after an H.264 round trip at CRF (default "
+                   help="an image held at pixel frame FRAME (default 0: image-to-video; -1: the last frame; others "
+                        "are keyframes) with STRENGTH (default 1) after an H.264 round trip at CRF (default "
                         f"{DEFAULT_IMAGE_CRF}, 0: none); repeatable")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=sorted(DTYPES), help="default: float32 demo / the file's dtype")
@@ -130,26 +131,41 @@ def _lora(text: str) -> tuple[str, float]:
         return text, 1.0
 
 
+_IMAGE_FIELDS = (("FRAME", int, "an integer (-1: the last frame)"), ("STRENGTH", float, "a number in [0, 1]"),
+                 ("CRF", int, f"an integer in 0..{MAX_CRF} (0: no H.264 round trip)"))
+_NUMBER_LIKE = re.compile(r"[-+]?[0-9.]+(e[-+]?[0-9]+)?", re.IGNORECASE)
+
+
 def _image(value: str) -> ImageCondition:
-    """PATH[:FRAME[:STRENGTH[:CRF]]]; a path may itself hold colons (only trailing numbers are settings)."""
-    parts, numbers = value.split(":"), []
-    while len(parts) > 1 and len(numbers) < 3 and re.fullmatch(r"[0-9]+(\.[0-9]*)?", parts[-1]):
-        numbers.insert(0, parts.pop())
-    try:
-        frame = int(numbers[0]) if numbers else 0
-        strength = float(numbers[1]) if len(numbers) > 1 else 1.0
-        crf = int(numbers[2]) if len(numbers) > 2 else DEFAULT_IMAGE_CRF
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--image {value}: FRAME and CRF are integers, e.g. cat.png:0:1.0:33")
-    return ImageCondition(":".join(parts), frame, strength, crf)
+    """PATH[:FRAME[:STRENGTH[:CRF]]], read from the right: the settings follow the longest prefix naming a file (a
+    path may hold colons); with no such file, the trailing number-like fields are the settings."""
+    parts = value.split(":")
+    cut = next((cut for cut in range(len(parts), 0, -1) if os.path.isfile(":".join(parts[:cut]))), None)
+    if cut is None:
+        cut = len(parts)
+        while cut > 1 and len(parts) - cut < len(_IMAGE_FIELDS) and _NUMBER_LIKE.fullmatch(parts[cut - 1]):
+            cut -= 1
+    path, settings = ":".join(parts[:cut]), parts[cut:]
+    if len(settings) > len(_IMAGE_FIELDS):
+        raise argparse.ArgumentTypeError(f"{value}: {len(settings)} settings after {path}; the form is "
+                                         "PATH[:FRAME[:STRENGTH[:CRF]]], e.g. cat.png:-1:1.0:33")
+    numbers = []
+    for text, (field, kind, what) in zip(settings, _IMAGE_FIELDS):
+        try:
+            numbers.append(kind(text))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value}: {field} must be {what}, got {text!r} "
+                                             "(PATH[:FRAME[:STRENGTH[:CRF]]])") from None
+    return ImageCondition(path, *numbers)
 
 
 def build_request(args: argparse.Namespace) -> Request:
     width, height, frames = DEFAULT_SIZES[(args.checkpoint is None, args.mode != "one-stage")]
+    frames = args.frames or frames
     return Request(
         prompt=args.prompt, negative_prompt=args.negative_prompt, width=args.width or width,
-        height=args.height or height, frames=args.frames or frames, fps=args.fps, steps=args.steps, seed=args.seed,
-        mode=args.mode, images=tuple(args.image))
+        height=args.height or height, frames=frames, fps=args.fps, steps=args.steps, seed=args.seed,
+        mode=args.mode, images=tuple(image.at(frames) for image in args.image))
 
 
 def with_guidance(request: Request, args: argparse.Namespace, files: ModelFiles) -> Request:

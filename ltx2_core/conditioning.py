@@ -27,11 +27,12 @@ from ltx2_core.latents import VIDEO_SPACE_SCALE, VIDEO_TIME_SCALE, patchify_vide
 
 DEFAULT_IMAGE_CRF = 33  # ltx_pipelines/utils/constants.py DEFAULT_IMAGE_CRF
 MAX_CRF = 51
+LAST_FRAME = -1  # a frame index meaning the video's last frame
 
 
 class ImageCondition(NamedTuple):
-    """An image (file path or RGB uint8 array (H, W, 3)) at pixel frame `frame`, held with `strength` (1: exactly,
-    0: not at all), prepared with an H.264 round trip at `crf` (0: none)."""
+    """An image (file path or RGB uint8 array (H, W, 3)) at pixel frame `frame` (LAST_FRAME: the last, see `at`),
+    held with `strength` (1: exactly, 0: not at all), prepared with an H.264 round trip at `crf` (0: none)."""
 
     image: str | os.PathLike | np.ndarray
     frame: int = 0
@@ -39,18 +40,34 @@ class ImageCondition(NamedTuple):
     crf: int = DEFAULT_IMAGE_CRF
 
     def check(self, frames: int) -> None:
-        """ValueError naming the fix, before any model work (the file's header is read, not its pixels)."""
+        """ValueError naming the fix, before any model work (a file is decoded in full, as it will be read)."""
         if isinstance(self.frame, bool) or not isinstance(self.frame, int) or not 0 <= self.frame < frames:
             raise ValueError(f"image frame must be a pixel frame index in 0..{frames - 1}, got {self.frame!r}")
         if not isinstance(self.strength, (int, float)) or not 0 <= self.strength <= 1:
             raise ValueError(f"image strength must be in [0, 1], got {self.strength!r}")
         if isinstance(self.crf, bool) or not isinstance(self.crf, int) or not 0 <= self.crf <= MAX_CRF:
             raise ValueError(f"image CRF must be an integer in 0..{MAX_CRF} (0: no H.264 round trip), got {self.crf!r}")
-        if not isinstance(self.image, np.ndarray):
-            _check_image_file(self.image)
+        if isinstance(self.image, np.ndarray):
+            if self.image.ndim != 3 or self.image.shape[2] != 3 or self.image.dtype != np.uint8:
+                raise ValueError(f"an image array must be RGB uint8 (H, W, 3), got {self.image.dtype} "
+                                 f"{tuple(self.image.shape)}")
+            size = self.image.shape[1], self.image.shape[0]
+        else:
+            size = _check_image_file(self.image)
+        if self.crf and min(size) < 2:
+            raise ValueError(f"image {self._name()} is {size[0]}x{size[1]} pixels; the H.264 round trip needs at least "
+                             "2 on each side: use a larger image or CRF 0 (no round trip)")
+
+    def at(self, frames: int) -> ImageCondition:
+        """This condition with LAST_FRAME resolved for a video of `frames` pixel frames."""
+        return self._replace(frame=frames - 1) if self.frame == LAST_FRAME else self
+
+    def _name(self) -> str:
+        return "array" if isinstance(self.image, np.ndarray) else str(self.image)
 
 
-def _check_image_file(path: str | os.PathLike) -> None:
+def _check_image_file(path: str | os.PathLike) -> tuple[int, int]:
+    """The image's (width, height) once its structure (chunk checksums) and every pixel decode."""
     from PIL import Image, UnidentifiedImageError
 
     if not os.path.isfile(path):
@@ -58,15 +75,24 @@ def _check_image_file(path: str | os.PathLike) -> None:
     try:
         with Image.open(path) as image:
             image.verify()
-    except (UnidentifiedImageError, OSError) as exc:
+        with Image.open(path) as image:  # verify() reads no pixels: a truncated or damaged stream fails only here
+            image.load()
+            return image.size
+    except UnidentifiedImageError as exc:
         raise ValueError(f"image {path} is not an image PIL can read ({exc}); use a PNG, JPEG or WebP") from exc
+    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError) as exc:
+        raise ValueError(f"image {path} is damaged or truncated ({exc}); save it again as PNG or JPEG") from exc
 
 
 def read_image(path: str | os.PathLike) -> np.ndarray:
-    """RGB uint8 (H, W, 3); an alpha channel is dropped, other modes converted to RGB."""
+    """RGB uint8 (H, W, 3); an alpha channel is dropped, 16-bit grayscale scaled to 8 bits (PIL's own conversion
+    clips it), other modes converted to RGB."""
     from PIL import Image
 
     with Image.open(path) as image:
+        if image.mode.startswith("I"):  # I;16 (16-bit PNG), I;16B, I: 0..65535
+            gray = np.asarray(image, dtype=np.float64)
+            return np.repeat((gray / 257).round().clip(0, 255).astype(np.uint8)[..., None], 3, axis=2)
         if image.mode not in ("RGB", "RGBA"):
             image = image.convert("RGB")
         return np.array(image)[..., :3]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from ltx2_core.conditioning import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
+from ltx2_core.conditioning import DEFAULT_IMAGE_CRF, LAST_FRAME, MAX_CRF, ImageCondition
 
 IMAGES = "LTX2_IMAGES"
-LAST_FRAME = -1
 
 
 class LTX2ImageCondition:
@@ -36,13 +35,17 @@ class LTX2ImageCondition:
 
     def add(self, image: torch.Tensor, frame: int, strength: float = 1.0, crf: int = DEFAULT_IMAGE_CRF,
             images: tuple[ImageCondition, ...] = ()):
-        pixels = (image[0, ..., :3].clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # ComfyUI IMAGE: 0..1
+        if image.ndim != 4 or not 1 <= image.shape[-1] <= 4:
+            raise ValueError(f"image must be a ComfyUI IMAGE (batch, height, width, channels) with 1 to 4 channels, "
+                             f"got shape {tuple(image.shape)}")
+        rgb = image[0, ..., :3] if image.shape[-1] >= 3 else image[0, ..., :1].expand(-1, -1, 3)  # gray (+ alpha)
+        pixels = (rgb.clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # ComfyUI IMAGE: 0..1
         return (tuple(images) + (ImageCondition(pixels, int(frame), float(strength), int(crf)),),)
 
 
 def at_frames(images: tuple[ImageCondition, ...], frames: int) -> tuple[ImageCondition, ...]:
     """The images with LAST_FRAME resolved for a video of `frames` pixel frames, each checked (ValueError)."""
-    resolved = tuple(i._replace(frame=frames - 1) if i.frame == LAST_FRAME else i for i in images)
+    resolved = tuple(image.at(frames) for image in images)
     for image in resolved:
         image.check(frames)
     return resolved
