@@ -13,6 +13,7 @@ from support.reference import import_ltx_core
 from ltx2_core.loader.audio_weights import load_audio_decoder, load_vocoder
 from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, VocoderConfig, build_vocoder, decode_audio
 from ltx2_core.model.audio_vae.bigvgan import SincResampler
+from ltx2_core.stages import empty_latent
 
 # fp32 on CPU with the same operations in the same order; only convolution kernels may sum in another order
 TOLERANCE = {"atol": 1e-5, "rtol": 1e-5}
@@ -175,3 +176,24 @@ def test_loaded_from_checkpoint_matches_reference(tiny_checkpoints, version):
     assert rate == ref_vocoder.output_sampling_rate == {"2.0": 24000, "2.3": 48000}[version]
     assert waveform.dtype == torch.float32 and waveform.shape == expected.shape
     torch.testing.assert_close(waveform, expected, **TOLERANCE)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_audio_of_a_clip_has_the_reference_length(tiny_checkpoints, version):
+    """F frames at fps: round(F / fps · 25) latents, 4·T − 3 mel frames (the causal decoder's first latent frame is
+    one mel frame), hop samples each: as long as the reference's audio, which is about 30 ms shorter than the video
+    (25 frames at 24 fps: 1.042 s of video, 1.010 s of audio; see README)."""
+    import_ltx_core()
+    from ltx_core.types import AudioLatentShape, VideoPixelShape
+
+    path = tiny_checkpoints[version]
+    decoder, vocoder = load_audio_decoder(path), load_vocoder(path)
+    ref_decoder = _reference_from_file(path, "AudioDecoderConfigurator", "AUDIO_VAE_DECODER_COMFY_KEYS_FILTER")
+    ref_vocoder = _reference_from_file(path, "VocoderConfigurator", "VOCODER_COMFY_KEYS_FILTER")
+    for frames, fps in ((25, 24.0), (17, 25.0), (97, 30.0), (121, 24.0), (241, 23.976)):
+        reference = AudioLatentShape.from_video_pixel_shape(VideoPixelShape(1, frames, 64, 64, fps)).frames
+        assert empty_latent(64, 64, frames, fps).audio.shape[2] == reference
+    latent = empty_latent(64, 64, 25, 24.0).audio.normal_(generator=torch.Generator().manual_seed(0))
+    waveform, rate = decode_audio(latent, decoder, vocoder)
+    assert waveform.shape[-1] == ref_vocoder(ref_decoder(latent)).shape[-1] == (4 * 26 - 3) * rate // 100
+    assert waveform.shape[-1] / rate == pytest.approx(1.01)  # 100 mel frames per second; the video: 1.042 s
