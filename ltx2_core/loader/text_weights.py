@@ -14,6 +14,7 @@ import torch
 
 from ltx2_core.errors import CheckpointError, ConfigError, MissingConfigError
 from ltx2_core.loader.checkpoint import check_tensors, config_metadata, transformer_config
+from ltx2_core.loader.fp8_files import Fp8Plan, apply_fp8_plan, fp8_plan, unscaled_state
 from ltx2_core.loader.gemma_files import GemmaSource, find_gemma, load_gemma
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.model.streaming import stream_blocks
@@ -73,8 +74,9 @@ def check_compatible(gemma: GemmaSource, checkpoint: SafetensorsFile) -> None:
         )
 
 
-def _projection_on_meta(checkpoint: SafetensorsFile, gemma: GemmaSource) -> tuple[TextProjection, dict[str, str]]:
-    """The projection built on `meta` and its key map, validated against the file (nothing read yet)."""
+def _projection_on_meta(checkpoint: SafetensorsFile, gemma: GemmaSource) -> tuple[TextProjection, Fp8Plan]:
+    """The projection built on `meta` and its key map (with the linears an fp8 file stores in fp8, e.g. ComfyUI's
+    fp8_scaled connectors), validated against the file (nothing read yet)."""
     check_compatible(gemma, checkpoint)
     config = text_config(checkpoint)
     try:
@@ -83,15 +85,16 @@ def _projection_on_meta(checkpoint: SafetensorsFile, gemma: GemmaSource) -> tupl
         raise type(exc)(f"{checkpoint.path}: {exc}") from exc
     with torch.device("meta"):
         projection = TextProjection(config, gemma.hidden_size, gemma.num_hidden_states)
-    keys = text_keys(checkpoint.tensors)
-    expected = {name: tuple(t.shape) for name, t in projection.state_dict().items()}
-    check_tensors(checkpoint, keys, expected, component="text projection and connectors")
-    return projection, keys
+    plan = fp8_plan(checkpoint, text_keys(checkpoint.tensors))
+    expected = apply_fp8_plan(projection, plan, checkpoint.path)
+    check_tensors(checkpoint, plan.keys, expected, component="text projection and connectors")
+    return projection, plan
 
 
-def _fill(projection: TextProjection, checkpoint: SafetensorsFile, keys: Mapping[str, str],
+def _fill(projection: TextProjection, checkpoint: SafetensorsFile, plan: Fp8Plan,
           device: torch.device | str, dtype: torch.dtype | None) -> TextProjection:
-    projection.load_state_dict(read_tensors(checkpoint, keys, device=device, dtype=dtype), strict=True, assign=True)
+    state = read_tensors(checkpoint, plan.keys, device=device, dtype=dtype, keep=plan.kept)
+    projection.load_state_dict(state | unscaled_state(plan, device), strict=True, assign=True)
     return projection.eval().requires_grad_(False)
 
 
@@ -104,8 +107,8 @@ def load_text_projection(
 ) -> TextProjection:
     """The checkpoint's feature extractor + connectors, sized for (and checked against) the Gemma model."""
     file = read_header(checkpoint)
-    projection, keys = _projection_on_meta(file, gemma)
-    return _fill(projection, file, keys, device, dtype)
+    projection, plan = _projection_on_meta(file, gemma)
+    return _fill(projection, file, plan, device, dtype)
 
 
 def load_prompt_encoder(
@@ -134,10 +137,10 @@ def load_prompt_encoder(
         return encoder
     gemma = find_gemma(text_encoder)
     file = read_header(checkpoint)
-    projection, keys = _projection_on_meta(file, gemma)
+    projection, plan = _projection_on_meta(file, gemma)
     tokenizer = gemma.tokenizer(max_length)
     check_prompt_length(tokenizer.max_length, projection.config)
     home = offload_device if offload_device is not None else device
     model = load_gemma(gemma, device=home, dtype=dtype)
-    projection = _fill(projection, file, keys, home, dtype)
+    projection = _fill(projection, file, plan, home, dtype)
     return PromptEncoder(tokenizer, model, projection, device=device, offload_device=offload_device)

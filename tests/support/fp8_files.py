@@ -23,14 +23,15 @@ def quantised_layers(keys) -> list[str]:
 
 
 def every_linear(tensors) -> list[str]:
-    """Every DiT linear (patchify, AdaLN, caption projection, blocks, proj_out), as some fp8_scaled files have it."""
+    """Every linear under the DiT's prefix (patchify, AdaLN, caption projection, blocks, proj_out, the text
+    connectors), as some fp8_scaled files have it."""
     return sorted(k[: -len(".weight")] for k, t in tensors.items() if k.startswith(PREFIX) and k.endswith(".weight")
-                  and t.ndim == 2 and "embeddings_connector" not in k)
+                  and t.ndim == 2)
 
 
 def write_fp8_checkpoint(source: Path, path: Path, layout: str, formats: dict[str, str] | None = None,
                          all_linears: bool = False) -> Path:
-    """`source` with its block linears (`all_linears`: every DiT linear) in fp8 as `layout` stores them; `formats`
+    """`source` with its block linears (`all_linears`: every linear under the DiT's prefix) in fp8 as `layout` stores them; `formats`
     overrides the comfy_quant format of some layers (to write files this package must refuse)."""
     with safe_open(str(source), framework="pt") as f:
         tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()

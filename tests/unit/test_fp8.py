@@ -16,6 +16,7 @@ from ltx2_core.demo import demo_inputs
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.lora import fuse_loras, fused_loras
 from ltx2_core.loader.safetensors_file import read_header
+from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.model.fp8 import FP8, FP8Linear, dequantize, fp8_modules, quantize
 from ltx2_core.sampling import GuidanceParams, ltx2_sigmas
 from ltx2_core.stages import empty_latent, sample
@@ -164,10 +165,26 @@ def test_comfy_quant_json_is_what_comfyui_writes(fp8_files):
     assert marker.dtype == torch.uint8 and json.loads(marker.numpy().tobytes()) == {"format": "float8_e4m3fn"}
 
 
-def test_a_file_with_every_dit_linear_in_fp8_loads_and_samples_as_the_dequantised_model(tiny_checkpoints, tmp_path):
+@pytest.fixture(scope="module")
+def all_fp8(tiny_checkpoints, tmp_path_factory):
+    """Every linear under the DiT's prefix in fp8, and the same file with those weights dequantised (no scales)."""
+    root = tmp_path_factory.mktemp("all_fp8")
+    path = write_fp8_checkpoint(tiny_checkpoints["2.0"], root / "all.safetensors", "comfyui", all_linears=True)
+
+    def dequantise(tensors):
+        for key in [k for k in tensors if k.endswith(".comfy_quant")]:
+            stem = key[: -len(".comfy_quant")]
+            tensors[stem + ".weight"] = dequantize(tensors[stem + ".weight"], tensors.pop(stem + ".weight_scale"),
+                                                   torch.float32)
+            del tensors[key]
+
+    return path, _rewrite(path, root / "dequantised.safetensors", dequantise)
+
+
+def test_a_file_with_every_dit_linear_in_fp8_loads_and_samples_as_the_dequantised_model(all_fp8):
     """ComfyUI's fp8_scaled files may quantise patchify_proj, the AdaLN and caption projection linears and proj_out
     too: the compute dtype comes from a parameter no file quantises, never from an fp8 weight."""
-    path = write_fp8_checkpoint(tiny_checkpoints["2.0"], tmp_path / "all.safetensors", "comfyui", all_linears=True)
+    path = all_fp8[0]
     model = load_transformer(path)
     assert {"patchify_proj", "proj_out", "adaln_single.linear", "caption_projection.linear_1"} <= set(fp8_modules(model))
     reference = load_transformer(path, fp8="dequantize", dtype=torch.float32)
@@ -180,3 +197,13 @@ def test_a_file_with_every_dit_linear_in_fp8_loads_and_samples_as_the_dequantise
     torch.testing.assert_close(runs[0].video, runs[1].video, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(runs[0].audio, runs[1].audio, atol=1e-4, rtol=1e-4)
     assert model.compute_dtype == torch.float32  # the file's unquantised dtype
+
+
+def test_fp8_text_connectors_load_and_encode_as_their_dequantised_weights(all_fp8, gemma_files):
+    path, dequantised = all_fp8
+    encoder = load_prompt_encoder(gemma_files[0], path, max_length=32)
+    assert len(fp8_modules(encoder.projection)) == 2 * 2 * 6  # two connectors of two blocks: q, k, v, out, FF
+    got = encoder.encode("a red car in the rain")[0]
+    want = load_prompt_encoder(gemma_files[0], dequantised, max_length=32).encode("a red car in the rain")[0]
+    torch.testing.assert_close(got.video, want.video, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got.audio, want.audio, atol=1e-5, rtol=1e-5)
