@@ -51,19 +51,16 @@ class ImageCondition(NamedTuple):
             if self.image.ndim != 3 or self.image.shape[2] != 3 or self.image.dtype != np.uint8:
                 raise ValueError(f"an image array must be RGB uint8 (H, W, 3), got {self.image.dtype} "
                                  f"{tuple(self.image.shape)}")
-            size = self.image.shape[1], self.image.shape[0]
+            name, size = "array", (self.image.shape[1], self.image.shape[0])
         else:
-            size = _check_image_file(self.image)
+            name, size = self.image, _check_image_file(self.image)
         if self.crf and min(size) < 2:
-            raise ValueError(f"image {self._name()} is {size[0]}x{size[1]} pixels; the H.264 round trip needs at least "
+            raise ValueError(f"image {name} is {size[0]}x{size[1]} pixels; the H.264 round trip needs at least "
                              "2 on each side: use a larger image or CRF 0 (no round trip)")
 
     def at(self, frames: int) -> ImageCondition:
         """This condition with LAST_FRAME resolved for a video of `frames` pixel frames."""
         return self._replace(frame=frames - 1) if self.frame == LAST_FRAME else self
-
-    def _name(self) -> str:
-        return "array" if isinstance(self.image, np.ndarray) else str(self.image)
 
 
 def _check_image_file(path: str | os.PathLike) -> tuple[int, int]:
