@@ -19,12 +19,7 @@ from typing import NamedTuple
 import torch
 from safetensors import safe_open
 
-from ltx2_core.errors import (
-    CheckpointError,
-    CorruptCheckpointError,
-    NotSafetensorsError,
-    UnsupportedQuantizationError,
-)
+from ltx2_core.errors import CheckpointError, CorruptCheckpointError, NotSafetensorsError, UnsupportedQuantizationError
 
 DTYPE_BYTES = {
     "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,

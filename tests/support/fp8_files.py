@@ -31,8 +31,8 @@ def every_linear(tensors) -> list[str]:
 
 def write_fp8_checkpoint(source: Path, path: Path, layout: str, formats: dict[str, str] | None = None,
                          all_linears: bool = False) -> Path:
-    """`source` with its block linears (`all_linears`: every linear under the DiT's prefix) in fp8 as `layout` stores them; `formats`
-    overrides the comfy_quant format of some layers (to write files this package must refuse)."""
+    """`source` with its block linears (`all_linears`: every linear under the DiT's prefix) in fp8 as `layout`
+    stores them; `formats` overrides the comfy_quant format of some layers (to write files this package must refuse)."""
     with safe_open(str(source), framework="pt") as f:
         tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
     for stem in every_linear(tensors) if all_linears else quantised_layers(tensors):
