@@ -186,7 +186,8 @@ def test_a_file_with_every_dit_linear_in_fp8_loads_and_samples_as_the_dequantise
     too: the compute dtype comes from a parameter no file quantises, never from an fp8 weight."""
     path = all_fp8[0]
     model = load_transformer(path)
-    assert {"patchify_proj", "proj_out", "adaln_single.linear", "caption_projection.linear_1"} <= set(fp8_modules(model))
+    fp8 = set(fp8_modules(model))
+    assert {"patchify_proj", "proj_out", "adaln_single.linear", "caption_projection.linear_1"} <= fp8
     reference = load_transformer(path, fp8="dequantize", dtype=torch.float32)
     for got, want in zip(_outputs(model), _outputs(reference)):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)  # the same products, one layer at a time
