@@ -21,15 +21,24 @@ from ltx2_core.loader.kinds import check_kind
 from ltx2_core.loader import read_header, transformer_config
 from ltx2_core.loader.fp8_files import is_fp8_checkpoint
 from ltx2_core.loader.weights import FP8_MODES
+from ltx2_core.memory.offload import offload
+from ltx2_core.memory.sizes import (
+    SideBytes,
+    checkpoint_side_bytes,
+    encode_activation_bytes,
+    gemma_12b_bytes,
+    image_activation_bytes,
+    ram_bytes,
+)
 from ltx2_core.memory_plan import (
     TILE_BYTES_512,
     MemoryPlan,
-    activation_bytes,
     apply_memory_plan,
     decoder_bytes,
     plan_memory,
     transformer_weight_bytes,
 )
+from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.runtime import Controller
 from ltx2_core.types import Decoders
@@ -121,6 +130,7 @@ class LTX2CheckpointLoader:
             transformer = load_transformer(path, fp8=fp8, device="cpu" if streamed else target, dtype=dtype)
             if plan is not None:
                 apply_memory_plan(transformer, plan, target)
+                offload(encoder, target)  # on the device only while it encodes images
                 print(f"[LTX-2] {plan.describe()}")
             handle = ModelHandle(transformer, decoders, encoder, path, memory=plan)
         if unique_id is not None:
@@ -147,14 +157,25 @@ def _memory_plan(path: str, memory: str, device: torch.device, dtype: torch.dtyp
         return None
     config = transformer_config(read_header(path))
     quantised = fp8 == "quantize" or (fp8 == "auto" and is_fp8_checkpoint(path))
+    weights = transformer_weight_bytes(config, dtype or torch.bfloat16, fp8=quantised)
+    return plan_memory(config, weights, torch.cuda.mem_get_info(device)[0], *PLANNED_FOR, dtype=dtype or torch.bfloat16,
+                       fp8_available=not quantised, decoders=decoder_bytes(path), tile_bytes_512=TILE_BYTES_512,
+                       side=node_side_bytes(path, dtype), ram=ram_bytes(), mappable=dtype is None and fp8 != "quantize",
+                       stream_all=memory == "stream")
+
+
+def node_side_bytes(path: str, dtype: torch.dtype | None) -> SideBytes:
+    """What visits the device beside a checkpoint's transformer in the nodes, planned before the text encoder and
+    upsampler are chosen: Gemma 3 12B in the checkpoint's dtype, the text projection, the video encoder with one
+    image of PLANNED_FOR's size (the upsampler's stage, about 1 GB, is smaller than encoding's)."""
     dtype = dtype or torch.bfloat16
-    weights = transformer_weight_bytes(config, dtype, fp8=quantised)
-    if memory == "stream":  # every block through the two slots, whatever the free memory
-        activations = activation_bytes(config, *PLANNED_FOR[:3], PLANNED_FOR[3], dtype)
-        return MemoryPlan(0, weights.blocks, PLANNED_FOR[3], False, weights, activations, 0, 0)
-    free = torch.cuda.mem_get_info(device)[0]
-    return plan_memory(config, weights, free, *PLANNED_FOR, dtype=dtype, fp8_available=not quantised,
-                       decoders=decoder_bytes(path), tile_bytes_512=TILE_BYTES_512)
+    frames, height, width, _ = PLANNED_FOR
+    projection, encoder = checkpoint_side_bytes(path, dtype)
+    rest, layer, layers = gemma_12b_bytes(dtype)
+    return SideBytes(rest, layer, layers, projection, encoder,
+                     encode_activations=encode_activation_bytes(GEMMA3_12B_TEXT["hidden_size"],
+                                                                GEMMA3_12B_TEXT["num_hidden_layers"], dtype),
+                     image_activations=image_activation_bytes(1, height, width, dtype))
 
 
 class LTX2TextEncoderLoader:
@@ -185,7 +206,8 @@ class LTX2TextEncoderLoader:
         path, target = bridge.model_path("text_encoders", text_encoder), _device(device)
         dtype = model.check_loaded().weights.dtype
         return (load_prompt_encoder(path, model.checkpoint, device=target, dtype=dtype,
-                                    stream_layers=offload and target.type != "cpu"),)
+                                    stream_layers=offload and target.type != "cpu",
+                                    pin=model.memory is None or model.memory.pin),)
 
 
 class LTX2LoraLoader:
@@ -236,4 +258,6 @@ class LTX2UpsamplerLoader:
     def load(self, upscale_model_name: str, model: ModelHandle):
         param = model.check_loaded().weights
         path = bridge.model_path("latent_upscale_models", upscale_model_name)
-        return (load_upsampler(path, device=param.device, dtype=param.dtype),)
+        if model.memory is None:
+            return (load_upsampler(path, device=param.device, dtype=param.dtype),)
+        return (offload(load_upsampler(path, dtype=param.dtype), param.device),)  # visits while it upsamples
