@@ -299,8 +299,8 @@ def _host_plan(plan: MemoryPlan, ram: int, mappable: bool, fp8_available: bool) 
     if plan.side.gemma_layers:
         parts.append(f"Gemma's layers {size(plan.side.gemma_layers)}")
     message = (f"host memory: {size(ram)} of RAM available ({size(budget)} usable); the run needs "
-               f"{size(streamed)} for streaming ({', '.join(parts)}) + {size(visitors)} for the text side, video "
-               "encoder and upsampler between their stages")
+               f"{size(streamed)} for streaming ({', '.join(parts)}) + {size(visitors)} for the modules that visit "
+               "the device between their visits")
     if fp8_available:
         return _refuse(message + "; use the fp8 checkpoint (its streamed blocks are half the size and are read from "
                        "the memory-mapped file)")
@@ -343,10 +343,9 @@ def _smallest_change(c: _Context) -> str:
     acts = activation_bytes(c.config, c.frames, c.height, c.width, 1, c.dtype, c.fps)
     working = (f"activations {size(acts)}" if acts >= floor else
                f"the largest visiting stage {size(floor)} (more than sampling's activations {size(acts)})")
-    more = " more" if c.decoders or floor else ""
-    message = (f"{c.budget()}; with every block streamed and one pass per forward the run needs "
-               f"{size(need(w, c.height, c.width))}{more}: non-block weights {size(w.non_block)} + 2 block slots "
-               f"{size(2 * w.per_block)} + {working}")
+    message = (f"{c.budget()}; {size(max(usable, 0))} is left, and with every block streamed and one pass per "
+               f"forward the run needs {size(need(w, c.height, c.width))}: non-block weights {size(w.non_block)} + 2 "
+               f"block slots {size(2 * w.per_block)} + {working}")
     if c.fp8_available:
         if need(transformer_weight_bytes(c.config, c.dtype, fp8=True), c.height, c.width) <= usable:
             return message + "; quantise the weights to fp8 (fp8 = quantize, --fp8 quantize) to halve them"

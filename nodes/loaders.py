@@ -100,7 +100,7 @@ class LTX2CheckpointLoader:
                                       "dequantize: an fp8 file to weight_dtype"}),
             "memory": (list(MEMORY_MODES), {"default": "auto", "tooltip": "auto: on a GPU, plan from its free "
                        "memory (for 768x512x121 with 4 guidance passes) which transformer blocks stay on it and "
-                       "stream the others from pinned RAM; resident: all on the device; stream: every block "
+                       "stream the others from RAM (pinned when it fits); resident: all on the device; stream: every block "
                        "streamed (the least device memory)"}),
             "parallel": (PARALLEL, {"tooltip": "from LTX2 Parallel Config: the transformer spread over several "
                                     "devices, one worker process each (the VAEs stay on `device`)"}),
@@ -158,9 +158,12 @@ def _memory_plan(path: str, memory: str, device: torch.device, dtype: torch.dtyp
     config = transformer_config(read_header(path))
     quantised = fp8 == "quantize" or (fp8 == "auto" and is_fp8_checkpoint(path))
     weights = transformer_weight_bytes(config, dtype or torch.bfloat16, fp8=quantised)
-    return plan_memory(config, weights, torch.cuda.mem_get_info(device)[0], *PLANNED_FOR, dtype=dtype or torch.bfloat16,
-                       fp8_available=not quantised, decoders=decoder_bytes(path), tile_bytes_512=TILE_BYTES_512,
-                       side=node_side_bytes(path, dtype), ram=ram_bytes(), mappable=dtype is None and fp8 != "quantize",
+    cuda = device.type == "cuda"
+    free = torch.cuda.mem_get_info(device)[0] if cuda else ram_bytes() or 0  # stream on the CPU: its RAM
+    return plan_memory(config, weights, free, *PLANNED_FOR, dtype=dtype or torch.bfloat16, fp8_available=not quantised,
+                       decoders=decoder_bytes(path), tile_bytes_512=TILE_BYTES_512,
+                       side=node_side_bytes(path, dtype) if cuda else SideBytes(),
+                       ram=ram_bytes() if cuda else None, mappable=dtype is None and fp8 != "quantize",
                        stream_all=memory == "stream")
 
 

@@ -40,8 +40,9 @@ class SideBytes(NamedTuple):
 
     @property
     def encoding(self) -> int:
-        """On the device while the prompts are encoded."""
-        return self.gemma_rest + 2 * self.gemma_layer + self.projection + self.encode_activations
+        """On the device while the prompts are encoded: Gemma (its embeddings and norms, two streamed layers), then
+        the projection (Gemma has left), with the hidden states alive throughout."""
+        return max(self.gemma_rest + 2 * self.gemma_layer, self.projection) + self.encode_activations
 
     @property
     def conditioning(self) -> int:

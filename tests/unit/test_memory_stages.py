@@ -27,7 +27,6 @@ from ltx2_core.memory_plan import (
     GB,
     HEADROOM,
     TILE_BYTES_512,
-    MemoryPlanError,
     plan_run,
     transformer_weight_bytes,
 )
@@ -149,9 +148,6 @@ def _run_stages(models: Models) -> dict[str, list[int]]:
     return seen
 
 
-REFUSED = {("2.3", False, 16)}  # 2.3's 6.3 GB text projection beside bf16 weights: refused, naming fp8
-
-
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
 @pytest.mark.parametrize("version", ["2.0", "2.3"])
 def test_every_module_on_the_device_in_every_stage_is_inside_the_planned_peak(version, fp8):
@@ -162,17 +158,9 @@ def test_every_module_on_the_device_in_every_stage_is_inside_the_planned_peak(ve
         for two_stage, gb in itertools.product((False, True), (16, 24, 32)):
             models = loaded._replace(upsampler=loaded.upsampler if two_stage else None)
             side = _side(models)
-            try:
-                plan = plan_run(config, transformer_weight_bytes(config, fp8=fp8), gb * 10**9, FRAMES,
-                                *_full_size(models), 4, two_stage, fp8_available=not fp8,
-                                decoders=_module_bytes(models.decoders.video), tile_bytes_512=TILE_BYTES_512,
-                                side=side)
-            except MemoryPlanError as exc:
-                assert (version, fp8, gb) in REFUSED, str(exc)
-                assert f"on {gb}.0 GB free" in str(exc) and "text encoder while encoding" in str(exc)
-                assert "--fp8 quantize" in str(exc)
-                continue
-            assert (version, fp8, gb) not in REFUSED
+            plan = plan_run(config, transformer_weight_bytes(config, fp8=fp8), gb * 10**9, FRAMES,
+                            *_full_size(models), 4, two_stage, fp8_available=not fp8,
+                            decoders=_module_bytes(models.decoders.video), tile_bytes_512=TILE_BYTES_512, side=side)
             streamer = place_models(models, plan, DEVICE)
             seen = _run_stages(models)
             _unplace(models.transformer, streamer)
