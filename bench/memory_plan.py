@@ -86,6 +86,27 @@ def released_plan(version: str, fp8: bool, card_gb: int, ram_gb: int, frames=121
                        ram=ram_gb * 10**9, mappable=True, source="free on cuda:0")
 
 
+def _cell(plan: MemoryPlan) -> str:
+    held = "pinned" if plan.pin else "mapped"
+    return (f"{plan.resident_blocks}/48 resident, peak {plan.peak / GB:.1f} GB; host {plan.host_streamed / GB:.1f} "
+            f"GB {held} + {plan.side.visitors / GB:.1f} GB")
+
+
+def whole_run_table(args) -> None:
+    print("| model | weights | 16 GB | 24 GB | 32 GB |")
+    print("|---|---|---|---|---|")
+    for version in RELEASED:
+        for fp8 in (False, True):
+            cells = []
+            for gb in (16, 24, 32):
+                try:
+                    cells.append(_cell(released_plan(version, fp8, gb, 64, args.frames, args.height, args.width,
+                                                     args.passes)))
+                except MemoryPlanError as exc:
+                    cells.append("refused: " + str(exc).split("; ")[-1])
+            print(f"| LTX-{version} | {'fp8' if fp8 else 'bf16'} | {' | '.join(cells)} |")
+
+
 def example_line() -> str:
     return released_plan(**EXAMPLE).describe()
 
@@ -152,20 +173,7 @@ def main() -> None:
                   f"({weights.per_block / GB:.2f} per block) | {measured / GB:.2f} GB | {estimate / GB:.2f} GB | "
                   f"{plans[0]} | {plans[1]} |")
     print("\nEvery module of a one-stage run (the text side visiting while it encodes), 64 GB of RAM:\n")
-    print("| model | weights | 16 GB | 24 GB | 32 GB |")
-    print("|---|---|---|---|---|")
-    for version in RELEASED:
-        for fp8 in (False, True):
-            cells = []
-            for gb in (16, 24, 32):
-                try:
-                    plan = released_plan(version, fp8, gb, 64, args.frames, args.height, args.width, args.passes)
-                    host = "pinned" if plan.pin else "mapped"
-                    cells.append(f"{plan.resident_blocks}/48 resident, peak {plan.peak / GB:.1f} GB, host "
-                                 f"{(plan.host_streamed + plan.side.visitors) / GB:.1f} GB {host}")
-                except MemoryPlanError as exc:
-                    cells.append("refused: " + str(exc).split("; ")[-1])
-            print(f"| LTX-{version} | {'fp8' if fp8 else 'bf16'} | {' | '.join(cells)} |")
+    whole_run_table(args)
 
 
 if __name__ == "__main__":

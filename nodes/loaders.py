@@ -100,8 +100,8 @@ class LTX2CheckpointLoader:
                                       "dequantize: an fp8 file to weight_dtype"}),
             "memory": (list(MEMORY_MODES), {"default": "auto", "tooltip": "auto: on a GPU, plan from its free "
                        "memory (for 768x512x121 with 4 guidance passes) which transformer blocks stay on it and "
-                       "stream the others from RAM (pinned when it fits); resident: all on the device; stream: every block "
-                       "streamed (the least device memory)"}),
+                       "stream the others from RAM (pinned when it fits); resident: all on the device; stream: every "
+                       "block streamed (the least device memory)"}),
             "parallel": (PARALLEL, {"tooltip": "from LTX2 Parallel Config: the transformer spread over several "
                                     "devices, one worker process each (the VAEs stay on `device`)"}),
         }, "hidden": {"unique_id": "UNIQUE_ID"}}

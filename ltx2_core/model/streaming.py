@@ -4,12 +4,14 @@ it runs (the DiT's transformer blocks; Gemma 3's decoder layers while a prompt i
 `stream_blocks(model, device, resident=N)` keeps the non-block weights and the first N blocks on the device and the
 other blocks in host memory: pinned (page-locked: the fastest copies, but RAM the system cannot swap) or, with
 `pin=False`, as loaded (a tensor read from a safetensors file in its own dtype is a view of the memory-mapped file,
-whose pages the system can drop and read again: slower copies, but no RAM of its own). Two device slots, each the size of one block, take the streamed blocks in
-turn: while block i runs from one slot, block i+1 is copied into the other on a side stream, and the last block's
-hook already starts copying the first streamed block of the next step. Copies wait on events (the slot's previous
-block has finished), compute waits on events (its block has arrived): the host never waits, so a step keeps zero
-host syncs. All guidance passes of a step are one batched forward, so one streamed copy of the weights serves every
-pass (ComfyUI streams per pass).
+whose pages the system can drop and read again: slower copies, and the host waits for each, but no RAM of its own).
+Two device slots, each the size of one block, take the streamed blocks in turn: while block i runs from one slot,
+block i+1 is copied into the other on a side stream, and the last block's hook already starts copying the first
+streamed block of the next step. Copies wait on events (the slot's previous block has finished), compute waits on
+events (its block has arrived): from pinned memory the host never waits, so a step keeps zero host syncs.
+`park()` / `unpark()` move what stays on the device (the non-block weights, the resident blocks, the slots) to the
+host and back: a streamed Gemma leaves the device between encodings. All guidance passes of a step are one batched
+forward, so one streamed copy of the weights serves every pass (ComfyUI streams per pass).
 
 A block's parameters and buffers are bound to its slot's tensors for its forward (`param.data` swaps, host-side
 pointer changes) and to its host tensors otherwise, so LoRA fusion, state dicts and `parameters()` see the host
