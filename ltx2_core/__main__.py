@@ -213,7 +213,7 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     passes = len(active_passes(*guidance_for(request, config)))
     common = dict(fps=request.fps, dtype=dtype, fp8_available=not fp8, stream_all=args.memory == "stream",
                   source=source, ram=ram_bytes() if cuda else None,
-                  mappable=args.dtype is None and files.fp8 != "quantize")  # the files' dtypes are kept
+                  mappable=args.dtype is None and files.fp8 == "auto")  # the files' dtypes are kept
     if files.checkpoint is not None:
         common |= dict(decoders=decoder_bytes(files.checkpoint), tile_bytes_512=TILE_BYTES_512,
                        side=side_bytes(files.checkpoint, files.text_encoder, files.upsampler, dtype,

@@ -305,8 +305,9 @@ def _host_plan(plan: MemoryPlan, ram: int, mappable: bool, fp8_available: bool) 
         return _refuse(message + "; use the fp8 checkpoint (its streamed blocks are half the size and are read from "
                        "the memory-mapped file)")
     if not mappable:
-        return _refuse(message + "; keep the files' dtype (no --dtype conversion, no --fp8 quantize) so the streamed "
-                       "weights are read from the memory-mapped files, or close programs to free RAM")
+        return _refuse(message + "; keep the files' dtypes (loader weight_dtype auto and fp8 auto; no --dtype and "
+                       "--fp8 auto) so the streamed weights are read from the memory-mapped files, or close programs "
+                       "to free RAM")
     return _refuse(message + "; close programs to free RAM, or use a card with more memory (fewer streamed blocks)")
 
 
@@ -343,7 +344,7 @@ def _smallest_change(c: _Context) -> str:
     acts = activation_bytes(c.config, c.frames, c.height, c.width, 1, c.dtype, c.fps)
     working = (f"activations {size(acts)}" if acts >= floor else
                f"the largest visiting stage {size(floor)} (more than sampling's activations {size(acts)})")
-    message = (f"{c.budget()}; {size(max(usable, 0))} is left, and with every block streamed and one pass per "
+    message = (f"{c.budget()}; {size(max(usable, 0))} is left, with every block streamed and one pass per "
                f"forward the run needs {size(need(w, c.height, c.width))}: non-block weights {size(w.non_block)} + 2 "
                f"block slots {size(2 * w.per_block)} + {working}")
     if c.fp8_available:

@@ -163,7 +163,7 @@ def _memory_plan(path: str, memory: str, device: torch.device, dtype: torch.dtyp
     return plan_memory(config, weights, free, *PLANNED_FOR, dtype=dtype or torch.bfloat16, fp8_available=not quantised,
                        decoders=decoder_bytes(path), tile_bytes_512=TILE_BYTES_512,
                        side=node_side_bytes(path, dtype) if cuda else SideBytes(),
-                       ram=ram_bytes() if cuda else None, mappable=dtype is None and fp8 != "quantize",
+                       ram=ram_bytes() if cuda else None, mappable=dtype is None and fp8 == "auto",
                        stream_all=memory == "stream")
 
 

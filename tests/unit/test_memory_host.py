@@ -8,15 +8,21 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 
 from ltx2_core import TransformerConfig
 from ltx2_core.memory.sizes import SideBytes, encode_activation_bytes, gemma_12b_bytes
-from ltx2_core.memory_plan import GB, HOST_HEADROOM, TILE_BYTES_512, MemoryPlanError, plan_memory, size
-from ltx2_core.memory_plan import transformer_weight_bytes
+from ltx2_core.memory_plan import (
+    GB,
+    HOST_HEADROOM,
+    TILE_BYTES_512,
+    MemoryPlanError,
+    plan_memory,
+    size,
+    transformer_weight_bytes,
+)
 from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT
 from support.configs import RELEASED_2_0, RELEASED_2_3
-
-import torch
 
 RELEASED = {"2.0": TransformerConfig.from_metadata(RELEASED_2_0, "2.0.0"),
             "2.3": TransformerConfig.from_metadata(RELEASED_2_3, "2.3.0")}
@@ -75,7 +81,7 @@ def test_a_refusal_states_the_budget_what_was_set_aside_and_what_the_run_needs()
         plan("2.3", card=12, source="budget")
     message = str(caught.value)
     assert message.startswith("768x512x121 on 12.0 GB budget (11.0 GB usable), set aside: decoders 1.2 GB, text "
-                              "encoder while encoding 8.6 GB; 9.8 GB is left, and with every block streamed and one "
+                              "encoder while encoding 8.6 GB; 9.8 GB is left, with every block streamed and one "
                               "pass per forward the run needs 11.0 GB: non-block weights 854.9 MB + 2 block slots "
                               "1.5 GB + the largest visiting stage 8.6 GB"), message
     assert message.endswith("use a GPU with more memory, or spread the model over several with tensor parallelism")
