@@ -114,6 +114,7 @@ class ModelFiles:
                 parallelize(models.transformer)
             return models
         load = dict(device=device, dtype=dtype)
+        visiting = dict(device="cpu" if plan is not None else device, dtype=dtype)  # they visit the device (plan)
         transformer = load_transformer(self.checkpoint, loras=self.loras, parallelize=parallelize, fp8=self.fp8,
                                        device="cpu" if streamed else device, dtype=dtype)
         return Models(
@@ -124,9 +125,9 @@ class ModelFiles:
                                                pin=plan is None or plan.pin),
             decoders=Decoders(load_video_decoder(self.checkpoint, **load), load_audio_decoder(self.checkpoint, **load),
                               load_vocoder(self.checkpoint, device=device)),  # fp32: small and precision-bound
-            upsampler=load_upsampler(self.upsampler, **load) if self.upsampler else None,
+            upsampler=load_upsampler(self.upsampler, **visiting) if self.upsampler else None,
             distilled_lora=load_lora(self.distilled_lora) if self.distilled_lora else None,
-            video_encoder=load_video_encoder(self.checkpoint, **load),
+            video_encoder=load_video_encoder(self.checkpoint, **visiting),
         )
 
 
