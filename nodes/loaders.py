@@ -22,14 +22,7 @@ from ltx2_core.loader import read_header, transformer_config
 from ltx2_core.loader.fp8_files import is_fp8_checkpoint
 from ltx2_core.loader.weights import FP8_MODES
 from ltx2_core.memory.offload import offload
-from ltx2_core.memory.sizes import (
-    SideBytes,
-    checkpoint_side_bytes,
-    encode_activation_bytes,
-    gemma_12b_bytes,
-    image_activation_bytes,
-    ram_bytes,
-)
+from ltx2_core.memory.sizes import SideBytes, ram_bytes, text_and_image_bytes
 from ltx2_core.memory_plan import (
     TILE_BYTES_512,
     MemoryPlan,
@@ -38,7 +31,6 @@ from ltx2_core.memory_plan import (
     plan_memory,
     transformer_weight_bytes,
 )
-from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.runtime import Controller
 from ltx2_core.types import Decoders
@@ -162,23 +154,9 @@ def _memory_plan(path: str, memory: str, device: torch.device, dtype: torch.dtyp
     free = torch.cuda.mem_get_info(device)[0] if cuda else ram_bytes() or 0  # stream on the CPU: its RAM
     return plan_memory(config, weights, free, *PLANNED_FOR, dtype=dtype or torch.bfloat16, fp8_available=not quantised,
                        decoders=decoder_bytes(path), tile_bytes_512=TILE_BYTES_512,
-                       side=node_side_bytes(path, dtype) if cuda else SideBytes(),
+                       side=text_and_image_bytes(path, dtype, *PLANNED_FOR[:3]) if cuda else SideBytes(),
                        ram=ram_bytes() if cuda else None, mappable=dtype is None and fp8 == "auto",
                        stream_all=memory == "stream")
-
-
-def node_side_bytes(path: str, dtype: torch.dtype | None) -> SideBytes:
-    """What visits the device beside a checkpoint's transformer in the nodes, planned before the text encoder and
-    upsampler are chosen: Gemma 3 12B in the checkpoint's dtype, the text projection, the video encoder with one
-    image of PLANNED_FOR's size (the upsampler's stage, about 1 GB, is smaller than encoding's)."""
-    dtype = dtype or torch.bfloat16
-    frames, height, width, _ = PLANNED_FOR
-    projection, encoder = checkpoint_side_bytes(path, dtype)
-    rest, layer, layers = gemma_12b_bytes(dtype)
-    return SideBytes(rest, layer, layers, projection, encoder,
-                     encode_activations=encode_activation_bytes(GEMMA3_12B_TEXT["hidden_size"],
-                                                                GEMMA3_12B_TEXT["num_hidden_layers"], dtype),
-                     image_activations=image_activation_bytes(1, height, width, dtype))
 
 
 class LTX2TextEncoderLoader:

@@ -175,3 +175,18 @@ def gemma_12b_bytes(dtype: torch.dtype) -> tuple[int, int, int]:
     layer = 2 * width * attention + 2 * width * kv + 3 * width * g["intermediate_size"] + 4 * width + 2 * g["head_dim"]
     size, layers = _dtype_bytes(dtype), g["num_hidden_layers"]
     return (g["vocab_size"] * width + width) * size, layer * size, layers * layer * size
+
+
+def text_and_image_bytes(checkpoint, dtype: torch.dtype | None, frames: int, height: int, width: int) -> SideBytes:
+    """`side_bytes` for a plan made before the text encoder and the upsampler are chosen (the loader nodes): Gemma 3
+    12B in the checkpoint's dtype, the checkpoint's text projection, its video encoder with one image of height ×
+    width (the upsampler's stage, about 1 GB, is smaller than encoding's)."""
+    from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT
+
+    dtype = dtype or torch.bfloat16
+    projection, encoder = checkpoint_side_bytes(checkpoint, dtype)
+    rest, layer, layers = gemma_12b_bytes(dtype)
+    return SideBytes(rest, layer, layers, projection, encoder,
+                     encode_activations=encode_activation_bytes(GEMMA3_12B_TEXT["hidden_size"],
+                                                                GEMMA3_12B_TEXT["num_hidden_layers"], dtype),
+                     image_activations=image_activation_bytes(1, height, width, dtype))

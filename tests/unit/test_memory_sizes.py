@@ -53,3 +53,15 @@ def test_the_command_lines_plan_counts_the_text_side_the_image_and_the_upsampler
     assert text.gemma_layers and text.projection and not text.video_encoder and not text.upsampler
     assert full.video_encoder and full.upsampler and full.image_activations and full.upsample_activations
     assert "visiting: encoding the prompt" in plans["image, two-stage"].describe()
+
+
+def test_the_loader_nodes_plan_for_gemma_3_12b_and_one_image(tiny_checkpoints):
+    """The checkpoint loader plans before the text encoder is chosen: Gemma 3 12B's sizes, the file's projection and
+    video encoder."""
+    from ltx2_core.memory.sizes import gemma_12b_bytes, text_and_image_bytes
+
+    side = text_and_image_bytes(tiny_checkpoints["2.3"], None, 121, 512, 768)
+    projection, encoder = checkpoint_side_bytes(tiny_checkpoints["2.3"], torch.bfloat16)
+    assert (side.gemma_rest, side.gemma_layer, side.gemma_layers) == gemma_12b_bytes(torch.bfloat16)
+    assert (side.projection, side.video_encoder) == (projection, encoder) and side.image_activations > 0
+    assert side.upsampler == 0
