@@ -29,7 +29,8 @@ from ltx2_core.parallel import ParallelConfig
 from ltx2_core.conditioning import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
 from ltx2_core.loader.fp8_files import is_fp8_checkpoint
 from ltx2_core.loader.weights import FP8_MODES
-from ltx2_core.memory_plan import GB, TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_memory, transformer_weight_bytes
+from ltx2_core.memory.sizes import ram_bytes, side_bytes
+from ltx2_core.memory_plan import GB, TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
 from ltx2_core.pipeline import (
@@ -90,9 +91,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--fp8", choices=FP8_MODES, default="auto",
                    help="transformer weights: auto keeps an fp8 file in fp8 and a bf16 file in --dtype; quantize: a "
                         "bf16 file's block linears to fp8 at load; dequantize: an fp8 file to --dtype")
-    p.add_argument("--memory", choices=("auto", "resident"), default="auto",
-                   help="auto: on CUDA (or with --memory-budget) plan what stays on the device from its free memory, "
-                        "streaming the transformer blocks that do not fit; resident: everything on the device")
+    p.add_argument("--memory", choices=("auto", "resident", "stream"), default="auto",
+                   help="auto: on CUDA (or with --memory-budget) plan what stays on the device from its free memory "
+                        "and what is held in RAM, streaming the transformer blocks that do not fit; stream: every "
+                        "block streamed (the least device memory); resident: everything on the device")
     p.add_argument("--memory-budget", type=float, metavar="GB",
                    help="plan for this much device memory instead of what is free (e.g. to leave room)")
     p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
@@ -208,27 +210,33 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     """The plan of what stays on the device (before any model loads), or None when everything stays: on the CPU
     without a budget, with --memory resident, or under tensor parallelism (whose shards are planned per rank)."""
     cuda = args.device.startswith("cuda")
-    if args.memory == "resident" or (args.memory_budget is None and not cuda) or layout(args).world_size > 1:
+    if args.memory == "resident" or (args.memory_budget is None and not cuda and args.memory == "auto") or \
+            layout(args).world_size > 1:
         return None
     if args.cuda_graphs or args.compile:
-        raise ValueError("--memory auto may stream blocks, which --compile and --cuda-graphs do not support; add "
-                         "--memory resident")
-    free = int(args.memory_budget * GB) if args.memory_budget else torch.cuda.mem_get_info(torch.device(args.device))[0]
+        raise ValueError(f"--memory {args.memory} may stream blocks, which --compile and --cuda-graphs do not "
+                         "support; add --memory resident")
+    if args.memory_budget:
+        free = int(args.memory_budget * GB)
+    else:  # --memory stream on the CPU: its RAM
+        free = torch.cuda.mem_get_info(torch.device(args.device))[0] if cuda else ram_bytes() or 0
+    source = "budget" if args.memory_budget else f"free on {args.device}"
     config = files.transformer_config()
     dtype = DTYPES[args.dtype] if args.dtype else (torch.float32 if files.checkpoint is None else torch.bfloat16)
     fp8 = files.fp8 == "quantize" or (files.fp8 == "auto" and files.checkpoint is not None and
                                       is_fp8_checkpoint(files.checkpoint))
     weights = transformer_weight_bytes(config, dtype, fp8=fp8)
     passes = len(active_passes(*guidance_for(request, config)))
-    scale = 2 if request.two_stage else 1
-    decoding = {} if files.checkpoint is None else dict(decoders=decoder_bytes(files.checkpoint),
-                                                           tile_bytes_512=TILE_BYTES_512)
-    plans = [plan_memory(config, weights, free, request.frames, request.height // scale, request.width // scale,
-                         passes, fps=request.fps, dtype=dtype, fp8_available=not fp8, **decoding)]
-    if request.two_stage:  # stage 2: full size, one pass
-        plans.append(plan_memory(config, weights, free, request.frames, request.height, request.width, 1,
-                                 fps=request.fps, dtype=dtype, fp8_available=not fp8, **decoding))
-    return min(plans, key=lambda plan: (plan.resident_blocks, plan.passes_per_forward, plan.decode_tile))
+    common = dict(fps=request.fps, dtype=dtype, fp8_available=not fp8, stream_all=args.memory == "stream",
+                  source=source, ram=ram_bytes() if cuda else None,
+                  mappable=args.dtype is None and files.fp8 == "auto")  # the files' dtypes are kept
+    if files.checkpoint is not None:
+        common |= dict(decoders=decoder_bytes(files.checkpoint), tile_bytes_512=TILE_BYTES_512,
+                       side=side_bytes(files.checkpoint, files.text_encoder, files.upsampler, dtype,
+                                       images=len(request.images), frames=request.frames, height=request.height,
+                                       width=request.width))
+    return plan_run(config, weights, free, request.frames, request.height, request.width, passes, request.two_stage,
+                    **common)
 
 
 def layout(args: argparse.Namespace) -> ParallelConfig:

@@ -26,7 +26,8 @@ from ltx2_core.loader import (
 )
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.text_weights import load_prompt_encoder
-from ltx2_core.memory_plan import MemoryPlan, apply_memory_plan
+from ltx2_core.memory.offload import place_models
+from ltx2_core.memory_plan import MemoryPlan
 from ltx2_core.model.fp8 import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
@@ -94,14 +95,15 @@ class ModelFiles:
              plan: MemoryPlan | None = None) -> Models:
         """Every model of the generation; `parallelize` (tensor parallelism) shards the transformer: a checkpoint's
         on the meta model so this rank reads only its shards, the demo's after it is built. `plan` (a memory
-        plan): its streamed blocks are loaded into host memory and streamed to `device`."""
+        plan): its streamed blocks are loaded into host memory and streamed to `device`; the text side, the video
+        encoder and the upsampler visit `device` only for their stage (`ltx2_core.memory.offload`)."""
         models = self._load(device, dtype, parallelize, streamed=plan is not None and plan.streamed_blocks > 0,
-                            planned=plan is not None)
+                            plan=plan)
         if plan is not None:
-            apply_memory_plan(models.transformer, plan, device)
+            place_models(models, plan, device)
         return models
 
-    def _load(self, device, dtype, parallelize, streamed: bool, planned: bool) -> Models:
+    def _load(self, device, dtype, parallelize, streamed: bool, plan: MemoryPlan | None) -> Models:
         if self.checkpoint is None:
             from ltx2_core.demo import demo_models  # the demo is built only when asked for
 
@@ -112,18 +114,20 @@ class ModelFiles:
                 parallelize(models.transformer)
             return models
         load = dict(device=device, dtype=dtype)
+        visiting = dict(device="cpu" if plan is not None else device, dtype=dtype)  # they visit the device (plan)
         transformer = load_transformer(self.checkpoint, loras=self.loras, parallelize=parallelize, fp8=self.fp8,
                                        device="cpu" if streamed else device, dtype=dtype)
         return Models(
             transformer=transformer,
             # with a memory plan on a GPU, Gemma's layers stay in host memory and stream in while it encodes
             prompt_encoder=load_prompt_encoder(self.text_encoder, self.checkpoint, **load,
-                                               stream_layers=planned and torch.device(device).type == "cuda"),
+                                               stream_layers=plan is not None and torch.device(device).type == "cuda",
+                                               pin=plan is None or plan.pin),
             decoders=Decoders(load_video_decoder(self.checkpoint, **load), load_audio_decoder(self.checkpoint, **load),
                               load_vocoder(self.checkpoint, device=device)),  # fp32: small and precision-bound
-            upsampler=load_upsampler(self.upsampler, **load) if self.upsampler else None,
+            upsampler=load_upsampler(self.upsampler, **visiting) if self.upsampler else None,
             distilled_lora=load_lora(self.distilled_lora) if self.distilled_lora else None,
-            video_encoder=load_video_encoder(self.checkpoint, **load),
+            video_encoder=load_video_encoder(self.checkpoint, **visiting),
         )
 
 

@@ -27,6 +27,7 @@ from ltx2_core.latents import (
     video_positions,
 )
 from ltx2_core.media import video_to_frames, write_mp4
+from ltx2_core.memory.offload import visiting_device
 from ltx2_core.model.audio_vae import decode_audio
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
@@ -119,9 +120,10 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
 
 
 def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -> AVLatent:
-    """The video latent ×2 in height and width (the audio is kept), through the VAE's latent statistics."""
-    weight = upsampler.initial_conv.weight
-    video = upsample_latent(latent.video.to(weight.device), upsampler, decoders.video.per_channel_statistics)
+    """The video latent ×2 in height and width (the audio is kept), through the VAE's latent statistics; on the
+    upsampler's device, or the one it visits (`ltx2_core.memory.offload`)."""
+    device = visiting_device(upsampler) or upsampler.initial_conv.weight.device
+    video = upsample_latent(latent.video.to(device), upsampler, decoders.video.per_channel_statistics)
     return latent._replace(video=video)
 
 

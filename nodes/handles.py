@@ -48,8 +48,9 @@ class ModelHandle(NamedTuple):
 
     @property
     def weights(self) -> torch.Tensor:
-        """A weight of this process's models: their device and dtype (the transformer's, also on workers)."""
-        return next(self.video_encoder.parameters())
+        """A weight of this process's models: their device and dtype (the transformer's, also on workers); the video
+        decoder's, which stays on the device (the encoder visits it only while it runs under a memory plan)."""
+        return next(self.decoders.video.parameters())
 
     def modules(self) -> tuple[torch.nn.Module, ...]:
         return tuple(m for m in (self.transformer, self.video_encoder, *self.decoders) if m is not None)

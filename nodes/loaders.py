@@ -21,10 +21,11 @@ from ltx2_core.loader.kinds import check_kind
 from ltx2_core.loader import read_header, transformer_config
 from ltx2_core.loader.fp8_files import is_fp8_checkpoint
 from ltx2_core.loader.weights import FP8_MODES
+from ltx2_core.memory.offload import offload
+from ltx2_core.memory.sizes import SideBytes, ram_bytes, text_and_image_bytes
 from ltx2_core.memory_plan import (
     TILE_BYTES_512,
     MemoryPlan,
-    activation_bytes,
     apply_memory_plan,
     decoder_bytes,
     plan_memory,
@@ -91,8 +92,8 @@ class LTX2CheckpointLoader:
                                       "dequantize: an fp8 file to weight_dtype"}),
             "memory": (list(MEMORY_MODES), {"default": "auto", "tooltip": "auto: on a GPU, plan from its free "
                        "memory (for 768x512x121 with 4 guidance passes) which transformer blocks stay on it and "
-                       "stream the others from pinned RAM; resident: all on the device; stream: every block "
-                       "streamed (the least device memory)"}),
+                       "stream the others from RAM (pinned when it fits); resident: all on the device; stream: every "
+                       "block streamed (the least device memory)"}),
             "parallel": (PARALLEL, {"tooltip": "from LTX2 Parallel Config: the transformer spread over several "
                                     "devices, one worker process each (the VAEs stay on `device`)"}),
         }, "hidden": {"unique_id": "UNIQUE_ID"}}
@@ -121,6 +122,7 @@ class LTX2CheckpointLoader:
             transformer = load_transformer(path, fp8=fp8, device="cpu" if streamed else target, dtype=dtype)
             if plan is not None:
                 apply_memory_plan(transformer, plan, target)
+                offload(encoder, target)  # on the device only while it encodes images
                 print(f"[LTX-2] {plan.describe()}")
             handle = ModelHandle(transformer, decoders, encoder, path, memory=plan)
         if unique_id is not None:
@@ -147,14 +149,14 @@ def _memory_plan(path: str, memory: str, device: torch.device, dtype: torch.dtyp
         return None
     config = transformer_config(read_header(path))
     quantised = fp8 == "quantize" or (fp8 == "auto" and is_fp8_checkpoint(path))
-    dtype = dtype or torch.bfloat16
-    weights = transformer_weight_bytes(config, dtype, fp8=quantised)
-    if memory == "stream":  # every block through the two slots, whatever the free memory
-        activations = activation_bytes(config, *PLANNED_FOR[:3], PLANNED_FOR[3], dtype)
-        return MemoryPlan(0, weights.blocks, PLANNED_FOR[3], False, weights, activations, 0, 0)
-    free = torch.cuda.mem_get_info(device)[0]
-    return plan_memory(config, weights, free, *PLANNED_FOR, dtype=dtype, fp8_available=not quantised,
-                       decoders=decoder_bytes(path), tile_bytes_512=TILE_BYTES_512)
+    weights = transformer_weight_bytes(config, dtype or torch.bfloat16, fp8=quantised)
+    cuda = device.type == "cuda"
+    free = torch.cuda.mem_get_info(device)[0] if cuda else ram_bytes() or 0  # stream on the CPU: its RAM
+    return plan_memory(config, weights, free, *PLANNED_FOR, dtype=dtype or torch.bfloat16, fp8_available=not quantised,
+                       decoders=decoder_bytes(path), tile_bytes_512=TILE_BYTES_512,
+                       side=text_and_image_bytes(path, dtype, *PLANNED_FOR[:3]) if cuda else SideBytes(),
+                       ram=ram_bytes() if cuda else None, mappable=dtype is None and fp8 == "auto",
+                       stream_all=memory == "stream")
 
 
 class LTX2TextEncoderLoader:
@@ -185,7 +187,8 @@ class LTX2TextEncoderLoader:
         path, target = bridge.model_path("text_encoders", text_encoder), _device(device)
         dtype = model.check_loaded().weights.dtype
         return (load_prompt_encoder(path, model.checkpoint, device=target, dtype=dtype,
-                                    stream_layers=offload and target.type != "cpu"),)
+                                    stream_layers=offload and target.type != "cpu",
+                                    pin=model.memory is None or model.memory.pin),)
 
 
 class LTX2LoraLoader:
@@ -236,4 +239,6 @@ class LTX2UpsamplerLoader:
     def load(self, upscale_model_name: str, model: ModelHandle):
         param = model.check_loaded().weights
         path = bridge.model_path("latent_upscale_models", upscale_model_name)
-        return (load_upsampler(path, device=param.device, dtype=param.dtype),)
+        if model.memory is None:
+            return (load_upsampler(path, device=param.device, dtype=param.dtype),)
+        return (offload(load_upsampler(path, dtype=param.dtype), param.device),)  # visits while it upsamples

@@ -17,7 +17,7 @@ from ltx2_core.loader.checkpoint import check_tensors, config_metadata, transfor
 from ltx2_core.loader.fp8_files import Fp8Plan, apply_fp8_plan, fp8_plan, unscaled_state
 from ltx2_core.loader.gemma_files import GemmaSource, find_gemma, load_gemma
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
-from ltx2_core.model.streaming import stream_blocks
+from ltx2_core.memory.offload import stream_text_encoder
 from ltx2_core.model.text.encoder import PromptEncoder, check_prompt_length
 from ltx2_core.model.text.projection import TextProjection
 from ltx2_core.text_config import TextConfig
@@ -120,21 +120,21 @@ def load_prompt_encoder(
     offload_device: torch.device | str | None = None,
     max_length: int | None = None,
     stream_layers: bool = False,
+    pin: bool = True,
 ) -> PromptEncoder:
     """Gemma (ComfyUI file or HF folder) + the checkpoint's text path, as one `PromptEncoder`.
 
     Both files are inspected and cross-checked (family, sizes, key sets, shapes, tokenizer) before any weight is
     read. Weights load onto `offload_device` when given (they visit `device` only while encoding), else `device`.
-    `stream_layers`: Gemma's decoder layers stay in (pinned) host memory and are streamed to `device` one at a time
-    while encoding (its embeddings and norms live there): a 24 GB card encodes without holding Gemma's 24 GB.
+    `stream_layers`: Gemma's decoder layers stay in host memory (pinned unless `pin` is False) and are streamed to
+    `device` one at a time while encoding; its embeddings and norms and the projection visit `device` only while
+    they run (`ltx2_core.memory.offload`): a 16 GB card encodes without holding Gemma's 24 GB, and samples without
+    the text side.
     """
     if stream_layers:
         encoder = load_prompt_encoder(text_encoder, checkpoint, device=device, dtype=dtype, offload_device="cpu",
                                       max_length=max_length)
-        stream_blocks(encoder.gemma, device, resident=0, blocks="layers")
-        encoder.projection.to(device)
-        encoder.offload_device = None
-        return encoder
+        return stream_text_encoder(encoder, device, pin)
     gemma = find_gemma(text_encoder)
     file = read_header(checkpoint)
     projection, plan = _projection_on_meta(file, gemma)

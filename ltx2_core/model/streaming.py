@@ -2,12 +2,16 @@
 it runs (the DiT's transformer blocks; Gemma 3's decoder layers while a prompt is encoded).
 
 `stream_blocks(model, device, resident=N)` keeps the non-block weights and the first N blocks on the device and the
-other blocks in (pinned) host memory. Two device slots, each the size of one block, take the streamed blocks in
-turn: while block i runs from one slot, block i+1 is copied into the other on a side stream, and the last block's
-hook already starts copying the first streamed block of the next step. Copies wait on events (the slot's previous
-block has finished), compute waits on events (its block has arrived): the host never waits, so a step keeps zero
-host syncs. All guidance passes of a step are one batched forward, so one streamed copy of the weights serves every
-pass (ComfyUI streams per pass).
+other blocks in host memory: pinned (page-locked: the fastest copies, but RAM the system cannot swap) or, with
+`pin=False`, as loaded (a tensor read from a safetensors file in its own dtype is a view of the memory-mapped file,
+whose pages the system can drop and read again: slower copies, and the host waits for each, but no RAM of its own).
+Two device slots, each the size of one block, take the streamed blocks in turn: while block i runs from one slot,
+block i+1 is copied into the other on a side stream, and the last block's hook already starts copying the first
+streamed block of the next step. Copies wait on events (the slot's previous block has finished), compute waits on
+events (its block has arrived): from pinned memory the host never waits, so a step keeps zero host syncs.
+`park()` / `unpark()` move what stays on the device (the non-block weights, the resident blocks, the slots) to the
+host and back: a streamed Gemma leaves the device between encodings. All guidance passes of a step are one batched
+forward, so one streamed copy of the weights serves every pass (ComfyUI streams per pass).
 
 A block's parameters and buffers are bound to its slot's tensors for its forward (`param.data` swaps, host-side
 pointer changes) and to its host tensors otherwise, so LoRA fusion, state dicts and `parameters()` see the host
@@ -43,23 +47,32 @@ def _bind(block: nn.Module, names: tuple[str, ...], tensors: list[torch.Tensor])
             owner._buffers[attr] = tensor
 
 
+def move_module(module: nn.Module, device: torch.device | str) -> nn.Module:
+    """`module.to(device)` that replaces each parameter and buffer not yet there (never `.data` swaps, which mixed
+    tensor types refuse, e.g. the fake tensors of the memory tests); returns the module."""
+    device = torch.device(device)
+    for owner in module.modules():
+        for name, param in owner._parameters.items():
+            if param is not None and param.device != device:
+                owner._parameters[name] = nn.Parameter(param.detach().to(device), param.requires_grad)
+        for name, buffer in owner._buffers.items():
+            if buffer is not None and buffer.device != device:
+                owner._buffers[name] = buffer.to(device)
+    return module
+
+
 class BlockStreamer:
     """The hooks and slots of one streamed model (see the module docstring); `device_weight_bytes()` is what the
     weights occupy on the device: the resident tensors plus the two slots."""
 
     def __init__(self, model: nn.Module, device: torch.device | str, resident: int,
-                 blocks: str = "transformer_blocks") -> None:
+                 blocks: str = "transformer_blocks", pin: bool = True) -> None:
         self.model, self.device = model, torch.device(device)
         blocks_name, blocks = blocks, list(getattr(model, blocks))
+        self.blocks_name, self.resident = blocks_name, blocks[:resident]
         if not 0 <= resident <= len(blocks):
             raise ValueError(f"resident blocks must be between 0 and {len(blocks)}, got {resident}")
-        for name, module in model.named_children():
-            if name != blocks_name:
-                module.to(self.device)
-        for param in model.parameters(recurse=False):
-            param.data = param.data.to(self.device)
-        for block in blocks[:resident]:
-            block.to(self.device)
+        self._move_resident(self.device)
         self.streamed = blocks[resident:]
         if self.streamed and getattr(model, "cache_text_kv", False):
             # LTX-2.0's per-run text K/V are computed outside the blocks' forwards, where a streamed block's
@@ -70,14 +83,13 @@ class BlockStreamer:
         for block in self.streamed:
             tensors = _tensors(block)
             host = [t.detach().to("cpu") for t in tensors.values()]
-            host = [t.pin_memory() for t in host] if self.cuda else host
+            host = [t.pin_memory() for t in host] if self.cuda and pin else host
             _bind(block, tuple(tensors), host)
             self.blocks.append(_Tensors(tuple(tensors), host))
         shapes = {tuple((tuple(t.shape), t.dtype) for t in block.host) for block in self.blocks}
         if len(shapes) > 1:
             raise ValueError("the streamed blocks differ in their tensors' shapes; streaming needs identical blocks")
-        self.slots = [[torch.empty_like(t, device=self.device) for t in self.blocks[0].host] for _ in range(2)] \
-            if self.streamed else []
+        self.slots, self.parked = self._new_slots(), False
         self.copy_stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.arrived: list = [None] * len(self.streamed)  # per streamed block: the event of its copy
         self.slot_of: list[int] = [0] * len(self.streamed)
@@ -87,6 +99,35 @@ class BlockStreamer:
         for index, block in enumerate(self.streamed):
             self.handles.append(block.register_forward_pre_hook(lambda _m, _a, i=index: self._before(i)))
             self.handles.append(block.register_forward_hook(lambda _m, _a, _o, i=index: self._after(i)))
+
+    def _new_slots(self) -> list[list[torch.Tensor]]:
+        return [[torch.empty_like(t, device=self.device) for t in self.blocks[0].host] for _ in range(2)] \
+            if self.streamed else []
+
+    def _move_resident(self, device: torch.device) -> None:
+        for name, module in self.model.named_children():
+            if name != self.blocks_name:
+                move_module(module, device)
+        for name, param in self.model._parameters.items():
+            if param is not None and param.device != device:
+                self.model._parameters[name] = nn.Parameter(param.detach().to(device), param.requires_grad)
+        for block in self.resident:
+            move_module(block, device)
+
+    def park(self) -> None:
+        """Moves what the model keeps on the device (its non-block weights, resident blocks) to the host and frees
+        the two slots: between encodings a streamed Gemma leaves the device to the transformer."""
+        self.settle()
+        self._move_resident(torch.device("cpu"))
+        self.slots, self.parked = [], True
+
+    def unpark(self) -> None:
+        """Back on the device after `park` (nothing when it is there)."""
+        if not self.parked:
+            return
+        self._move_resident(self.device)
+        self.slots, self.parked = self._new_slots(), False
+        self.next_slot, self.in_flight = 0, None
 
     def device_weight_bytes(self) -> int:
         streamed = {id(t) for block in self.streamed for t in _tensors(block).values()}
@@ -140,11 +181,11 @@ class BlockStreamer:
 
 
 def stream_blocks(model: nn.Module, device: torch.device | str, resident: int = 0,
-                  blocks: str = "transformer_blocks") -> BlockStreamer:
+                  blocks: str = "transformer_blocks", pin: bool = True) -> BlockStreamer:
     """Streams the blocks of `model` (its ModuleList `blocks`: the DiT's transformer_blocks, Gemma's layers) past
-    the first `resident` through two device slots (module docstring); the streamer is kept as
-    `model.block_streamer`."""
-    streamer = BlockStreamer(model, device, resident, blocks)
+    the first `resident` through two device slots (module docstring), from pinned host memory unless `pin` is
+    False; the streamer is kept as `model.block_streamer`."""
+    streamer = BlockStreamer(model, device, resident, blocks, pin)
     object.__setattr__(model, "block_streamer", streamer)  # not a submodule: no state dict entries
     return streamer
 

@@ -70,7 +70,7 @@ BAD = [
     (["--cuda-graphs", "--device", "cpu"], "CUDA options"),
     (["--sp", "3"], "3 ranks, but 1 were started"),
     (["--cfg-parallel", "2", "--mode", "distilled"], "cfg 2 exceeds the 1 guidance passes"),
-    (["--memory-budget", "0.00001"], "does not fit 10.0 KB free even with every block streamed"),
+    (["--memory-budget", "0.00001"], "on 10.0 KB budget (9.2 KB usable); 9.2 KB is left, with every block"),
     (["--image", "{tmp}/missing.png"], "missing.png: no such file"),
     (["--image", "{tmp}/cat.png:200"], "pixel frame index in 0..16"),
     (["--image", "{tmp}/cat.png:0:1.5"], "strength must be in [0, 1]"),

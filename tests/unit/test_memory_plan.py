@@ -82,9 +82,10 @@ def test_the_planned_device_weights_are_what_a_streamed_model_holds(resident):
 
 def test_an_impossible_request_names_the_smallest_change():
     config = RELEASED["2.3"]
-    with pytest.raises(MemoryPlanError, match="does not fit 3.0 GB free .* quantise the weights to fp8"):
+    with pytest.raises(MemoryPlanError, match=r"768x512x121 on 3.0 GB free \(2.8 GB usable\); .* needs 3.5 GB: .* "
+                       "quantise the weights to fp8"):
         plan_memory(config, transformer_weight_bytes(config), 3 * 10**9, 121, 512, 768, 4, fp8_available=True)
-    with pytest.raises(MemoryPlanError, match="1536x1024x121 does not fit .*; 768x512 fits"):
+    with pytest.raises(MemoryPlanError, match="1536x1024x121 on 3.0 GB free .*; 768x512 fits"):
         plan_memory(config, transformer_weight_bytes(config, fp8=True), 3 * 10**9, 121, 1024, 1536, 4)
     assert plan_memory(config, transformer_weight_bytes(config, fp8=True), 3 * 10**9, 121, 512, 768, 4).peak < 3e9
 

@@ -1,0 +1,192 @@
+"""Bytes of what a generation holds besides the transformer, read from the files' headers before anything loads, and
+the machine's RAM.
+
+On the device the text side, the video encoder and the upsampler visit only for their stage (`offload`); in host
+memory Gemma's decoder layers stream from (pinned unless the plan says otherwise) and the visiting modules wait
+between their stages. The activation figures are estimates of the largest set of tensors alive at once:
+* encoding: Gemma's hidden states of both prompts (49 × 2 × 1,024 × 3,840 values), held three times (the list, the
+  stacked tensor and the normalised features the projection reads);
+* an image: IMAGE_WIDTHS values per pixel through the encoder's first stages (its widest activations);
+* upsampling: UPSAMPLE_WIDTHS tensors of the upsampler's width at the output latent's size.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+PROMPTS, PROMPT_TOKENS = 2, 1024  # the positive and negative prompt, padded to the connectors' length
+HIDDEN_COPIES = 3
+IMAGE_WIDTHS = 64
+UPSAMPLE_WIDTHS = 4
+_LAYER = re.compile(r"^layers\.\d+\.")
+
+
+class SideBytes(NamedTuple):
+    """The modules beside the transformer, in bytes (0: not used by the run, or not known, e.g. the demo's)."""
+
+    gemma_rest: int = 0  # Gemma's embeddings and norms
+    gemma_layer: int = 0  # one decoder layer: two of them are the streaming slots while encoding
+    gemma_layers: int = 0  # every decoder layer, streamed from host memory
+    projection: int = 0  # the text projection and connectors
+    video_encoder: int = 0  # 0 without images
+    upsampler: int = 0  # 0 for one-stage runs
+    encode_activations: int = 0
+    image_activations: int = 0
+    upsample_activations: int = 0
+
+    @property
+    def encoding(self) -> int:
+        """On the device while the prompts are encoded: Gemma (its embeddings and norms, two streamed layers), then
+        the projection (Gemma has left), with the hidden states alive throughout."""
+        return max(self.gemma_rest + 2 * self.gemma_layer, self.projection) + self.encode_activations
+
+    @property
+    def conditioning(self) -> int:
+        return self.video_encoder + self.image_activations if self.video_encoder else 0
+
+    @property
+    def upsampling(self) -> int:
+        return self.upsampler + self.upsample_activations if self.upsampler else 0
+
+    @property
+    def visitors(self) -> int:
+        """In host memory between their visits (pageable): what visits the device for one stage."""
+        return self.gemma_rest + self.projection + self.video_encoder + self.upsampler
+
+
+def _dtype_bytes(dtype: torch.dtype) -> int:
+    return torch.finfo(dtype).bits // 8
+
+
+def _bytes(entry, dtype: torch.dtype | None) -> int:
+    """An entry's bytes once loaded: floating entries cast to `dtype` (fp8 ones stay fp8), others as stored."""
+    from ltx2_core.loader.safetensors_file import DTYPE_BYTES
+
+    count = 1
+    for dim in entry.shape:
+        count *= dim
+    cast = dtype is not None and entry.dtype in ("F16", "BF16", "F32")
+    return count * (_dtype_bytes(dtype) if cast else DTYPE_BYTES[entry.dtype])
+
+
+def checkpoint_side_bytes(path, dtype: torch.dtype | None) -> tuple[int, int]:
+    """(text projection and connectors, video encoder) bytes of a checkpoint, from its header."""
+    from ltx2_core.loader import read_header
+    from ltx2_core.loader.text_weights import TEXT_KEY_PREFIXES
+
+    tensors = read_header(path).tensors
+    projection = sum(_bytes(e, dtype) for n, e in tensors.items() if n.startswith(tuple(TEXT_KEY_PREFIXES)))
+    encoder = sum(_bytes(e, dtype) for n, e in tensors.items()
+                  if n.startswith(("vae.encoder.", "vae.per_channel_statistics.")))
+    return projection, encoder
+
+
+def gemma_bytes(path, dtype: torch.dtype | None) -> tuple[int, int, int]:
+    """(embeddings and norms, one layer, every layer) of a Gemma file or folder, from its headers."""
+    from ltx2_core.loader.gemma_files import find_gemma
+
+    source = find_gemma(path)
+    rest = layers = 0
+    for file, keys in source.shards:
+        for key, file_key in keys.items():
+            size = _bytes(file.tensors[file_key], dtype)
+            if _LAYER.match(key):
+                layers += size
+            else:
+                rest += size
+    count = int(source.config["num_hidden_layers"])
+    return rest, layers // count, layers
+
+
+def upsampler_bytes(path, dtype: torch.dtype | None) -> int:
+    from ltx2_core.loader import read_header
+
+    return sum(_bytes(e, dtype) for e in read_header(path).tensors.values())
+
+
+def encode_activation_bytes(hidden_size: int, layers: int, dtype: torch.dtype) -> int:
+    return HIDDEN_COPIES * (layers + 1) * PROMPTS * PROMPT_TOKENS * hidden_size * _dtype_bytes(dtype)
+
+
+def image_activation_bytes(images: int, height: int, width: int, dtype: torch.dtype) -> int:
+    return images * IMAGE_WIDTHS * 3 * height * width * _dtype_bytes(dtype)
+
+
+def upsample_activation_bytes(frames: int, height: int, width: int, mid_channels: int, dtype: torch.dtype) -> int:
+    """At the upsampled latent's size: height and width are the output's pixels."""
+    return UPSAMPLE_WIDTHS * mid_channels * ((frames - 1) // 8 + 1) * (height // 32) * (width // 32) * \
+        _dtype_bytes(dtype)
+
+
+def ram_bytes() -> int | None:
+    """The RAM available to this run now (MemAvailable: free memory plus what the system can reclaim), None where
+    it cannot be read."""
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return int(psutil.virtual_memory().available)
+
+
+def side_bytes(checkpoint, text_encoder, upsampler, dtype: torch.dtype, *, images: int, frames: int, height: int,
+               width: int) -> SideBytes:
+    """What a run of these files holds beside the transformer (headers only): the text side always, the video
+    encoder with `images`, the upsampler when given (two-stage), at the full size height × width."""
+    projection, encoder = checkpoint_side_bytes(checkpoint, dtype)
+    rest, layer, layers = gemma_bytes(text_encoder, dtype)
+    config = find_gemma_config(text_encoder)
+    side = SideBytes(gemma_rest=rest, gemma_layer=layer, gemma_layers=layers, projection=projection,
+                     encode_activations=encode_activation_bytes(int(config["hidden_size"]),
+                                                                int(config["num_hidden_layers"]), dtype))
+    if images:
+        side = side._replace(video_encoder=encoder,
+                             image_activations=image_activation_bytes(images, height, width, dtype))
+    if upsampler is not None:
+        from ltx2_core.loader import read_header
+        from ltx2_core.loader.upsampler_weights import upsampler_config
+
+        mid = upsampler_config(read_header(upsampler)).mid_channels
+        side = side._replace(upsampler=upsampler_bytes(upsampler, dtype),
+                             upsample_activations=upsample_activation_bytes(frames, height, width, mid, dtype))
+    return side
+
+
+def find_gemma_config(text_encoder):
+    from ltx2_core.loader.gemma_files import find_gemma
+
+    return find_gemma(text_encoder).config
+
+
+def gemma_12b_bytes(dtype: torch.dtype) -> tuple[int, int, int]:
+    """`gemma_bytes` of Gemma 3 12B in `dtype`, for a plan made before its file is chosen (the loader nodes)."""
+    from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT as g
+
+    width, attention = g["hidden_size"], g["num_attention_heads"] * g["head_dim"]
+    kv = g["num_key_value_heads"] * g["head_dim"]
+    layer = 2 * width * attention + 2 * width * kv + 3 * width * g["intermediate_size"] + 4 * width + 2 * g["head_dim"]
+    size, layers = _dtype_bytes(dtype), g["num_hidden_layers"]
+    return (g["vocab_size"] * width + width) * size, layer * size, layers * layer * size
+
+
+def text_and_image_bytes(checkpoint, dtype: torch.dtype | None, frames: int, height: int, width: int) -> SideBytes:
+    """`side_bytes` for a plan made before the text encoder and the upsampler are chosen (the loader nodes): Gemma 3
+    12B in the checkpoint's dtype, the checkpoint's text projection, its video encoder with one image of height ×
+    width (the upsampler's stage, about 1 GB, is smaller than encoding's)."""
+    from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT
+
+    dtype = dtype or torch.bfloat16
+    projection, encoder = checkpoint_side_bytes(checkpoint, dtype)
+    rest, layer, layers = gemma_12b_bytes(dtype)
+    return SideBytes(rest, layer, layers, projection, encoder,
+                     encode_activations=encode_activation_bytes(GEMMA3_12B_TEXT["hidden_size"],
+                                                                GEMMA3_12B_TEXT["num_hidden_layers"], dtype),
+                     image_activations=image_activation_bytes(1, height, width, dtype))
