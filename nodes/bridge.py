@@ -66,14 +66,14 @@ def torch_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+_unload_comfy_models = model_management.unload_all_models if IN_COMFYUI else None  # before on_unload_all_models
+
+
 def free_memory() -> None:
     """Before a large model loads: ComfyUI unloads the models it holds (not the pack's) and empties its cache."""
     if IN_COMFYUI:
         _unload_comfy_models()
         model_management.soft_empty_cache()
-
-
-_unload_comfy_models = model_management.unload_all_models if IN_COMFYUI else None
 
 
 def on_unload_all_models(release: Callable[[], None]) -> None:

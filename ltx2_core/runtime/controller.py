@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import queue
 import sys
 import time
@@ -33,7 +32,8 @@ import torch
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel.config import ParallelConfig
-from ltx2_core.runtime.links import AttachedWorkers, SpawnedWorkers
+from ltx2_core.runtime.links import AttachedWorkers
+from ltx2_core.runtime.spawned import SpawnedWorkers
 from ltx2_core.runtime.worker import StageJob, WorkerSpec
 
 POLL = 0.2  # seconds between liveness checks while waiting
@@ -175,7 +175,8 @@ class Controller:
         raise WorkerError(message + "; the workers were stopped and start again with the next job")
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stops every worker (asked first, then killed when spawned here) and waits until no process remains."""
+        """Stops every worker (asked first, then killed when spawned here; attached ones wait for the next
+        controller) and waits until no spawned process remains."""
         if self.workers.active:
             self.workers.close(timeout)
 

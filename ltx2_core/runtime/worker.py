@@ -1,14 +1,14 @@
 """A persistent worker: one process per device, holding its shard of the transformer across jobs.
 
-Started by the `Controller` (torch.multiprocessing spawn: `worker_main`), or by torchrun on one or several
-machines and attached to a controller over TCP (`python -m ltx2_core.runtime --connect HOST:PORT`, see
-`ltx2_core.runtime.links`). It joins the group (NCCL on GPUs, gloo on the CPU), loads its shard of the transformer
-once (nothing else: prompts are encoded, latents upsampled and media decoded by the caller), reports `ready`, then
-samples stages (`StageJob`: the latent, prompts and generator state in; the latent and generator state back from
-rank 0) until it gets `None`. An attached worker then waits for the next controller, keeping its group (and its
-shard, when the next controller asks for the same one). A job's LoRA files are read once, cut to this rank's shards, and fused for that job
-only. A heartbeat thread reports every HEARTBEAT seconds, so a hung rank is told from a busy one, and ends the worker
-when its caller is gone.
+Started by the `Controller` (torch.multiprocessing spawn: `worker_main`, see `ltx2_core.runtime.spawned`), or by
+torchrun on one or several machines and attached to a controller over TCP (`python -m ltx2_core.runtime --connect
+HOST:PORT`, see `ltx2_core.runtime.links`). It joins the group (NCCL on GPUs, gloo on the CPU), loads its shard of
+the transformer once (nothing else: prompts are encoded, latents upsampled and media decoded by the caller), reports
+`ready`, then samples stages (`StageJob`: the latent, prompts and generator state in; the latent and generator state
+back from rank 0) until it gets `None`. An attached worker then waits for the next controller, keeping its group
+(and its shard, when the next controller asks for the same one). A job's LoRA files are read once, cut to this
+rank's shards, and fused for that job only. A heartbeat thread reports every HEARTBEAT seconds, so a hung rank is
+told from a busy one, and ends the worker when its caller is gone.
 
 Interrupts: the controller sets (job id, step) for every rank; each rank reads it on the host after queuing each
 step (no device sync) and stops after the SAME step, so no rank is left inside a collective.
@@ -73,7 +73,7 @@ class StageJob(NamedTuple):
 
 
 class Channel(Protocol):
-    """A worker's line to its controller (`links.LocalChannel` for spawned workers, `links.SocketChannel` for
+    """A worker's line to its controller (`spawned.LocalChannel` for spawned workers, `links.SocketChannel` for
     attached ones)."""
 
     def get(self) -> tuple[int, StageJob] | None: ...  # the next job, None: stop
@@ -147,22 +147,22 @@ class Loaded(NamedTuple):
 
 def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) -> None:
     """A spawned worker's body (its group joins through `spec.init_file`)."""
-    from ltx2_core.runtime.links import LocalChannel
+    from ltx2_core.runtime.spawned import LocalChannel
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(spec.layout.world_size), LOCAL_RANK=str(rank))
     serve(rank, rank, spec, LocalChannel(jobs, results, control, positions))
-    dist.destroy_process_group()
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def serve(rank: int, local_rank: int, spec: WorkerSpec, channel: Channel, loaded: Loaded | None = None
           ) -> Loaded | None:
-    """Joins the group (once per process), loads this rank's shard (unless `loaded` is the shard of the same
-    spec), reports `ready`, then serves jobs until `None`. Returns the shard (None when loading failed)."""
+    """Joins the group (once per process), loads this rank's shard (unless `loaded` is the shard of this spec),
+    reports `ready`, then serves jobs until `None`. Returns the shard (None when loading failed)."""
     done = threading.Event()
     threading.Thread(target=_heartbeat, args=(rank, channel, done), daemon=True).start()
     try:
         if loaded is None or loaded.spec != spec:
-            loaded = None  # the previous shard goes before the next one loads
             try:
                 loaded = _load(local_rank, spec)
             except BaseException:

@@ -87,3 +87,31 @@ def test_a_controller_that_no_worker_reaches_says_so(address):
     with pytest.raises(WorkerError, match=rf"no worker connected to {address} within 2 s \(ranks \[0, 1\] missing\)"):
         controller.start()
     assert not controller.workers.active
+
+
+def test_a_worker_whose_controller_vanishes_inside_a_job_exits_non_zero_for_torchrun_to_restart(address, tmp_path):
+    """It cannot know whether its peers finish the job: status 1, so torchrun's --max-restarts starts the launch
+    again (an idle worker would wait for the next controller instead)."""
+    caller = tmp_path / "caller.py"
+    caller.write_text(
+        "import sys\n"
+        f"sys.path[:0] = [{str(ROOT)!r}]\n"
+        "from ltx2_core import ModelFiles, Request\n"
+        "from ltx2_core.demo import demo_models\n"
+        "from ltx2_core.parallel import ParallelConfig\n"
+        "from ltx2_core.runtime import Controller, generate_on_workers\n"
+        f"controller = Controller(ModelFiles(), ParallelConfig(), threads=1, attach={address!r})\n"
+        "request = Request('a red car in the rain', width=96, height=64, frames=9, steps=500)\n"
+        "generate_on_workers(controller, request, demo_models('2.0')._replace(transformer=None),\n"
+        "                    lambda stage, done, total: print('step', done, flush=True))\n")
+    controller = subprocess.Popen([sys.executable, str(caller)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    worker = _worker(address)
+    try:
+        assert "step" in controller.stdout.readline()  # the job runs on the worker
+        controller.kill()
+        assert worker.wait(timeout=30) == 1
+    finally:
+        controller.kill()
+        worker.kill()
+        worker.communicate()
+        controller.communicate()

@@ -92,6 +92,7 @@ def test_a_worker_launched_apart_attaches_to_the_loader(files, loaded, monkeypat
     import socket
     import subprocess
     import sys
+    import time
 
     here, _, conditioning, _ = loaded
     monkeypatch.setenv("LTX2_WORKERS_KEY", "node-test")
@@ -108,7 +109,8 @@ def test_a_worker_launched_apart_attaches_to_the_loader(files, loaded, monkeypat
         (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
         results = [node("LTX2Sampler", m, conditioning, latent, 4, 2, "ltx2")[0] for m in (here, model)]
         model.release()
-        assert worker.wait(timeout=30) == 0  # told to stop, it exits cleanly
+        time.sleep(2)
+        assert worker.poll() is None  # told to stop, it waits for the next loader (as a torchrun launch would)
     finally:
         worker.kill()
     torch.testing.assert_close(results[1].video, results[0].video, atol=1e-4, rtol=0)
