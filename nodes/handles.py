@@ -63,8 +63,8 @@ class ModelHandle(NamedTuple):
 
     def check_loaded(self) -> ModelHandle:
         if self.weights.is_meta:
-            raise ValueError(f"the model of {self.checkpoint} was released (its loader node loaded another "
-                             "checkpoint, or ComfyUI unloaded all models); queue the workflow again to reload it")
+            raise ValueError(f"the model of {self.checkpoint} was released when its loader node loaded another "
+                             "checkpoint or ComfyUI unloaded all models; queue the workflow again to reload it")
         return self
 
 
