@@ -266,7 +266,8 @@ def generate_command(argv: list[str]) -> int:
     try:
         run(args)
     except (LTX2Error, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if launch.is_main():  # every rank finds the same problem: rank 0 says it
+            print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
 

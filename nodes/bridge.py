@@ -66,11 +66,29 @@ def torch_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+_unload_comfy_models = model_management.unload_all_models if IN_COMFYUI else None  # before on_unload_all_models
+
+
 def free_memory() -> None:
-    """Before a large model loads: ComfyUI unloads the models it holds and empties its cache."""
+    """Before a large model loads: ComfyUI unloads the models it holds (not the pack's) and empties its cache."""
     if IN_COMFYUI:
-        model_management.unload_all_models()
+        _unload_comfy_models()
         model_management.soft_empty_cache()
+
+
+def on_unload_all_models(release: Callable[[], None]) -> None:
+    """Calls `release()` whenever ComfyUI unloads all its models (`POST /free`, `--disable-smart-memory` after each
+    prompt, an out-of-memory error), so the pack's models and workers go with ComfyUI's. Nothing outside ComfyUI.
+    ComfyUI has no hook for this: its function is wrapped (its callers look it up on the module)."""
+    if not IN_COMFYUI:
+        return
+    unload = model_management.unload_all_models
+
+    def unload_all_models() -> None:
+        release()
+        unload()
+
+    model_management.unload_all_models = unload_all_models
 
 
 def progress_bar(total: int, node_id: str | None, preview: Callable[[], np.ndarray | None] | None = None

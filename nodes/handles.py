@@ -65,7 +65,7 @@ class ModelHandle(NamedTuple):
     def check_loaded(self) -> ModelHandle:
         if self.weights.is_meta:
             raise ValueError(f"the model of {self.checkpoint} was released when its loader node loaded another "
-                             "checkpoint; queue the workflow again to reload it")
+                             "checkpoint or ComfyUI unloaded all models; queue the workflow again to reload it")
         return self
 
 

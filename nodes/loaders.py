@@ -44,6 +44,20 @@ DEVICES = ("default", "cpu", "cuda")
 MEMORY_MODES = ("auto", "resident", "stream")
 PLANNED_FOR = (121, 512, 768, 4)  # frames, height, width, guidance passes of the request a load plans for
 _LOADED: dict[str, ModelHandle] = {}  # the model each checkpoint-loader node (by its id) holds now
+_RELEASED = 0  # how many times ComfyUI's unload released them: a loader whose handle went loads again
+
+
+def release_all() -> None:
+    """ComfyUI unloads all models: the pack's go too (weights freed, workers stopped), and every checkpoint loader
+    runs again with the next prompt (IS_CHANGED), since the handle ComfyUI cached for it is released."""
+    global _RELEASED
+    if _LOADED:
+        _RELEASED += 1
+    while _LOADED:
+        _LOADED.popitem()[1].release()
+
+
+bridge.on_unload_all_models(release_all)
 
 
 def _device(choice: str) -> torch.device:
@@ -101,6 +115,10 @@ class LTX2CheckpointLoader:
     @classmethod
     def VALIDATE_INPUTS(cls, ckpt_name: str | None = None):
         return file_problem("checkpoints", ckpt_name, "checkpoint")
+
+    @classmethod
+    def IS_CHANGED(cls, **inputs):
+        return _RELEASED
 
     def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default", fp8: str = "auto",
              memory: str = "auto", parallel: Parallel | None = None, unique_id: str | None = None):

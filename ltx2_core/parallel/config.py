@@ -46,13 +46,15 @@ class ParallelConfig:
         """Every problem of this layout for the given facts, in one ParallelConfigError; returns self when fine.
         `heads`: the video and audio head counts; `passes`: the active guidance passes of the run."""
         problems = []
-        name = f"cfg {self.cfg} × sp {self.sp} × tp {self.tp} = {self.world_size}"
+        name = f"cfg {self.cfg} × sp {self.sp} × tp {self.tp} needs"
         if world_size is not None and world_size != self.world_size:
-            problems.append(f"{name} ranks, but {world_size} were started; start {self.world_size} or change the "
-                            "degrees so their product is the number of ranks")
+            problems.append(f"{name} {_plural(self.world_size, 'rank')}, but {world_size} "
+                            f"{'was' if world_size == 1 else 'were'} started; start {self.world_size} "
+                            f"(torchrun --nproc-per-node) or change the degrees so their product is {world_size}")
         if devices is not None and self.world_size > devices:
-            problems.append(f"{name} devices, but only {devices} are visible; lower a degree")
-        for count in heads:
+            problems.append(f"{name} {_plural(self.world_size, 'device')}, but only {devices} "
+                            f"{'is' if devices == 1 else 'are'} visible; lower a degree")
+        for count in dict.fromkeys(heads):  # video and audio often have the same count: say it once
             if count % (self.tp * self.sp):
                 problems.append(f"tp·sp = {self.tp * self.sp} must divide the {count} attention heads; pick tp and "
                                 f"sp whose product divides {count}")
@@ -77,6 +79,10 @@ def default_layout(devices: int, passes: int, weight_bytes: int, free_bytes: int
     while sp > 1 and not _divides(tp * sp, heads):
         sp -= 1
     return ParallelConfig(cfg, sp, tp)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 def _divides(degree: int, heads: tuple[int, ...]) -> bool:

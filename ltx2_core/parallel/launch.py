@@ -36,7 +36,8 @@ def local_device(device: str) -> torch.device:
 
 
 def is_main() -> bool:
-    return not dist.is_initialized() or dist.get_rank() == 0
+    """Global rank 0 (also before the group joins: torchrun's RANK), or no torchrun at all."""
+    return dist.get_rank() == 0 if dist.is_initialized() else os.environ.get("RANK", "0") == "0"
 
 
 def leave() -> None:

@@ -4,6 +4,7 @@ given a `WorkerSampler`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -60,9 +61,13 @@ class WorkerSampler:
 
 
 def _file_of(lora: Lora) -> str:
+    """The file the workers read `lora` from, checked here: a missing file is the caller's error, not the workers'."""
     if lora.path is None:
         raise ValueError(f"LoRA {lora.name} was built in memory; workers read LoRAs from files: save it with "
                          "safetensors and load it with load_lora")
+    if not os.path.isfile(lora.path):
+        raise FileNotFoundError(f"LoRA file {lora.path} is gone (the workers read it from there): put it back, or "
+                                "pick another LoRA")
     return lora.path
 
 

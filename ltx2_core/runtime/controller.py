@@ -2,11 +2,12 @@
 
     controller = Controller(ModelFiles(...), ParallelConfig(cfg=2, sp=2))
     video, audio, generator_state = controller.run(StageJob(...), progress, should_stop)
-    controller.shutdown()    # also at interpreter exit
+    controller.shutdown()    # also when the controller is collected, and at interpreter exit
 
 (`WorkerSampler` wraps `run` as a pipeline's `StageSampler`.) Faults become exceptions within `timeout` seconds,
-naming the rank and its last error: a worker that exits, or one whose heartbeat stops; the workers are then shut
-down and the next job starts them again. An interrupt (`should_stop()` turning true, or the progress callback
+naming the rank and its last error: a worker that exits, or one whose heartbeat stops while a job runs (silence
+between jobs is no fault: a job counts from its start); the workers are then shut down and the next job starts
+them again. An interrupt (`should_stop()` turning true, or the progress callback
 raising, as ComfyUI's does) stops every rank after the same step; `run` then raises (the callback's exception, or
 JobInterrupted) once they have stopped, and the workers are ready for the next job. Results come back through
 torch.multiprocessing queues, whose tensors travel in shared memory, not pickled through a pipe.
@@ -17,13 +18,12 @@ worker imports only this package.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import os
+import math
 import queue
 import sys
-import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -32,7 +32,8 @@ import torch
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel.config import ParallelConfig
-from ltx2_core.runtime.links import AttachedWorkers, SpawnedWorkers
+from ltx2_core.runtime.links import AttachedWorkers
+from ltx2_core.runtime.spawned import SpawnedWorkers
 from ltx2_core.runtime.worker import StageJob, WorkerSpec
 
 POLL = 0.2  # seconds between liveness checks while waiting
@@ -62,7 +63,8 @@ class Controller:
         self.workers = (SpawnedWorkers(layout.world_size) if attach is None
                         else AttachedWorkers(attach, layout.world_size))
         self.job = 0
-        atexit.register(self.shutdown)
+        # not atexit.register(self.shutdown): that would keep every controller, and its workers' queues, alive
+        weakref.finalize(self, self.workers.close, 2.0)
 
     @property
     def pids(self) -> list[int]:
@@ -73,21 +75,17 @@ class Controller:
         has loaded its shard; JobInterrupted (with the workers stopped) when `should_stop()` turns true first."""
         if self.workers.active:
             return
-        folder = tempfile.mkdtemp(prefix="ltx2-workers-")
-        spec = WorkerSpec(self.files, self.layout, self.device_type, self.dtype, os.path.join(folder, "init"),
-                          self.threads)
+        spec = WorkerSpec(self.files, self.layout, self.device_type, self.dtype, None, self.threads)
         self.workers.launch(spec, _main_script_hidden)
-        self.seen = {rank: time.monotonic() for rank in range(self.layout.world_size)}
+        self._count_silence_from_now()
         ready, deadline = set(), time.monotonic() + self.start_timeout
         while len(ready) < self.layout.world_size:
             if time.monotonic() > deadline:
-                late = sorted(set(range(self.layout.world_size)) - ready)
-                self._fail(f"worker ranks {late} were not ready (connected and loaded) within "
-                           f"{self.start_timeout:g} s")
+                self._fail(self.workers.late(ready, self.start_timeout))
             if should_stop is not None and should_stop():
                 self.shutdown()
                 raise JobInterrupted("interrupted while the workers were loading; they start again with the next job")
-            message = self._next(self.start_timeout)
+            message = self._next(math.inf)  # a load may take long: the deadline bounds it, and dead() still counts
             if message is not None and message[0] == "ready":
                 ready.add(message[1])
 
@@ -99,6 +97,7 @@ class Controller:
         self.start(should_stop)
         self.job += 1
         self.workers.begin()
+        self._count_silence_from_now()
         for rank in range(self.layout.world_size):
             self.workers.send(rank, self.job, job)
         stopped: BaseException | None = None  # why the job is being stopped
@@ -127,6 +126,10 @@ class Controller:
         """Every rank stops after the same step: STOP_MARGIN steps past the furthest one."""
         self.workers.stop_at(self.job, self.workers.furthest() + STOP_MARGIN)
 
+    def _count_silence_from_now(self) -> None:
+        """Idle workers are not hung: a job's silence counts from its start (or the workers' launch)."""
+        self.seen = dict.fromkeys(range(self.layout.world_size), time.monotonic())
+
     def _next(self, timeout: float) -> tuple | None:
         """The next message that is not a heartbeat, or None after POLL seconds without one; WorkerError (after
         shutting the workers down) when a worker died, reported an error, or was silent for `timeout` seconds."""
@@ -146,14 +149,19 @@ class Controller:
 
     def _failed(self, rank: int, trace: str) -> None:
         """A rank reported an error. If another rank died, that is the cause (the error is its peer noticing):
-        name the dead one first; either way with the reporting rank's last error line."""
-        last = trace.strip().splitlines()[-1]
+        name the dead one first. Each error the ranks report within a second is said once, with its ranks."""
+        errors = {rank: trace.strip().splitlines()[-1]}
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
             if dead := self.workers.dead():
-                self._fail(f"worker rank {dead[0][0]} {dead[0][1]}; rank {rank} then failed: {last}")
-            time.sleep(POLL / 4)
-        self._fail(f"worker rank {rank} failed: {last}")
+                self._fail(f"worker rank {dead[0][0]} {dead[0][1]}; then {_by_error(errors)}")
+            try:
+                message = self.workers.results.get(timeout=POLL / 4)
+            except queue.Empty:
+                continue
+            if message[0] == "error":
+                errors.setdefault(message[1], message[3].strip().splitlines()[-1])
+        self._fail(f"worker {_by_error(errors)}")
 
     def _check_alive(self, timeout: float) -> None:
         if dead := self.workers.dead():
@@ -167,9 +175,19 @@ class Controller:
         raise WorkerError(message + "; the workers were stopped and start again with the next job")
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stops every worker (asked first, then killed when spawned here) and waits until no process remains."""
+        """Stops every worker (asked first, then killed when spawned here; attached ones wait for the next
+        controller) and waits until no spawned process remains."""
         if self.workers.active:
             self.workers.close(timeout)
+
+
+def _by_error(errors: dict[int, str]) -> str:
+    """{rank: last error line} as "ranks 0 and 1 failed: X; rank 2 failed: Y" (each error once)."""
+    ranks: dict[str, list[int]] = {}
+    for rank, error in sorted(errors.items()):
+        ranks.setdefault(error, []).append(rank)
+    return "; ".join((f"rank {r[0]}" if len(r) == 1 else f"ranks {', '.join(map(str, r[:-1]))} and {r[-1]}") +
+                     f" failed: {error}" for error, r in ranks.items())
 
 
 @contextlib.contextmanager

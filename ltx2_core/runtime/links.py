@@ -1,21 +1,25 @@
-"""How a controller and its workers talk: spawned processes on this machine, or workers launched by torchrun (on
-this machine or several) that attach over TCP.
+"""How a controller and workers launched by torchrun (on this machine or several) talk over TCP (spawned workers:
+`ltx2_core.runtime.spawned`).
 
-Spawned (`SpawnedWorkers`, `LocalChannel`): torch.multiprocessing queues (result tensors travel in shared memory,
-not pickled through a pipe) and two shared arrays, the stop step and each rank's step count, read and written on
-the host.
-
-Attached (`AttachedWorkers`, `SocketChannel`): the controller listens on HOST:PORT; each rank of a torchrun launch
+The controller listens on HOST:PORT (`AttachedWorkers`); each rank of a torchrun launch
 
     LTX2_WORKERS_KEY=secret torchrun --nnodes 1 --nproc-per-node 2 -m ltx2_core.runtime --connect HOST:PORT
 
 connects (retrying until the controller listens), proves it knows the shared key (HMAC challenge of
 multiprocessing.connection, before anything is unpickled), says its rank, and gets the `WorkerSpec` (model files,
 layout, dtype) from the controller: the same launch serves any checkpoint, and the files must exist at the same path
-on every machine. The group itself joins through torchrun's rendezvous (NCCL between GPUs, gloo on CPUs). Each rank
-sends its step count per step, and the stop step comes back on the same connection, so an interrupt stops every
-rank after the same step as in the spawned case. A worker exits when its controller disconnects (or asks it to);
-torchrun's `--max-restarts` brings it back for the next attach.
+on every machine. Each connection is authenticated on its own thread within HANDSHAKE_TIMEOUT, so a silent stranger
+on the port delays no worker. The group itself joins through torchrun's rendezvous (NCCL between GPUs, gloo on
+CPUs). Each rank sends its step count per step, and the stop step comes back on the same connection
+(`SocketChannel`), so an interrupt stops every rank after the same step as in the spawned case. When its controller
+goes away (shutdown, unload, a fault), an idle worker keeps its group and waits for the next controller (it reloads
+only when the next one asks for other files or another layout); a worker that was inside a job then exits with
+status 1, so torchrun's `--max-restarts` starts the launch again.
+
+Why this, and not torch.distributed's TCPStore as the line: the store has no authentication, so every value would
+need our own signing and replay checks; multiprocessing.connection authenticates before anything is unpickled and
+the connection itself tells a worker its controller is gone. The group, its rendezvous and its timeouts are
+torchrun's.
 """
 
 from __future__ import annotations
@@ -24,18 +28,20 @@ import os
 import pickle
 import queue
 import socket
+import struct
+import sys
 import threading
 import time
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import Client, Connection, Listener, answer_challenge, deliver_challenge
-
-import torch.multiprocessing as mp
+from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
 
 from ltx2_core.errors import LTX2Error
-from ltx2_core.runtime.worker import StageJob, WorkerSpec, serve, worker_main
+from ltx2_core.runtime.worker import Loaded, StageJob, WorkerSpec, serve
 
 KEY_VARIABLE = "LTX2_WORKERS_KEY"
-CONNECT_TIMEOUT = 600.0  # seconds an attaching worker keeps trying to reach its controller
+CONNECT_TIMEOUT = 600.0  # seconds an attaching worker keeps trying to reach its first controller
+HANDSHAKE_TIMEOUT = 10.0  # seconds a connection to the controller's port has to authenticate and say its rank
+POLL = 0.2  # seconds between checks of a closed listener
 
 
 class LinkError(LTX2Error, RuntimeError):
@@ -67,36 +73,13 @@ def _recv(connection: Connection):
     return pickle.loads(connection.recv_bytes())
 
 
-class LocalChannel:
-    """A spawned worker's side: its job queue, the shared result queue and the shared arrays."""
-
-    def __init__(self, jobs, results, control, positions) -> None:
-        self.jobs, self.results, self.control, self.positions = jobs, results, control, positions
-        self.parent = os.getppid()
-
-    def get(self) -> tuple[int, StageJob] | None:
-        return self.jobs.get()
-
-    def put(self, message: tuple) -> None:
-        self.results.put(message)
-
-    def stop_step(self, job: int) -> int | None:
-        return self.control[1] if self.control[0] == job else None
-
-    def reached(self, rank: int, steps: int) -> None:
-        self.positions[rank] = steps
-
-    def connected(self) -> bool:
-        return os.getppid() == self.parent
-
-
 class SocketChannel:
     """An attached worker's side: one connection to the controller, read by a thread (jobs, stop steps)."""
 
     def __init__(self, connection: Connection) -> None:
         self.connection, self.lock, self.jobs = connection, threading.Lock(), queue.Queue()
         self.stop: tuple[int, int] = (-1, 0)
-        self.open, self.closing = True, False
+        self.open, self.busy = True, False
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -106,13 +89,16 @@ class SocketChannel:
                     self.stop = message[1:]
                 else:
                     self.jobs.put(message[1:])
-            self.closing = True  # asked to stop: the worker finishes cleanly
-        except Exception:  # the controller is gone (or sent what cannot be read): this worker ends
-            self.open = False
+        except Exception:  # the controller is gone (or sent what cannot be read)
+            pass
+        self.open = False
         self.jobs.put(None)
 
     def get(self) -> tuple[int, StageJob] | None:
-        return self.jobs.get()
+        self.busy = False
+        message = self.jobs.get()
+        self.busy = message is not None
+        return message
 
     def put(self, message: tuple) -> None:
         try:
@@ -128,12 +114,15 @@ class SocketChannel:
         self.put(("position", rank, steps))
 
     def connected(self) -> bool:
-        return self.open or self.closing
+        """An idle worker outlives its controller (it waits for the next); a busy one cannot finish its job."""
+        return self.open or not self.busy
 
 
 def attach(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """The body of one torchrun-launched worker: reach the controller, get the spec, serve its jobs. Started
-    without torchrun, it is a group of one (for a one-device layout on another machine)."""
+    """The body of one torchrun-launched worker: reach the controller, get the spec, serve its jobs; then wait for
+    the next controller, for good. Started without torchrun, it is a group of one (for a one-device layout on
+    another machine). LinkError when no controller listens within `timeout` seconds of the start, or when the
+    controller refuses this launch."""
     if "WORLD_SIZE" not in os.environ:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -142,95 +131,59 @@ def attach(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
     rank, world, local_rank = (int(os.environ.get(name, default)) for name, default in
                                (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")))
     host, port, key = *parse_address(address), workers_key()
-    deadline = time.monotonic() + timeout
+    loaded: Loaded | None = None
+    deadline: float | None = time.monotonic() + timeout
+    while True:
+        connection = _connect(host, port, key, deadline, address, timeout)
+        try:
+            _send(connection, ("hello", rank, world, os.getpid(), socket.gethostname()))
+            answer = _recv(connection)
+        except (OSError, EOFError):  # the controller went away before answering: wait for the next one
+            connection.close()
+            continue
+        if answer[0] != "spec":
+            raise LinkError(f"rank {rank}: the controller refused this worker: {answer[1]}")
+        if loaded is not None and loaded.spec != answer[1]:
+            loaded = None  # the previous shard goes before the next one loads
+        loaded = serve(rank, local_rank, answer[1], SocketChannel(connection), loaded)
+        _cut(connection)
+        deadline = None  # from now on it waits for the next controller as long as it takes
+
+
+def _connect(host: str, port: int, key: bytes, deadline: float | None, address: str, timeout: float
+             ) -> Connection:
     while True:
         try:
-            connection = Client((host, port), authkey=key)
-            break
-        except (ConnectionRefusedError, socket.timeout, OSError):
-            if time.monotonic() > deadline:
+            return Client((host, port), authkey=key)
+        except (OSError, EOFError):
+            if deadline is not None and time.monotonic() > deadline:
                 raise LinkError(f"no controller listens on {address} after {timeout:g} s; start ComfyUI (or the "
                                 "caller) with this worker address first")
             time.sleep(1.0)
-    _send(connection, ("hello", rank, world, os.getpid(), socket.gethostname()))
-    answer = _recv(connection)
-    if answer[0] != "spec":
-        raise LinkError(f"rank {rank}: the controller refused this worker: {answer[1]}")
-    serve(rank, local_rank, answer[1], SocketChannel(connection))
 
 
-class SpawnedWorkers:
-    """The controller's side of one process per device on this machine."""
+def _time_limit(connection: Connection, seconds: float) -> None:
+    """Blocking reads and writes on `connection` fail after `seconds` (0: never)."""
+    value = (struct.pack("I", int(seconds * 1000)) if sys.platform == "win32" else
+             struct.pack("ll", int(seconds), int(seconds % 1 * 1e6)))
+    sock = socket.socket(fileno=connection.fileno())
+    try:
+        for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+            sock.setsockopt(socket.SOL_SOCKET, option, value)
+    finally:
+        sock.detach()
 
-    def __init__(self, world_size: int) -> None:
-        self.world_size, self.processes = world_size, []
 
-    @property
-    def active(self) -> bool:
-        return bool(self.processes)
-
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.processes]
-
-    def launch(self, spec: WorkerSpec, hide_main) -> None:
-        context = mp.get_context("spawn")
-        # a result queue per rank: a rank stopped while writing would block the others' messages on a shared one
-        outboxes = [context.Queue() for _ in range(self.world_size)]
-        self.results: queue.Queue = queue.Queue()
-        self.jobs = [context.Queue() for _ in range(self.world_size)]
-        self.control = context.Array("q", [-1, 0], lock=False)  # (job, stop after this many steps)
-        self.positions = context.Array("q", [0] * self.world_size, lock=False)
-        self.processes = [context.Process(target=worker_main, daemon=True, name=f"ltx2-worker-{rank}",
-                                          args=(rank, spec, self.jobs[rank], outboxes[rank], self.control,
-                                                self.positions))
-                          for rank in range(self.world_size)]
-        with hide_main():
-            for process in self.processes:
-                process.start()
-        for outbox, process in zip(outboxes, self.processes):
-            threading.Thread(target=self._forward, args=(outbox, process), daemon=True).start()
-
-    def _forward(self, outbox, process) -> None:
-        """Moves one rank's messages into `results` while its process runs."""
-        while process in self.processes:
-            try:
-                self.results.put(outbox.get(timeout=0.5))
-            except queue.Empty:
-                continue
-            except (EOFError, OSError):
-                return
-
-    def send(self, rank: int, job_id: int, job: StageJob) -> None:
-        self.jobs[rank].put((job_id, job))
-
-    def begin(self) -> None:
-        self.control[0], self.control[1] = -1, 0
-        for rank in range(self.world_size):
-            self.positions[rank] = 0
-
-    def stop_at(self, job: int, step: int) -> None:
-        self.control[1] = step
-        self.control[0] = job
-
-    def furthest(self) -> int:
-        return max(self.positions[:])
-
-    def dead(self) -> list[tuple[int, str]]:
-        return [(rank, f"(pid {p.pid}) exited with code {p.exitcode}") for rank, p in enumerate(self.processes)
-                if not p.is_alive()]
-
-    def close(self, timeout: float) -> None:
-        for jobs, process in zip(self.jobs, self.processes):
-            if process.is_alive():
-                jobs.put(None)
-        deadline = time.monotonic() + timeout
-        for process in self.processes:
-            process.join(max(deadline - time.monotonic(), 0.1))
-            if process.is_alive():
-                process.kill()
-                process.join(5)
-        self.processes = []
+def _cut(connection: Connection) -> None:
+    """Closes `connection`, waking a thread blocked reading it (a plain close does not)."""
+    sock = socket.socket(fileno=connection.fileno())
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already disconnected
+        pass
+    finally:
+        sock.detach()
+    connection.close()
 
 
 class AttachedWorkers:
@@ -239,13 +192,14 @@ class AttachedWorkers:
     def __init__(self, address: str, world_size: int) -> None:
         self.address, self.world_size = parse_address(address), world_size
         self.key = workers_key()
-        self.listener: Listener | None = None
+        self.server: socket.socket | None = None
         self.connections: dict[int, Connection] = {}
         self.hosts: dict[int, tuple[str, int]] = {}
+        self.threads: list[threading.Thread] = []
 
     @property
     def active(self) -> bool:
-        return self.listener is not None
+        return self.server is not None
 
     @property
     def pids(self) -> list[int]:
@@ -256,34 +210,56 @@ class AttachedWorkers:
         self.positions = [0] * self.world_size
         self.lost: dict[int, str] = {}
         self.lock = threading.Lock()
-        self.listener = Listener(self.address, authkey=None)
-        threading.Thread(target=self._accept, args=(self.listener, spec._replace(init_file=None)),
-                         daemon=True).start()
+        self.server = socket.create_server(self.address, backlog=64)
+        self.server.settimeout(POLL)
+        self._thread(self._accept, self.server, spec)
 
-    def _accept(self, listener: Listener, spec: WorkerSpec) -> None:
-        """Takes connections until every rank is in: authenticated, then its rank checked, then the spec sent."""
-        while len(self.connections) < self.world_size:
+    def _thread(self, target, *args) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _accept(self, server: socket.socket, spec: WorkerSpec) -> None:
+        """Takes connections until closed; each one is checked on its own thread."""
+        while self.server is server:
             try:
-                connection = listener.accept()
-                deliver_challenge(connection, self.key)
-                answer_challenge(connection, self.key)
-                _, rank, world, pid, host = _recv(connection)
-            except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError,
-                    AuthenticationError) as exc:  # closed, or a stranger without the key
-                if self.listener is not listener:
-                    return
-                self.results.put(("note", -1, f"a connection was refused: {exc!r}"))
+                sock, _ = server.accept()
+            except TimeoutError:
                 continue
-            if world != self.world_size or not 0 <= rank < self.world_size or rank in self.connections:
-                why = (f"this torchrun launch has {world} ranks (rank {rank}) but the layout {spec.layout} needs "
-                       f"{self.world_size}; launch torchrun with {self.world_size} processes in all")
-                _send(connection, ("refused", why))
-                connection.close()
-                self.results.put(("error", max(rank, 0), None, "LinkError: " + why))
-                continue
-            self.connections[rank], self.hosts[rank] = connection, (host, pid)
-            _send(connection, ("spec", spec))
-            threading.Thread(target=self._read, args=(rank, connection), daemon=True).start()
+            except OSError:
+                return
+            sock.setblocking(True)
+            self._thread(self._handshake, Connection(sock.detach()), spec)
+
+    def _handshake(self, connection: Connection, spec: WorkerSpec) -> None:
+        """Authenticates one connection within HANDSHAKE_TIMEOUT, then checks its rank and sends it the spec."""
+        try:
+            _time_limit(connection, HANDSHAKE_TIMEOUT)
+            deliver_challenge(connection, self.key)
+            answer_challenge(connection, self.key)
+            _, rank, world, pid, host = _recv(connection)
+            _time_limit(connection, 0)
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError,
+                AuthenticationError) as exc:  # a stranger without the key, or silent
+            connection.close()
+            self.results.put(("note", -1, f"a connection was refused: {exc!r}"))
+            return
+        with self.lock:
+            closed, taken = self.server is None, rank in self.connections
+            if world == self.world_size and 0 <= rank < self.world_size and not taken and not closed:
+                self.connections[rank], self.hosts[rank] = connection, (host, pid)
+        if closed:  # this controller is closing: the worker tries again, and finds the next one
+            connection.close()
+            return
+        if world != self.world_size or not 0 <= rank < self.world_size or taken:
+            why = (f"this torchrun launch has {world} rank{'s' * (world != 1)} (rank {rank}) but the layout "
+                   f"{spec.layout} needs {self.world_size}; launch torchrun with {self.world_size} processes in all")
+            _send(connection, ("refused", why))
+            connection.close()
+            self.results.put(("error", max(rank, 0), None, "LinkError: " + why))
+            return
+        _send(connection, ("spec", spec))
+        self._read(rank, connection)
 
     def _read(self, rank: int, connection: Connection) -> None:
         host, pid = self.hosts[rank]
@@ -320,13 +296,27 @@ class AttachedWorkers:
     def dead(self) -> list[tuple[int, str]]:
         return sorted(self.lost.items())
 
+    def late(self, ready: set[int], timeout: float) -> str:
+        missing = sorted(set(range(self.world_size)) - set(self.connections))
+        if missing:
+            host, port = self.address
+            return (f"no worker connected to {host}:{port} within {timeout:g} s (ranks {missing} missing); start "
+                    f"the torchrun launch (`torchrun ... -m ltx2_core.runtime --connect {host}:{port}`, "
+                    f"{self.world_size} processes in all) with the same {KEY_VARIABLE}")
+        return f"worker ranks {sorted(set(range(self.world_size)) - ready)} were not ready within {timeout:g} s"
+
     def close(self, timeout: float) -> None:
-        listener, self.listener = self.listener, None
+        with self.lock:
+            server, self.server = self.server, None
+        if server is None:
+            return
+        server.close()
         for rank in list(self.connections):
             if rank not in self.lost:
                 self._send(rank, None)
         for connection in self.connections.values():
-            connection.close()
-        self.connections, self.hosts = {}, {}
-        if listener is not None:
-            listener.close()
+            _cut(connection)
+        deadline = time.monotonic() + 1.0  # a stranger's handshake ends by itself within HANDSHAKE_TIMEOUT
+        for thread in self.threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        self.connections, self.hosts, self.threads = {}, {}, []

@@ -1,13 +1,14 @@
 """A persistent worker: one process per device, holding its shard of the transformer across jobs.
 
-Started by the `Controller` (torch.multiprocessing spawn: `worker_main`), or by torchrun on one or several
-machines and attached to a controller over TCP (`python -m ltx2_core.runtime --connect HOST:PORT`, see
-`ltx2_core.runtime.links`). It joins the group (NCCL on GPUs, gloo on the CPU), loads its shard of the transformer
-once (nothing else: prompts are encoded, latents upsampled and media decoded by the caller), reports `ready`, then
-samples stages (`StageJob`: the latent, prompts and generator state in; the latent and generator state back from
-rank 0) until it gets `None`. A job's LoRA files are read once, cut to this rank's shards, and fused for that job
-only. A heartbeat thread reports every HEARTBEAT seconds, so a hung rank is told from a busy one, and ends the worker
-when its caller is gone.
+Started by the `Controller` (torch.multiprocessing spawn: `worker_main`, see `ltx2_core.runtime.spawned`), or by
+torchrun on one or several machines and attached to a controller over TCP (`python -m ltx2_core.runtime --connect
+HOST:PORT`, see `ltx2_core.runtime.links`). It joins the group (NCCL on GPUs, gloo on the CPU), loads its shard of
+the transformer once (nothing else: prompts are encoded, latents upsampled and media decoded by the caller), reports
+`ready`, then samples stages (`StageJob`: the latent, prompts and generator state in; the latent and generator state
+back from rank 0) until it gets `None`. An attached worker then waits for the next controller, keeping its group
+(and its shard, when the next controller asks for the same one). A job's LoRA files are read once, cut to this
+rank's shards, and fused for that job only. A heartbeat thread reports every HEARTBEAT seconds, so a hung rank is
+told from a busy one, and ends the worker when its caller is gone.
 
 Interrupts: the controller sets (job id, step) for every rank; each rank reads it on the host after queuing each
 step (no device sync) and stops after the SAME step, so no rank is left inside a collective.
@@ -27,6 +28,7 @@ import torch.distributed as dist
 from ltx2_core.compile import compile_blocks
 from ltx2_core.conditioning import EncodedCondition
 from ltx2_core.loader.lora import Lora, load_lora, shard_lora
+from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel.config import ParallelConfig
 from ltx2_core.parallel.launch import finish, join, tensor_parallel_for
@@ -71,7 +73,7 @@ class StageJob(NamedTuple):
 
 
 class Channel(Protocol):
-    """A worker's line to its controller (`links.LocalChannel` for spawned workers, `links.SocketChannel` for
+    """A worker's line to its controller (`spawned.LocalChannel` for spawned workers, `links.SocketChannel` for
     attached ones)."""
 
     def get(self) -> tuple[int, StageJob] | None: ...  # the next job, None: stop
@@ -82,7 +84,7 @@ class Channel(Protocol):
 
     def reached(self, rank: int, steps: int) -> None: ...  # this rank has queued `steps` steps of the job
 
-    def connected(self) -> bool: ...  # False once the caller is gone
+    def connected(self) -> bool: ...  # False once the caller is gone and this worker cannot serve another
 
 
 class Interrupted(Exception):
@@ -107,13 +109,14 @@ class _Steps:
             self.channel.put(("progress", self.job, done, total, None if image is None else image.copy()))
 
 
-def _heartbeat(rank: int, channel: Channel) -> None:
-    """Reports `alive` every HEARTBEAT seconds; exits the process when the caller is gone (killed, so it could not
-    stop the workers): an orphaned worker would hold its device forever."""
-    while channel.connected():
+def _heartbeat(rank: int, channel: Channel, done: threading.Event) -> None:
+    """Reports `alive` every HEARTBEAT seconds until `done`; exits the process when the caller is gone (killed, so
+    it could not stop the workers): an orphaned worker would hold its device forever."""
+    while not done.is_set():
+        if not channel.connected():
+            os._exit(1)
         channel.put(("alive", rank))
-        time.sleep(HEARTBEAT)
-    os._exit(1)
+        done.wait(HEARTBEAT)
 
 
 class _Loras:
@@ -132,46 +135,75 @@ class _Loras:
         return out
 
 
+class Loaded(NamedTuple):
+    """This rank's shard of the transformer, as loaded for `spec`."""
+
+    spec: WorkerSpec
+    transformer: LTX2Transformer
+    runner: object  # the CFG-parallel pass runner, or None
+    shards: dict  # this rank's tensor-parallel shards (where a LoRA's updates are cut)
+    device: torch.device
+
+
 def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) -> None:
     """A spawned worker's body (its group joins through `spec.init_file`)."""
-    from ltx2_core.runtime.links import LocalChannel
+    from ltx2_core.runtime.spawned import LocalChannel
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(spec.layout.world_size), LOCAL_RANK=str(rank))
     serve(rank, rank, spec, LocalChannel(jobs, results, control, positions))
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
-def serve(rank: int, local_rank: int, spec: WorkerSpec, channel: Channel) -> None:
-    """Joins the group, loads this rank's shard, then serves jobs until `None`."""
-    threading.Thread(target=_heartbeat, args=(rank, channel), daemon=True).start()
+def serve(rank: int, local_rank: int, spec: WorkerSpec, channel: Channel, loaded: Loaded | None = None
+          ) -> Loaded | None:
+    """Joins the group (once per process), loads this rank's shard (unless `loaded` is the shard of this spec),
+    reports `ready`, then serves jobs until `None`. Returns the shard (None when loading failed)."""
+    done = threading.Event()
+    threading.Thread(target=_heartbeat, args=(rank, channel, done), daemon=True).start()
+    try:
+        if loaded is None or loaded.spec != spec:
+            try:
+                loaded = _load(local_rank, spec)
+            except BaseException:
+                channel.put(("error", rank, None, traceback.format_exc()))
+                return None
+        channel.put(("ready", rank, os.getpid()))
+        _serve_jobs(rank, loaded, channel)
+        return loaded
+    finally:
+        done.set()
+
+
+def _load(local_rank: int, spec: WorkerSpec) -> Loaded:
     if spec.threads:
         torch.set_num_threads(spec.threads)
     torch.set_grad_enabled(False)
-    try:
-        device = torch.device("cuda", local_rank) if spec.device_type == "cuda" else torch.device("cpu")
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
+    device = torch.device("cuda", local_rank) if spec.device_type == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
         backend = "nccl" if device.type == "cuda" else "gloo"
         if spec.init_file is not None:
-            dist.init_process_group(backend, init_method=f"file://{spec.init_file}", rank=rank,
-                                    world_size=spec.layout.world_size)
+            dist.init_process_group(backend, init_method=f"file://{spec.init_file}",
+                                    rank=int(os.environ["RANK"]), world_size=spec.layout.world_size)
         else:  # launched by torchrun: its environment names the rendezvous
             dist.init_process_group(backend)
-        mesh = join(spec.layout, device)
-        shards: dict = {}  # this rank's tensor-parallel shards (where a LoRA's updates are cut)
-        tensor_parallel = tensor_parallel_for(mesh, spec.layout)
+    mesh = join(spec.layout, device)
+    shards: dict = {}
+    tensor_parallel = tensor_parallel_for(mesh, spec.layout)
 
-        def parallelize(model):
-            shards.update(tensor_parallel(model))
-            return shards
+    def parallelize(model):
+        shards.update(tensor_parallel(model))
+        return shards
 
-        transformer = spec.files.load_transformer(device, spec.dtype,
-                                                  parallelize=parallelize if tensor_parallel else None)
-        runner = finish(transformer, mesh, spec.layout).runner
-    except BaseException:
-        channel.put(("error", rank, None, traceback.format_exc()))
-        return
-    channel.put(("ready", rank, os.getpid()))
-    loras, compiled = _Loras(shards), False
+    transformer = spec.files.load_transformer(device, spec.dtype, parallelize=parallelize if tensor_parallel else None)
+    return Loaded(spec, transformer, finish(transformer, mesh, spec.layout).runner, shards, device)
+
+
+def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
+    transformer, device = loaded.transformer, loaded.device
+    loras, compiled = _Loras(loaded.shards), False
     while (message := channel.get()) is not None:
         job_id, job = message
         try:
@@ -181,7 +213,7 @@ def serve(rank: int, local_rank: int, spec: WorkerSpec, channel: Channel) -> Non
             generator = torch.Generator(device)
             generator.set_state(job.generator_state)
             preview = LatentPreview(job.preview, *job.video.shape[2:]) if rank == 0 and job.preview else None
-            sampler = LocalSampler(transformer, runner=runner, observe=preview and preview.observe)
+            sampler = LocalSampler(transformer, runner=loaded.runner, observe=preview and preview.observe)
             latent = sampler(job.positive.to(device), None if job.negative is None else job.negative.to(device),
                              AVLatent(job.video, job.audio, job.fps), job.sigmas, generator,
                              noise_scale=job.noise_scale, video_guidance=job.video_guidance,
@@ -194,4 +226,3 @@ def serve(rank: int, local_rank: int, spec: WorkerSpec, channel: Channel) -> Non
                 channel.put(("interrupted", job_id))
         except BaseException:
             channel.put(("error", rank, job_id, traceback.format_exc()))
-    dist.destroy_process_group()

@@ -210,9 +210,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_workers_from_two_torchrun_launches_attach_and_equal_one_process(local, monkeypatch):
+def test_workers_from_two_torchrun_launches_attach_equal_one_process_and_serve_the_next_controller(local, monkeypatch):
     """Two torchrun launches on localhost (as two machines would be: --nnodes 2, one process each) attach to a
-    controller listening on a port; a stranger without the key is refused first."""
+    controller listening on a port; a stranger without the key is refused first. When the controller shuts down
+    (ComfyUI unloading the model), the same processes wait for and serve the next controller on that address."""
     import subprocess
     import sys
     import threading
@@ -222,7 +223,7 @@ def test_workers_from_two_torchrun_launches_attach_and_equal_one_process(local, 
     models, want = local
     monkeypatch.setenv("LTX2_WORKERS_KEY", "test-secret")
     address, master = f"127.0.0.1:{_free_port()}", str(_free_port())
-    controller = Controller(FILES, ParallelConfig(cfg=2), threads=1, attach=address)
+    controllers = [Controller(FILES, ParallelConfig(cfg=2), threads=1, attach=address) for _ in range(2)]
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
                "--master-addr", "127.0.0.1", "--master-port", master]
     root = Path(__file__).resolve().parents[2]
@@ -241,20 +242,20 @@ def test_workers_from_two_torchrun_launches_attach_and_equal_one_process(local, 
 
     threading.Thread(target=stranger, daemon=True).start()
     try:
-        got = _run(controller, models)
-        pids = controller.pids
-        again = _run(controller, models, replace(REQUEST, seed=1))
-        assert controller.pids == pids and len(pids) == 2
+        got = _run(controllers[0], models)
+        pids = controllers[0].pids
+        controllers[0].shutdown()
+        again = _run(controllers[1], models, replace(REQUEST, seed=1))
+        assert controllers[1].pids == pids and len(pids) == 2
+        assert [launch.poll() for launch in launches] == [None, None]  # they wait for the next controller
     finally:
-        controller.shutdown()
+        for controller in controllers:
+            controller.shutdown()
         outputs = []
         for launch in launches:
-            try:
-                outputs.append(launch.communicate(timeout=60)[0])
-            except subprocess.TimeoutExpired:
-                launch.kill()
-                outputs.append(launch.communicate()[0])
-    assert [launch.returncode for launch in launches] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+            launch.terminate()
+            outputs.append(launch.communicate(timeout=60)[0])
+    assert all("Traceback" not in output.split("SIGTERM")[0] for output in outputs), "\n".join(outputs)
     assert stranger_refused
     torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
     torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
@@ -271,7 +272,7 @@ def test_a_launch_of_the_wrong_size_is_refused_with_the_fix(monkeypatch):
     lone = subprocess.Popen([sys.executable, "-m", "ltx2_core.runtime", "--connect", address],
                             cwd=Path(__file__).resolve().parents[2], stderr=subprocess.PIPE, text=True)
     try:
-        with pytest.raises(WorkerError, match="has 1 ranks .* launch torchrun with 2 processes"):
+        with pytest.raises(WorkerError, match=r"has 1 rank \(rank 0\) .* launch torchrun with 2 processes"):
             controller.start()
         assert lone.wait(timeout=60) == 2 and "refused" in lone.stderr.read()
     finally:

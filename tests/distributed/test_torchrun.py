@@ -35,3 +35,16 @@ def test_two_ranks_write_what_one_process_writes(single, tmp_path, flags):
     spread = _generate(tmp_path, "spread", *flags, ranks=2)
     for name in ("frames", "waveform"):
         torch.testing.assert_close(spread[name], single[name], atol=1e-4, rtol=0)
+
+
+def test_a_bad_layout_under_torchrun_is_reported_once_by_rank_zero(tmp_path):
+    """Every rank finds it; rank 0 alone says it, each problem once (the tiny model's video and audio heads are
+    both 2)."""
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          *GENERATE, "--sp", "4", "--output", str(tmp_path / "x.mp4")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    assert run.stderr.count("error: invalid parallel layout") == 1, run.stderr[-3000:]
+    assert "cfg 1 × sp 4 × tp 1 needs 4 ranks, but 2 were started" in run.stderr
+    assert run.stderr.count("must divide the 2 attention heads") == 1
+    assert not list(tmp_path.iterdir())

@@ -114,6 +114,25 @@ def test_the_workers_are_reused_across_prompts(comfyui, tmp_path):
     assert len(pids[0]) == 2 and pids[0] == pids[1]
 
 
+def test_free_releases_the_models_and_stops_the_workers_and_the_next_prompt_loads_them_again(comfyui, tmp_path):
+    """`POST /free` (the UI's "unload models" / "free memory"): the pack's models and workers go as ComfyUI's do;
+    the next prompt loads them again, with the output cache reset (free_memory) or kept (unload_models only)."""
+    small = ["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"]
+    pids = []
+    for seed, body in ((31, {"unload_models": True, "free_memory": True}), (32, {"unload_models": True}), (33, None)):
+        run = client(comfyui, "ltx2_t2v_two_gpus", *small, out=tmp_path / str(seed), seed=seed)
+        assert run.returncode == 0, run.stderr[-2000:]
+        pids.append(_workers_of(comfyui))
+        assert len(pids[-1]) == 2
+        if body is not None:
+            assert comfyui.post("/free", body) == 200
+            deadline = time.monotonic() + 60
+            while _workers_of(comfyui) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert not _workers_of(comfyui)
+    assert not pids[0] & pids[1] and not pids[1] & pids[2]
+
+
 def _workers_of(comfyui) -> set[int]:
     """The pids of the server's spawned worker processes (its children started by multiprocessing's spawn)."""
     found = set()

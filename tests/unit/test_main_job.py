@@ -68,7 +68,7 @@ BAD = [
     (["--lora", "{tmp}/x.safetensors"], "needs --checkpoint"),
     (["--output", "{tmp}/no/such/folder/x.mp4"], "does not exist"),
     (["--cuda-graphs", "--device", "cpu"], "CUDA options"),
-    (["--sp", "3"], "3 ranks, but 1 were started"),
+    (["--sp", "3"], "needs 3 ranks, but 1 was started"),
     (["--cfg-parallel", "2", "--mode", "distilled"], "cfg 2 exceeds the 1 guidance passes"),
     (["--memory-budget", "0.00001"], "on 10.0 KB budget (9.2 KB usable); 9.2 KB is left, with every block"),
     (["--image", "{tmp}/missing.png"], "missing.png: no such file"),

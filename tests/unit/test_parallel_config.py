@@ -10,7 +10,7 @@ GB = 2**30
 
 
 @pytest.mark.parametrize("layout, facts, message", [
-    (dict(cfg=2, sp=2), dict(world_size=2), "cfg 2 × sp 2 × tp 1 = 4 ranks, but 2 were started"),
+    (dict(cfg=2, sp=2), dict(world_size=2), "cfg 2 × sp 2 × tp 1 needs 4 ranks, but 2 were started"),
     (dict(sp=4), dict(devices=2), "only 2 are visible"),
     (dict(sp=2, tp=3), dict(heads=(32, 32)), "tp·sp = 6 must divide the 32 attention heads"),
     (dict(cfg=2), dict(passes=1), "cfg 2 exceeds the 1 guidance passes"),
