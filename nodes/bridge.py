@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -129,3 +130,17 @@ def add_json_route(path: str, produce: Callable[[], object]) -> None:
         return web.json_response(produce())
 
     server.PromptServer.instance.routes.get(path)(handler)
+
+
+def provide_inputs(folder: str) -> list[str]:
+    """Copies the files of `folder` (the example workflows' pictures) into ComfyUI's input folder where absent, so
+    the LoadImage nodes of a dragged-in example find them; returns the names copied ([] outside ComfyUI)."""
+    if not IN_COMFYUI:
+        return []
+    target, copied = folder_paths.get_input_directory(), []
+    for name in sorted(os.listdir(folder)):
+        if not os.path.exists(os.path.join(target, name)):
+            os.makedirs(target, exist_ok=True)
+            shutil.copyfile(os.path.join(folder, name), os.path.join(target, name))
+            copied.append(name)
+    return copied
