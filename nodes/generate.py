@@ -19,7 +19,7 @@ from .handles import MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
 from .images import IMAGES, at_frames
 from .sampling import MAX_SEED, check_size, frames_problem
 from .text import prompt_problem, text_problem
-from .validation import file_problem, stated_limits
+from .validation import file_problem, memory_problem, stated_limits
 
 NO_LORA = "none"
 
@@ -79,6 +79,9 @@ class LTX2Generate:
                  images: tuple[ImageCondition, ...] = (), unique_id: str | None = None):
         images = _check_request(prompt, negative_prompt, mode, width, height, frames, distilled_lora, images)
         model = model.check_loaded()
+        if model.workers is None and (problem := memory_problem(model.config, model.weights.dtype,
+                                                                 model.weights.device, frames, height, width, fps)):
+            raise ValueError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
         models = Models(model.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder)
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,

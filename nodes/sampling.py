@@ -20,7 +20,7 @@ from ltx2_core.stages import AVLatent, empty_latent
 from . import bridge
 from .handles import CONDITIONING, GUIDANCE, LATENT, MODEL, Conditioning, ModelHandle
 from .images import IMAGES, at_frames
-from .validation import stated_limits
+from .validation import memory_problem, stated_limits
 
 CATEGORY = "LTX-2/sampling"
 SCHEDULES = ("ltx2", "distilled", "stage-2 refine")
@@ -223,6 +223,10 @@ class LTX2Sampler:
         images = at_frames(images, frames)  # first: a frame beyond the clip is refused before any work
         table, noise_scale = sigma_schedule(schedule, steps, sigmas)
         model = model.check_loaded()
+        if model.workers is None and (problem := memory_problem(model.config, model.weights.dtype,
+                                                                 model.weights.device, frames, height, width,
+                                                                 latent.fps)):
+            raise ValueError(problem)
         conditions = encode_conditions(images, model.video_encoder, height, width)
         device = torch.device(model.workers.device_type) if model.workers is not None else model.weights.device
         if (compile or cuda_graphs) and device.type != "cuda":

@@ -89,6 +89,7 @@ def _page(browser, server: str, errors: list[str]):
                ("127.0.0.1", "localhost") else route.abort())
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("response", lambda r: errors.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
     page.goto(server)
     page.wait_for_function(READY, timeout=60_000)
     page.keyboard.press("Escape")  # a fresh profile opens the templates dialog first
