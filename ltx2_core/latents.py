@@ -20,8 +20,8 @@ def check_video_size(frames: int, height: int, width: int) -> None:
     if frames < 1 or (frames - 1) % VIDEO_TIME_SCALE or height % VIDEO_SPACE_SCALE or width % VIDEO_SPACE_SCALE \
             or min(height, width) <= 0:
         raise ValueError(
-            f"frames must be 8k+1 and sizes multiples of 32, got {frames} frames at {height}x{width}; "
-            "e.g. 17 frames at 64x96 or 121 frames at 768x1280"
+            f"frames must be 8k+1 and sizes multiples of 32, got {frames} frames at {width}x{height} (width x height); "
+            "e.g. 17 frames at 96x64 or 121 frames at 1280x768"
         )
 
 

@@ -1,5 +1,9 @@
 """ComfyUI node classes of the pack: thin wrappers over ltx2_core (V1 API, so the pack imports without ComfyUI)."""
 
+import os
+
+from . import bridge
+
 from .decode import LTX2Decode, LTX2LatentUpsample
 from .generate import LTX2Generate
 from .images import LTX2ImageCondition
@@ -29,3 +33,7 @@ NODE_CLASS_MAPPINGS: dict[str, type] = {
                  LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode, LTX2Generate,
                  LTX2ParallelConfig, LTX2ImageCondition)
 }
+
+# the pictures the image-to-video examples load (LoadImage reads ComfyUI's input folder)
+EXAMPLE_INPUTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "example_workflows", "input")
+bridge.provide_inputs(EXAMPLE_INPUTS)

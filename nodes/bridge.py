@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -47,13 +48,24 @@ def model_folders_with(folder: str, marker: str) -> list[str]:
     return sorted(found)
 
 
-def model_path(folder: str, name: str) -> str:
-    """The full path of `name` in a model folder; outside ComfyUI `name` is a path already."""
+def model_path(folder: str, name: object, marker: str | None = None) -> str:
+    """The full path of `name`, a file ComfyUI lists in one of its model folders (`checkpoints`, `loras`, ...) or,
+    with `marker`, a sub-folder of it holding that file (a Hugging Face model folder). Anything else (an absolute
+    path, `..`, a name ComfyUI does not list) is refused without a look at the disk, so an API caller learns nothing
+    about files outside the folders. Outside ComfyUI `name` is a path."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"pick a file from models/{folder} (got {type(name).__name__} {str(name)[:40]!r})")
     if IN_COMFYUI:
-        for root in folder_paths.get_folder_paths(folder):
-            if os.path.isdir(os.path.join(root, name)):
-                return os.path.join(root, name)
-        return folder_paths.get_full_path_or_raise(folder, name)
+        if name in folder_paths.get_filename_list(folder):
+            return folder_paths.get_full_path_or_raise(folder, name)
+        if marker is not None and name in model_folders_with(folder, marker):
+            for root in folder_paths.get_folder_paths(folder):
+                if os.path.isfile(os.path.join(root, name, marker)):
+                    return os.path.join(root, name)
+        if os.path.isabs(name) or ".." in name.replace("\\", "/").split("/"):
+            raise ValueError(f"a file input takes a name from models/{folder}, not a path")
+        raise FileNotFoundError(f"{name[:80]!r} is not in models/{folder}: put the file there and pick it in the list "
+                                "(refresh the page after adding it)")
     if not os.path.exists(name):
         raise FileNotFoundError(f"{name}: no such file (outside ComfyUI a model input is a path)")
     return name
@@ -136,3 +148,17 @@ def add_json_route(path: str, produce: Callable[[], object]) -> None:
         return web.json_response(produce())
 
     server.PromptServer.instance.routes.get(path)(handler)
+
+
+def provide_inputs(folder: str) -> list[str]:
+    """Copies the files of `folder` (the example workflows' pictures) into ComfyUI's input folder where absent, so
+    the LoadImage nodes of a dragged-in example find them; returns the names copied ([] outside ComfyUI)."""
+    if not IN_COMFYUI:
+        return []
+    target, copied = folder_paths.get_input_directory(), []
+    for name in sorted(os.listdir(folder)):
+        if not os.path.exists(os.path.join(target, name)):
+            os.makedirs(target, exist_ok=True)
+            shutil.copyfile(os.path.join(folder, name), os.path.join(target, name))
+            copied.append(name)
+    return copied

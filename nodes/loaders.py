@@ -16,8 +16,6 @@ from ltx2_core import (
     load_video_encoder,
     load_vocoder,
 )
-from ltx2_core.errors import LTX2Error
-from ltx2_core.loader.kinds import check_kind
 from ltx2_core.loader import read_header, transformer_config
 from ltx2_core.loader.fp8_files import is_fp8_checkpoint
 from ltx2_core.loader.weights import FP8_MODES
@@ -37,6 +35,7 @@ from ltx2_core.types import Decoders
 
 from . import bridge
 from .handles import MODEL, PARALLEL, TEXT_ENCODER, UPSAMPLER, ModelHandle, Parallel
+from .validation import file_problem
 
 CATEGORY = "LTX-2/loaders"
 DTYPES = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -72,17 +71,6 @@ def _options(folder: str) -> list[str]:
     return bridge.file_options(folder)
 
 
-def file_problem(folder: str, name: str | None, kind: str) -> str | bool:
-    """For VALIDATE_INPUTS: True, or why the file picked in `folder` is missing or not a `kind` (headers only)."""
-    if name is None:
-        return True
-    try:
-        check_kind(bridge.model_path(folder, name), kind)
-    except (LTX2Error, OSError, ValueError) as exc:
-        return f"{name}: {exc}"
-    return True
-
-
 class LTX2CheckpointLoader:
     DESCRIPTION = "Loads an official LTX-2 / LTX-2.3 checkpoint: the transformer and the VAEs and vocoder it bundles."
     CATEGORY = CATEGORY
@@ -114,7 +102,7 @@ class LTX2CheckpointLoader:
 
     @classmethod
     def VALIDATE_INPUTS(cls, ckpt_name: str | None = None):
-        return file_problem("checkpoints", ckpt_name, "checkpoint")
+        return file_problem("checkpoint", ckpt_name) or True
 
     @classmethod
     def IS_CHANGED(cls, **inputs):
@@ -199,10 +187,10 @@ class LTX2TextEncoderLoader:
 
     @classmethod
     def VALIDATE_INPUTS(cls, text_encoder: str | None = None):
-        return file_problem("text_encoders", text_encoder, "text encoder")
+        return file_problem("text encoder", text_encoder) or True
 
     def load(self, text_encoder: str, model: ModelHandle, device: str = "default", offload: bool = True):
-        path, target = bridge.model_path("text_encoders", text_encoder), _device(device)
+        path, target = bridge.model_path("text_encoders", text_encoder, marker="config.json"), _device(device)
         dtype = model.check_loaded().weights.dtype
         return (load_prompt_encoder(path, model.checkpoint, device=target, dtype=dtype,
                                     stream_layers=offload and target.type != "cpu",
@@ -227,7 +215,7 @@ class LTX2LoraLoader:
 
     @classmethod
     def VALIDATE_INPUTS(cls, lora_name: str | None = None):
-        return file_problem("loras", lora_name, "LoRA")
+        return file_problem("LoRA", lora_name) or True
 
     def load(self, model: ModelHandle, lora_name: str, strength: float = 1.0):
         lora = load_lora(bridge.model_path("loras", lora_name))
@@ -252,7 +240,7 @@ class LTX2UpsamplerLoader:
 
     @classmethod
     def VALIDATE_INPUTS(cls, upscale_model_name: str | None = None):
-        return file_problem("latent_upscale_models", upscale_model_name, "latent upsampler")
+        return file_problem("latent upsampler", upscale_model_name) or True
 
     def load(self, upscale_model_name: str, model: ModelHandle):
         param = model.check_loaded().weights

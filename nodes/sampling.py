@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import weakref
 
 import torch
@@ -9,7 +10,6 @@ import torch
 from ltx2_core import GuidanceParams
 from ltx2_core.compile import compile_blocks
 from ltx2_core.conditioning import ImageCondition, encode_conditions
-from ltx2_core.latents import check_video_size
 from ltx2_core.pipeline import LocalSampler
 from ltx2_core.preview import LatentPreview, rgb_projection
 from ltx2_core.runtime import WorkerSampler
@@ -20,6 +20,7 @@ from ltx2_core.stages import AVLatent, empty_latent
 from . import bridge
 from .handles import CONDITIONING, GUIDANCE, LATENT, MODEL, Conditioning, ModelHandle
 from .images import IMAGES, at_frames
+from .validation import memory_problem, stated_limits
 
 CATEGORY = "LTX-2/sampling"
 SCHEDULES = ("ltx2", "distilled", "stage-2 refine")
@@ -27,15 +28,22 @@ MAX_SEED = 2**63 - 1
 _COMPILED: weakref.WeakSet = weakref.WeakSet()  # transformers whose blocks are compiled already
 
 
-def size_problem(width: int | None, height: int | None, frames: int | None) -> str | None:
-    """The message for a size the model cannot make (None when fine or not known before running)."""
-    if None in (width, height, frames):
+MAX_SIGMAS = 201  # explicit sigmas: as many steps as the steps input allows (200)
+MAX_STG_BLOCKS = 64
+
+
+def frames_problem(frames: int | None) -> str | None:
+    """For VALIDATE_INPUTS: why a frame count is not 8k+1 (None when it is, or linked)."""
+    if frames is None or (frames >= 1 and (frames - 1) % 8 == 0):
         return None
-    try:
-        check_video_size(frames, height, width)
-    except ValueError as exc:
-        return str(exc)
-    return None
+    return f"frames: {frames} is not 8k+1; pick 1, 9, 17, ..., 97 or 121 (121 = 5 s at 24 fps)"
+
+
+def check_size(width: int, height: int, multiple: int = 32, why: str = "") -> None:
+    """ValueError naming the fix unless width and height are positive multiples of `multiple` (pixels)."""
+    if width % multiple or height % multiple or min(width, height) <= 0:
+        raise ValueError(f"width x height {width}x{height}: both must be multiples of {multiple}{why}; e.g. "
+                         f"{width // multiple * multiple or multiple}x{height // multiple * multiple or multiple}")
 
 
 class LTX2EmptyLatent:
@@ -59,20 +67,26 @@ class LTX2EmptyLatent:
         }}
 
     @classmethod
-    def VALIDATE_INPUTS(cls, width: int | None = None, height: int | None = None, frames: int | None = None):
-        return size_problem(width, height, frames) or True
+    def VALIDATE_INPUTS(cls, frames: int | None = None):
+        """Only frames: ComfyUI checks the other inputs itself (width and height are multiples of 32 in the UI;
+        an API caller's other sizes are refused when the node runs, before anything is made)."""
+        return stated_limits(cls, "frames", frames) or frames_problem(frames) or True
 
     def make(self, width: int, height: int, frames: int, fps: float = 24.0):
+        check_size(width, height)
         return (empty_latent(width, height, frames, fps),)
 
 
-def _blocks(text: str, default: tuple[int, ...]) -> tuple[int, ...]:
+def _blocks(text: str, default: tuple[int, ...], name: str = "stg_blocks") -> tuple[int, ...]:
     if text.strip().lower() in ("", "auto"):
         return default
     try:
-        return tuple(int(block) for block in text.split(",") if block.strip())
+        blocks = tuple(int(block) for block in text.split(",") if block.strip())
     except ValueError:
-        raise ValueError(f"STG blocks must be 'auto' or comma-separated block numbers such as 28,29; got {text!r}")
+        blocks = ()
+    if not blocks or len(blocks) > MAX_STG_BLOCKS or min(blocks) < 0:
+        raise ValueError(f"{name}: 'auto' or comma-separated block numbers such as 28,29; got {text[:60]!r}")
+    return blocks
 
 
 class LTX2Guidance:
@@ -101,11 +115,25 @@ class LTX2Guidance:
             }
         return {"required": required}
 
+    @classmethod
+    def VALIDATE_INPUTS(cls, stg_blocks: str | None = None, audio_stg_blocks: str | None = None):
+        """The blocks' syntax when queued (their range needs the model: checked when the node runs). Only these two
+        inputs: ComfyUI checks the others' limits itself."""
+        for name, text in (("stg_blocks", stg_blocks), ("audio_stg_blocks", audio_stg_blocks)):
+            if problem := stated_limits(cls, name, text):
+                return problem
+            if text is not None:
+                try:
+                    _blocks(text, (), name)
+                except ValueError as exc:
+                    return str(exc)
+        return True
+
     def make(self, model: ModelHandle, **scales):
         defaults = default_guidance(model.config.version, model.config.num_layers)
         params = []
         for prefix, default in zip(("", "audio_"), defaults):
-            blocks = _blocks(scales[f"{prefix}stg_blocks"], default.stg_blocks)
+            blocks = _blocks(scales[f"{prefix}stg_blocks"], default.stg_blocks, f"{prefix}stg_blocks")
             if any(not 0 <= b < model.config.num_layers for b in blocks):
                 raise ValueError(f"{prefix}stg_blocks {list(blocks)} are outside this model's blocks "
                                  f"0..{model.config.num_layers - 1}")
@@ -114,15 +142,25 @@ class LTX2Guidance:
         return (tuple(params),)
 
 
+def parse_sigmas(text: str) -> tuple[float, ...]:
+    """Explicit sigmas: finite, strictly falling from at most 1 to 0, at most MAX_SIGMAS (ValueError naming the fix)."""
+    try:
+        values = tuple(float(v) for v in text.replace(" ", "").split(",") if v)
+    except ValueError:
+        raise ValueError(f"sigmas: comma-separated numbers such as 1.0, 0.5, 0.0; got {text[:60]!r}")
+    if len(values) > MAX_SIGMAS:
+        raise ValueError(f"sigmas: {len(values)} values, at most {MAX_SIGMAS} ({MAX_SIGMAS - 1} steps)")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"sigmas: every value must be a finite number; got {text[:60]!r}")
+    if len(values) < 2 or values[-1] != 0 or any(a <= b for a, b in zip(values, values[1:])) or values[0] > 1:
+        raise ValueError(f"sigmas must fall strictly from at most 1 to 0 (e.g. 1.0, 0.5, 0.0); got {text[:60]!r}")
+    return values
+
+
 def sigma_schedule(name: str, steps: int, sigmas: str) -> tuple[torch.Tensor, float]:
     """(sigmas on the CPU, the noise level the latent is brought to first)."""
     if sigmas.strip():
-        try:
-            values = tuple(float(v) for v in sigmas.replace(" ", "").split(",") if v)
-        except ValueError:
-            raise ValueError(f"sigmas must be comma-separated numbers such as 1.0, 0.5, 0.0; got {sigmas!r}")
-        if len(values) < 2 or values[-1] != 0 or any(a <= b for a, b in zip(values, values[1:])) or values[0] > 1:
-            raise ValueError(f"sigmas must fall strictly from at most 1 to 0 (e.g. 1.0, 0.5, 0.0); got {values}")
+        values = parse_sigmas(sigmas)
         return sigma_table(values), values[0]
     if name == "distilled":
         return sigma_table(DISTILLED_SIGMAS), 1.0
@@ -165,14 +203,31 @@ class LTX2Sampler:
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
 
+    @classmethod
+    def VALIDATE_INPUTS(cls, sigmas: str | None = None):
+        """Only sigmas (the one input ComfyUI cannot judge): the others keep ComfyUI's own checks."""
+        if problem := stated_limits(cls, "sigmas", sigmas):
+            return problem
+        try:
+            if sigmas is not None and sigmas.strip():
+                parse_sigmas(sigmas)
+        except ValueError as exc:
+            return str(exc)
+        return True
+
     def sample(self, model: ModelHandle, conditioning: Conditioning, latent: AVLatent, seed: int, steps: int,
                schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
                compile: bool = False, cuda_graphs: bool = False, images: tuple[ImageCondition, ...] = (),
                unique_id: str | None = None):
+        frames, height, width = latent.pixel_size
+        images = at_frames(images, frames)  # first: a frame beyond the clip is refused before any work
         table, noise_scale = sigma_schedule(schedule, steps, sigmas)
         model = model.check_loaded()
-        frames, height, width = latent.pixel_size
-        conditions = encode_conditions(at_frames(images, frames), model.video_encoder, height, width)
+        if model.workers is None and (problem := memory_problem(model.config, model.weights.dtype,
+                                                                 model.weights.device, frames, height, width,
+                                                                 latent.fps)):
+            raise ValueError(problem)
+        conditions = encode_conditions(images, model.video_encoder, height, width)
         device = torch.device(model.workers.device_type) if model.workers is not None else model.weights.device
         if (compile or cuda_graphs) and device.type != "cuda":
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")

@@ -6,12 +6,26 @@ from ltx2_core import DEFAULT_NEGATIVE_PROMPT, PromptEncoder
 from ltx2_core.stages import encode
 
 from .handles import CONDITIONING, TEXT_ENCODER, Conditioning
+from .validation import stated_limits
 
 
 def prompt_problem(prompt: str | None) -> str | None:
     """For VALIDATE_INPUTS: why a prompt cannot be used (None when fine, or linked: unknown until run time)."""
-    if prompt is not None and not prompt.strip():
+    if isinstance(prompt, str) and not prompt.strip():
         return "prompt: the prompt is empty; describe the video (and its sound) to generate"
+    return text_problem("prompt", prompt)
+
+
+def text_problem(name: str, text: str | None) -> str | None:
+    """Why `text` is no text the tokenizer can take (not a string, or a lone surrogate); None when fine or linked."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        return f"{name}: text expected, got {type(text).__name__}"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"{name}: character {exc.start} ({text[exc.start]!a}, a lone surrogate) is no valid text; remove it"
     return None
 
 
@@ -36,8 +50,10 @@ class LTX2TextEncode:
     def VALIDATE_INPUTS(cls, prompt: str | None = None):
         """Named inputs only: ComfyUI skips its own range checks for every input when this takes **kwargs. A linked
         input is None here (known only at run time)."""
-        return prompt_problem(prompt) or True
+        return stated_limits(cls, "prompt", prompt) or prompt_problem(prompt) or True
 
     def encode(self, text_encoder: PromptEncoder, prompt: str, negative_prompt: str = DEFAULT_NEGATIVE_PROMPT):
+        if problem := prompt_problem(prompt) or text_problem("negative_prompt", negative_prompt):
+            raise ValueError(problem)
         positive, negative = encode(text_encoder, prompt, negative_prompt or None)
         return (Conditioning(positive, negative),)

@@ -1,6 +1,6 @@
 """Runs an API-format workflow on a ComfyUI server, headless: posts it, follows the websocket (printing progress),
 downloads the outputs. Exit status: 0 done, 1 execution error, 2 validation error or bad arguments, 3 interrupted,
-4 timed out.
+4 timed out, 5 server unreachable (nothing answers at --server).
 
     python tools/ltx2_client.py example_workflows/api/ltx2_t2v_one_stage.api.json --prompt "A red car at night." \
         --seed 7 --set ckpt_name=ltx-2.3-22b-dev.safetensors --set 4.frames=97 --out outputs/
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import websocket
 
-DONE, FAILED, INVALID, INTERRUPTED, TIMED_OUT = 0, 1, 2, 3, 4
+DONE, FAILED, INVALID, INTERRUPTED, TIMED_OUT, UNREACHABLE = 0, 1, 2, 3, 4, 5
 
 
 class ClientError(Exception):
@@ -73,6 +73,12 @@ def submit(server: str, workflow: dict, client_id: str) -> str:
             return json.load(response)["prompt_id"]
     except urllib.error.HTTPError as exc:
         raise ClientError(INVALID, "the server refused the workflow:\n" + validation_report(json.load(exc)))
+    except OSError as exc:
+        raise unreachable(server, exc)
+
+
+def unreachable(server: str, exc: Exception) -> ClientError:
+    return ClientError(UNREACHABLE, f"cannot reach ComfyUI at {server} ({exc}); start it, or pass --server")
 
 
 def validation_report(answer: dict) -> str:
@@ -149,7 +155,10 @@ def run(args: argparse.Namespace) -> list[Path]:
     settings += [f"seed={args.seed}"] if args.seed is not None else []
     apply_overrides(workflow, settings)
     server, client_id = args.server.rstrip("/"), uuid.uuid4().hex
-    ws = websocket.create_connection(f"ws{server[4:]}/ws?clientId={client_id}", timeout=30)
+    try:
+        ws = websocket.create_connection(f"ws{server[4:]}/ws?clientId={client_id}", timeout=30)
+    except (OSError, websocket.WebSocketException) as exc:
+        raise unreachable(server, exc)
     try:
         prompt_id = submit(server, workflow, client_id)
         print(f"queued prompt {prompt_id}", flush=True)
@@ -177,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.status
     except (OSError, websocket.WebSocketException) as exc:
-        print(f"error: cannot reach ComfyUI at {args.server} ({exc}); start it, or pass --server", file=sys.stderr)
-        return INVALID
+        print(f"error: the run on ComfyUI at {args.server} failed ({exc})", file=sys.stderr)
+        return FAILED
     return DONE
 
 

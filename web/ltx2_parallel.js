@@ -1,10 +1,13 @@
 // The LTX2ParallelConfig node's widget: the detected devices, cfg / sp / tp choices with invalid ones left out,
-// the default layout, and the weight memory per GPU. Its value is the node's `layout` input (a JSON string), so it
-// reaches Python under that name, is saved with the workflow and appears in the API-format export.
+// the default layout, and the weight memory per GPU (read-only rows; a warning when it exceeds a GPU's memory).
+// Without a GPU the layout runs as CPU worker processes, at most CPU_WORKERS_MAX, as the server allows. Its value
+// is the node's `layout` input (a JSON string), so it reaches Python under that name, is saved with the workflow
+// and appears in the API-format export.
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
 import {
-  DEFAULT_HEADS, axisChoices, defaultLayout, deviceBound, formatLayout, layoutProblems, parseLayout, weightBytesPerGpu,
+  CPU_WORKERS_MAX, DEFAULT_HEADS, axisChoices, defaultLayout, deviceBound, formatLayout, layoutProblems,
+  memoryWarnings, parseLayout, weightBytesPerGpu, workerMode,
 } from "./ltx2_parallel_logic.js";
 
 const AXES = ["cfg", "sp", "tp"];
@@ -20,7 +23,7 @@ async function listDevices() {
 }
 
 function describe(devices) {
-  if (!devices.length) return "no GPU visible (CPU)";
+  if (!devices.length) return `no GPU: the layout runs as CPU worker processes (at most ${CPU_WORKERS_MAX})`;
   return devices.map((d) => `${d.name}: ${(d.free / GB).toFixed(0)}/${(d.total / GB).toFixed(0)} GB free`).join("; ");
 }
 
@@ -29,8 +32,8 @@ function setUp(node, devices) {
   const passesWidget = node.widgets.find((w) => w.name === "guidance_passes");
   const attachWidget = node.widgets.find((w) => w.name === "attach");
   const facts = () => ({ devices: deviceBound(devices.length, attachWidget?.value), passes: passesWidget?.value ?? 4,
-    heads: DEFAULT_HEADS });
-  const info = (name, value) => node.addWidget("text", name, value, () => {}, { serialize: false });
+    heads: DEFAULT_HEADS, mode: workerMode(devices.length, attachWidget?.value) });
+  const info = (name, value) => readOnlyRow(node, name, value);
   info("devices_found", describe(devices));
   const memory = info("weights_per_gpu", "");
   const combos = {};
@@ -41,8 +44,11 @@ function setUp(node, devices) {
       combos[axis].value = String(layout[axis]);
     }
     const problems = layoutProblems(layout, facts());
-    memory.value = problems.length ? `invalid: ${problems.join("; ")}` : Object.entries(MODELS)
+    const perGpu = Object.entries(MODELS)
       .map(([name, bytes]) => `${name} ${(weightBytesPerGpu(bytes, layout) / GB).toFixed(1)} GB`).join(", ");
+    const warnings = facts().mode === "gpu" ? memoryWarnings(layout, devices, MODELS) : [];
+    memory.value = problems.length ? `invalid: ${problems.join("; ")}`
+      : warnings.length ? `${perGpu}. Warning: ${warnings.join("; ")}` : perGpu;
     node.setDirtyCanvas?.(true, true);
   };
   const choose = (axis, value) => {
@@ -66,6 +72,23 @@ function setUp(node, devices) {
     widget.callback = (...args) => { previous?.apply(widget, args); refresh(); };
   }
   refresh();
+}
+
+// an information row: drawn as a label and its text, not editable (no click handling), not saved or queued
+function readOnlyRow(node, name, value) {
+  const row = {
+    name, type: "ltx2_info", value, options: { serialize: false, read_only: true }, serialize: false,
+    draw(ctx, _node, width, y, height) {
+      ctx.save();
+      ctx.fillStyle = window.LiteGraph?.WIDGET_SECONDARY_TEXT_COLOR ?? "#999";
+      ctx.font = "11px sans-serif";
+      ctx.textAlign = "left";
+      ctx.fillText(`${name.replace(/_/g, " ")}: ${this.value}`, 15, y + height * 0.7, width - 30);
+      ctx.restore();
+    },
+    computeSize: (width) => [width, 20],
+  };
+  return node.addCustomWidget(row);
 }
 
 app.registerExtension({

@@ -1,27 +1,42 @@
 // The parallelism widget's logic, as pure functions (no DOM, no ComfyUI): which cfg × sp × tp layouts are valid
 // for the visible devices, the model's heads and the run's guidance passes; the default layout; the weight memory
-// per GPU. The same rules as ltx2_core.parallel (ParallelConfig.check, default_layout). Tested with `node --test`.
+// per GPU and whether it fits. The same rules as ltx2_core.parallel (ParallelConfig.check, default_layout) and the
+// same worker bounds as nodes/parallel.py (the server refuses what the widget leaves out). Tested with `node --test`.
 
 export const HEADROOM = 0.8; // of a device's free memory the weights may take
 export const DEFAULT_HEADS = [32, 32]; // video and audio attention heads of the released models
 export const DEFAULT_LAYOUT = { cfg: 1, sp: 1, tp: 1 };
 
 export const ATTACHED_MAX = 64; // the GPUs offered when torchrun launches the workers (possibly on other machines)
+export const CPU_WORKERS_MAX = 4; // without a GPU the layout runs as CPU worker processes sharing the cores
 
-// how many GPUs a layout may use: this machine's, or up to ATTACHED_MAX when workers attach to `attach` (HOST:PORT)
-export function deviceBound(localDevices, attach) {
-  return typeof attach === "string" && attach.trim() ? ATTACHED_MAX : Math.max(localDevices, 1);
+// where the workers run: "attached" (torchrun's, to `attach` = HOST:PORT), "gpu" (one per local GPU) or "cpu"
+export function workerMode(localDevices, attach) {
+  if (typeof attach === "string" && attach.trim()) return "attached";
+  return localDevices > 0 ? "gpu" : "cpu";
 }
+
+// how many workers a layout may use: this machine's GPUs, CPU_WORKERS_MAX without one, ATTACHED_MAX attached
+export function deviceBound(localDevices, attach) {
+  const mode = workerMode(localDevices, attach);
+  return mode === "attached" ? ATTACHED_MAX : mode === "gpu" ? localDevices : CPU_WORKERS_MAX;
+}
+
+const TOO_MANY = {
+  gpu: (world, bound) => `${world} GPUs needed, ${bound} visible`,
+  cpu: (world, bound) => `${world} CPU workers, at most ${bound} without a GPU`,
+  attached: (world, bound) => `${world} workers, at most ${bound} can attach`,
+};
 
 const divides = (degree, heads) => heads.every((count) => count % degree === 0);
 
 // every problem of a layout, as messages naming the fix ([] when valid)
-export function layoutProblems(layout, { devices, heads = DEFAULT_HEADS, passes = 4 }) {
+export function layoutProblems(layout, { devices, heads = DEFAULT_HEADS, passes = 4, mode = "gpu" }) {
   const problems = [];
   const { cfg, sp, tp } = layout;
   if (![cfg, sp, tp].every((d) => Number.isInteger(d) && d >= 1)) return ["degrees must be integers ≥ 1"];
   const world = cfg * sp * tp;
-  if (devices !== undefined && world > devices) problems.push(`${world} GPUs needed, ${devices} visible`);
+  if (devices !== undefined && world > devices) problems.push(TOO_MANY[mode](world, devices));
   if (!divides(tp * sp, heads)) problems.push(`tp·sp = ${tp * sp} must divide the ${heads.join("/")} heads`);
   if (cfg > passes) problems.push(`cfg ${cfg} exceeds the ${passes} guidance passes`);
   return problems;
@@ -52,6 +67,16 @@ export function defaultLayout({ devices, passes = 4, weightBytes, freeBytes, hea
 // the transformer's weight bytes each GPU holds: tensor parallelism divides them, the other axes replicate
 export function weightBytesPerGpu(weightBytes, layout) {
   return weightBytes / layout.tp;
+}
+
+// a warning per model whose weights per GPU exceed the smallest GPU's memory ([] when they fit, or without GPUs)
+export function memoryWarnings(layout, devices, models) {
+  if (!devices.length) return [];
+  const smallest = devices.reduce((a, b) => (b.total < a.total ? b : a));
+  return Object.entries(models)
+    .filter(([, bytes]) => weightBytesPerGpu(bytes, layout) > smallest.total)
+    .map(([name, bytes]) => `${name}: ${(weightBytesPerGpu(bytes, layout) / 1e9).toFixed(1)} GB of weights per GPU `
+      + `exceed the ${(smallest.total / 1e9).toFixed(0)} GB of ${smallest.name}; raise tp`);
 }
 
 // the widget's value (a JSON string) as a layout, falling back to one GPU for anything unreadable

@@ -3,7 +3,7 @@ playwright; Debian's /usr/bin/chromium). Only loopback requests are allowed.
 
     python browser.py SERVER check UI.json ...         # load each UI workflow; print what the frontend makes of it
     python browser.py SERVER to-ui API.json OUT.json   # load an API workflow and save the frontend's UI workflow
-    python browser.py SERVER widget                    # the layout node's widget: its choices and the queued value
+    python browser.py SERVER widget [DEVICES.json]     # the layout node's widget: its choices and the queued value
 
 `check` prints one JSON object per file: the API prompt the frontend builds from the loaded graph
 (`graphToPrompt`), the node types it does not know, and the console errors and page errors seen while loading.
@@ -41,14 +41,19 @@ CHECK = """async (workflow) => {
   const known = new Set(Object.keys(await (await fetch("/object_info")).json()));
   const missing = app.graph.nodes.map(n => n.type).filter(t => !known.has(t));
   const prompt = (await app.graphToPrompt()).output;
-  return {missing, prompt};
+  const images = {};  // each LoadImage node's picture: its width once loaded (0: an empty box)
+  for (const node of app.graph.nodes.filter(n => n.type === "LoadImage")) {
+    for (let i = 0; i < 100 && !(node.imgs?.[0]?.complete && node.imgs[0].naturalWidth); i++)
+      await new Promise(r => setTimeout(r, 100));
+    images[node.id] = node.imgs?.[0]?.naturalWidth ?? 0;
+  }
+  return {missing, prompt, images};
 }"""
-# the layout node with its widget, four fake 80 GB GPUs answered for /ltx2/devices: the choices before and after
-# picking sp = 2, and the prompt the frontend then builds
-WIDGET = """async () => {
+# the layout node with its widget, the given GPUs answered for /ltx2/devices (null: the server's own answer): the
+# choices before and after picking sp = 2, whether the information rows can be edited, and the prompt then built
+WIDGET = """async (gpus) => {
   const app = window.comfyAPI.app.app, api = window.comfyAPI.api.api, real = api.fetchApi.bind(api);
-  const gpus = Array.from({length: 4}, (_, index) => ({index, name: "GPU", total: 80e9, free: 80e9}));
-  api.fetchApi = async (route, options) => route === "/ltx2/devices"
+  if (gpus) api.fetchApi = async (route, options) => route === "/ltx2/devices"
     ? new Response(JSON.stringify({devices: gpus})) : real(route, options);
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
   let node;
@@ -62,10 +67,13 @@ WIDGET = """async () => {
   const widget = (name) => node.widgets.find((w) => w.name === name);
   for (let i = 0; i < 100 && !widget("sp_degree"); i++) await sleep(50);
   const values = (name) => [...widget(name).options.values];
-  const before = {sp: values("sp_degree"), tp: values("tp_degree"), devices: widget("devices_found").value};
+  const before = {sp: values("sp_degree"), tp: values("tp_degree"), cfg: values("cfg_degree"),
+    devices: widget("devices_found").value};
   widget("sp_degree").callback("2");
   const after = {tp: values("tp_degree"), layout: widget("layout").value, memory: widget("weights_per_gpu").value};
-  return {before, after, prompt: (await app.graphToPrompt()).output};
+  const info = ["devices_found", "weights_per_gpu"].map((name) => widget(name));
+  const readOnly = info.every((w) => w.type !== "text" && w.options?.read_only === true && !w.onClick && !w.mouse);
+  return {before, after, readOnly, prompt: (await app.graphToPrompt()).output};
 }"""
 TO_UI = """async (api) => {
   const app = window.comfyAPI.app.app;
@@ -81,6 +89,7 @@ def _page(browser, server: str, errors: list[str]):
                ("127.0.0.1", "localhost") else route.abort())
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("response", lambda r: errors.append(f"HTTP {r.status} {r.url}") if r.status >= 400 else None)
     page.goto(server)
     page.wait_for_function(READY, timeout=60_000)
     page.keyboard.press("Escape")  # a fresh profile opens the templates dialog first
@@ -94,7 +103,8 @@ def main(server: str, mode: str, paths: list[str]) -> None:
             if mode == "widget":
                 errors = []
                 page = _page(browser, server, errors)
-                print(json.dumps({**page.evaluate(WIDGET), "errors": errors}), flush=True)
+                gpus = json.loads(Path(paths[0]).read_text()) if paths else None
+                print(json.dumps({**page.evaluate(WIDGET, gpus), "errors": errors}), flush=True)
                 return
             if mode == "to-ui":
                 errors: list[str] = []

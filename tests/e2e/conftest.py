@@ -24,7 +24,7 @@ PACK_FOLDER = "ComfyUI-LTX2-Fast"
 # the tiny files, by the name a user would pick in each model folder
 TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.safetensors",
         "upsampler": "tiny-upscaler-x2.safetensors", "lora": "tiny-distilled-lora.safetensors",
-        "fp8_checkpoint": "tiny-ltx-2.3-fp8.safetensors"}
+        "fp8_checkpoint": "tiny-ltx-2.3-fp8.safetensors", "misplaced": "gemma_3_12B_it_misplaced.safetensors"}
 
 
 class Server(NamedTuple):
@@ -65,21 +65,9 @@ def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
     (folders["checkpoints"] / TINY["checkpoint"]).symlink_to(tiny_checkpoints["2.3"])
     write_fp8_checkpoint(tiny_checkpoints["2.3"], folders["checkpoints"] / TINY["fp8_checkpoint"], "official")
     (folders["text_encoders"] / TINY["text_encoder"]).symlink_to(gemma_files[0])
+    (folders["checkpoints"] / TINY["misplaced"]).symlink_to(gemma_files[0])  # a Gemma file in the checkpoint slot
     write_upsampler(folders["latent_upscale_models"] / TINY["upsampler"], version="2.3")
     write_lora(folders["loras"] / TINY["lora"], seed=1, version="2.3")
-    _input_images(base / "input")
-
-
-def _input_images(folder: Path) -> None:
-    """The pictures the image-to-video examples load (ComfyUI's input folder)."""
-    import numpy as np
-    from PIL import Image
-
-    folder.mkdir(parents=True, exist_ok=True)
-    y, x = np.mgrid[0:72, 0:96]
-    picture = np.stack([x * 2 % 256, y * 3 % 256, (x + y) % 256], axis=-1).astype(np.uint8)
-    Image.fromarray(picture).save(folder / "example_first.png")
-    Image.fromarray(picture[::-1, ::-1].copy()).save(folder / "example_last.png")
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ EXAMPLES = {
                                  "4.frames=9", "4.steps=2"], (9, 128, 64)),
     # two worker processes (CPU, gloo: the server runs with --cpu) in place of two GPUs
     "ltx2_t2v_two_gpus": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"], (9, 96, 64)),
-    # the pictures come from ComfyUI's input folder (LoadImage)
+    # the pictures ship with the pack, which puts them in ComfyUI's input folder (LoadImage reads it)
     "ltx2_i2v_one_stage": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"], (9, 96, 64)),
     "ltx2_first_last_frame": (["4.width=96", "4.height=64", "4.frames=17", "6.steps=2"], (17, 96, 64)),
 }
@@ -43,6 +43,15 @@ def client(server, workflow: str, *settings: str, out: Path, seed: int = 1, wait
     if wait:
         return subprocess.run(args, capture_output=True, text=True, timeout=900)
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_the_pack_provides_the_example_pictures_in_comfyuis_input_folder(comfyui):
+    shipped = sorted(p.name for p in (ROOT / "example_workflows" / "input").iterdir())
+    assert shipped == ["ltx2_example_first.png", "ltx2_example_last.png"]
+    for name in shipped:
+        copied = comfyui.base / "input" / name
+        assert copied.read_bytes() == (ROOT / "example_workflows" / "input" / name).read_bytes()
+    assert set(shipped) <= set(comfyui.get("/object_info/LoadImage")["LoadImage"]["input"]["required"]["image"][0])
 
 
 def test_every_node_is_registered_and_the_pack_imports_cleanly(comfyui):
@@ -59,8 +68,7 @@ def test_example_workflow_writes_an_mp4_with_sound(comfyui, workflow, tmp_path):
     settings, (frames, width, height) = EXAMPLES[workflow]
     run = client(comfyui, workflow, *settings, out=tmp_path)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    if "LTX2Sampler" in (ROOT / "example_workflows" / "api" / f"{workflow}.api.json").read_text():
-        assert "done; 0 preview images" not in run.stdout  # the sampler sends a preview per step
+    assert "done; 0 preview images" not in run.stdout  # the sampler and the generate node send a preview per step
     (video_file,) = tmp_path.glob("*.mp4")
     with av.open(str(video_file)) as container:
         video, audio = container.streams.video[0], container.streams.audio[0]

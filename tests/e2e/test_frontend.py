@@ -38,6 +38,10 @@ def test_ui_example_loads_and_queues_its_api_twin(frontend_results, path):
     assert {k: v["class_type"] for k, v in prompt.items()} == {k: v["class_type"] for k, v in api.items()}
     for node_id, node in api.items():
         assert prompt[node_id]["inputs"] == node["inputs"], node_id
+    # a dragged-in example finds its pictures: no request fails, every image box shows its picture
+    assert [e for e in result["errors"] if e.startswith("HTTP 4") and "/view" in e] == []
+    assert all(width == 384 for width in result["images"].values()), result["images"]
+    assert len(result["images"]) == sum(node["class_type"] == "LoadImage" for node in api.values())
 
 
 def test_every_ui_example_has_an_api_twin():
@@ -45,18 +49,45 @@ def test_every_ui_example_has_an_api_twin():
     assert names == {p.name.replace(".api.json", "") for p in (ROOT / "example_workflows" / "api").glob("*.api.json")}
 
 
-def test_the_layout_widget_leaves_out_invalid_choices_and_its_value_is_queued(comfyui):
+def _widget(comfyui, tmp_path, gpus: list | None) -> dict:
     python = os.environ["COMFYUI_PYTHON"]
     if not shutil.which("chromium") or subprocess.run([python, "-c", "import playwright"]).returncode:
         pytest.skip("no headless browser: build the shared ComfyUI with WITH_BROWSER=1 (Chromium + playwright)")
-    run = subprocess.run([python, str(BROWSER_SCRIPT), comfyui.url, "widget"], capture_output=True, text=True,
-                         timeout=300)
+    devices = []
+    if gpus is not None:
+        (tmp_path / "gpus.json").write_text(json.dumps(gpus))
+        devices = [str(tmp_path / "gpus.json")]
+    run = subprocess.run([python, str(BROWSER_SCRIPT), comfyui.url, "widget", *devices], capture_output=True,
+                         text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.splitlines()[-1])
+    assert [e for e in result["errors"] if "LTX2" in e or PACK_FOLDER in e or "ltx2_parallel" in e] == []
+    assert result["readOnly"]  # the devices and weights rows are information, not text fields
+    return result
+
+
+def test_the_layout_widget_leaves_out_invalid_choices_and_its_value_is_queued(comfyui, tmp_path):
+    gpus = [{"index": i, "name": "GPU", "total": 80e9, "free": 80e9} for i in range(4)]
+    result = _widget(comfyui, tmp_path, gpus)
     assert result["before"]["sp"] == ["1", "2", "4"] and "GPU" in result["before"]["devices"]  # four GPUs
     assert result["after"]["tp"] == ["1", "2"]  # tp 4 with sp 2 needs 8 GPUs: not offered
     assert json.loads(result["after"]["layout"]) == {"cfg": 1, "sp": 2, "tp": 1}
-    assert "LTX-2.3 22B 44.0 GB" in result["after"]["memory"]
+    assert "LTX-2.3 22B 44.0 GB" in result["after"]["memory"] and "Warning" not in result["after"]["memory"]
     (queued,) = [node for node in result["prompt"].values() if node["class_type"] == "LTX2ParallelConfig"]
     assert queued["inputs"]["layout"] == result["after"]["layout"]
-    assert [e for e in result["errors"] if "LTX2" in e or PACK_FOLDER in e or "ltx2_parallel" in e] == []
+
+
+def test_the_widget_warns_when_the_weights_per_gpu_exceed_a_gpus_memory(comfyui, tmp_path):
+    gpus = [{"index": i, "name": "RTX 4090", "total": 24e9, "free": 23e9} for i in range(2)]
+    memory = _widget(comfyui, tmp_path, gpus)["after"]["memory"]
+    assert "Warning: LTX-2 19B: 37.0 GB of weights per GPU exceed the 24 GB of RTX 4090; raise tp" in memory
+
+
+def test_without_a_gpu_the_widget_offers_the_cpu_workers_the_server_runs(comfyui, tmp_path):
+    """The server here has no GPU: the widget offers up to 4 CPU workers, as the server's validation allows, and
+    the two-GPU example's layout (cfg 2) is valid."""
+    result = _widget(comfyui, tmp_path, None)
+    assert "CPU worker processes (at most 4)" in result["before"]["devices"]
+    assert result["before"]["sp"] == ["1", "2", "4"] and result["before"]["cfg"] == ["1", "2", "4"]
+    assert "invalid" not in result["after"]["memory"]
+    assert json.loads(result["after"]["layout"]) == {"cfg": 1, "sp": 2, "tp": 1}

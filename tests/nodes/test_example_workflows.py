@@ -75,3 +75,27 @@ def test_every_pipeline_has_an_example():
     assert {"ltx2_t2v_one_stage.api.json", "ltx2_t2v_two_stage.api.json", "ltx2_t2v_distilled.api.json"} <= names
     used = {entry["class_type"] for p in API_WORKFLOWS for entry in json.loads(p.read_text()).values()}
     assert set(NODES) <= used  # every node appears in an example
+
+
+def test_the_pictures_the_examples_load_ship_with_the_pack_and_reach_comfyuis_input_folder(tmp_path, monkeypatch):
+    """A dragged-in example finds its pictures: the pack ships them and copies them into ComfyUI's input folder
+    (where LoadImage looks) unless a file of that name is there already."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from nodes import EXAMPLE_INPUTS, bridge
+
+    named = {node["inputs"]["image"] for path in API_WORKFLOWS for node in json.loads(path.read_text()).values()
+             if node["class_type"] == "LoadImage"}
+    assert named == {"ltx2_example_first.png", "ltx2_example_last.png"}
+    for name in named:
+        with Image.open(Path(EXAMPLE_INPUTS) / name) as picture:
+            assert picture.format == "PNG" and picture.size == (384, 256)
+    monkeypatch.setattr(bridge, "IN_COMFYUI", True)
+    monkeypatch.setattr(bridge, "folder_paths", SimpleNamespace(get_input_directory=lambda: str(tmp_path / "input")))
+    (tmp_path / "input").mkdir()
+    (tmp_path / "input" / "ltx2_example_last.png").write_bytes(b"the user's own")
+    assert bridge.provide_inputs(EXAMPLE_INPUTS) == ["ltx2_example_first.png"]
+    assert (tmp_path / "input" / "ltx2_example_last.png").read_bytes() == b"the user's own"  # never overwritten
+    assert bridge.provide_inputs(EXAMPLE_INPUTS) == []

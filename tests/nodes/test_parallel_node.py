@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from ltx2_core.parallel import ParallelConfig, ParallelConfigError
-from nodes.parallel import LTX2ParallelConfig, parse
+from nodes.parallel import MAX_CPU_WORKERS, LTX2ParallelConfig, devices_info, parse
 
 
-def test_the_layout_value_becomes_a_checked_parallel_config():
+def test_the_layout_value_becomes_a_checked_parallel_config(monkeypatch):
+    monkeypatch.setenv("LTX2_WORKERS_KEY", "secret")
     (parallel,) = LTX2ParallelConfig().make('{"cfg": 2, "sp": 2, "tp": 1}', 4)
     assert parallel.layout == ParallelConfig(2, 2, 1) and parallel.attach is None
     (parallel,) = LTX2ParallelConfig().make('{"cfg": 2}', 4, attach=" gpu-box:29600 ")
@@ -16,27 +18,43 @@ def test_the_layout_value_becomes_a_checked_parallel_config():
     assert parse("{}") == ParallelConfig()
 
 
-@pytest.mark.parametrize("layout, passes, message", [
-    ("not json", 4, "layout must be JSON"),
-    ('{"cfg": 2}', 1, "cfg 2 exceeds the 1 guidance passes"),
-    ('{"sp": 3}', 4, "tp·sp = 3 must divide the 32 attention heads"),
-    ('{"tp": 0}', 4, "integers ≥ 1"),
+@pytest.mark.parametrize("layout, message", [
+    ("not json", "layout must be JSON"),
+    ('{"sp": 3}', "tp·sp = 3 must divide the 32 attention heads"),
+    ('{"tp": 0}', "integers ≥ 1"),
+    ('{"cfg": 8}', "cfg 8 exceeds the 4 guidance passes"),
+    ('{"cfg": 4, "sp": 32, "tp": 1}', "64 workers can attach"),
 ])
-def test_bad_layouts_are_refused_when_queued(layout, passes, message):
-    assert message in LTX2ParallelConfig.VALIDATE_INPUTS(layout, passes)
+def test_bad_layouts_are_refused_when_queued(layout, message):
+    assert message in LTX2ParallelConfig.VALIDATE_INPUTS(layout)
     with pytest.raises(ParallelConfigError):
-        LTX2ParallelConfig().make(layout, passes)
+        LTX2ParallelConfig().make(layout, 4)
 
 
 def test_linked_or_good_values_pass_validation():
     assert LTX2ParallelConfig.VALIDATE_INPUTS() is True
-    assert LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 2, "sp": 1, "tp": 1}', 4) is True
+    assert LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 2, "sp": 1, "tp": 1}') is True
 
 
-def test_an_attach_address_is_checked_when_queued(monkeypatch):
+def test_what_depends_on_the_other_inputs_is_checked_before_any_worker_starts(monkeypatch):
+    """cfg within guidance_passes, this machine's bound (CPU workers without a GPU), the attach address."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ParallelConfigError, match="cfg 2 exceeds the 1 guidance passes"):
+        LTX2ParallelConfig().make('{"cfg": 2}', 1)
+    (parallel,) = LTX2ParallelConfig().make('{"cfg": 4}', 4)  # the CPU-worker mode: up to MAX_CPU_WORKERS
+    assert parallel.layout.world_size == MAX_CPU_WORKERS == 4
+    with pytest.raises(ParallelConfigError, match="8 workers, but 4 CPU workers are the most without a GPU"):
+        LTX2ParallelConfig().make('{"cfg": 4, "sp": 2}', 4)
     monkeypatch.delenv("LTX2_WORKERS_KEY", raising=False)
-    assert "HOST:PORT" in LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 2}', 4, attach="gpu-box")
-    assert "set LTX2_WORKERS_KEY" in LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 2}', 4, attach="gpu-box:29600")
+    with pytest.raises(ValueError, match="attach: .*HOST:PORT"):
+        LTX2ParallelConfig().make('{"cfg": 2}', 4, attach="gpu-box")
+    with pytest.raises(ValueError, match="set LTX2_WORKERS_KEY"):
+        LTX2ParallelConfig().make('{"cfg": 2}', 4, attach="gpu-box:29600")
     monkeypatch.setenv("LTX2_WORKERS_KEY", "secret")
-    # the workers torchrun starts elsewhere are not bounded by this machine's GPUs
-    assert LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 2, "sp": 4}', 4, attach="gpu-box:29600") is True
+    # the workers torchrun starts elsewhere are not bounded by this machine's devices
+    (parallel,) = LTX2ParallelConfig().make('{"cfg": 2, "sp": 4}', 4, attach="gpu-box:29600")
+    assert parallel.layout.world_size == 8
+
+
+def test_the_devices_route_states_the_worker_bounds():
+    assert devices_info() == {"devices": [], "cpu_workers_max": 4, "attached_max": 64} or torch.cuda.is_available()

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
+from nodes import NODE_CLASS_MAPPINGS as NODES
 from nodes import bridge
 from nodes import sampling as sampling_nodes
 from ltx2_core.preview import LatentPreview, rgb_projection
@@ -62,3 +63,18 @@ def test_the_sampler_node_feeds_a_preview_to_every_step_inside_comfyui(monkeypat
     sampling_nodes.LTX2Sampler().sample(model, conditioning, latent, 0, 3, "ltx2", guidance=guidance, unique_id="6")
     assert [(done, steps) for done, steps, _ in shown] == [(1, 3), (2, 3), (3, 3)]
     assert all(image.shape == (2, 3, 3) for _, _, image in shown)  # on the CPU every copy is ready at once
+
+
+def test_the_generate_node_feeds_a_preview_to_every_step_of_every_stage_inside_comfyui(monkeypatch, loaded, files):
+    model, encoder, _, _ = loaded
+    shown = []
+    monkeypatch.setattr(bridge, "IN_COMFYUI", True)
+    monkeypatch.setattr(bridge, "model_path", lambda folder, name, marker=None: name)  # the files are paths here
+    monkeypatch.setattr(bridge, "progress_bar", lambda total, node_id, preview: lambda done, steps: shown.append(
+        (done, steps, preview and preview())))
+    (upsampler,) = NODES["LTX2UpsamplerLoader"]().load(files["upsampler"], model)
+    NODES["LTX2Generate"]().generate(model, encoder, "a cat", "blurry", "two-stage", 128, 64, 9, 24.0, 3, 2,
+                                     upsampler=upsampler, distilled_lora=files["distilled"], unique_id="4")
+    assert [(done, steps) for done, steps, _ in shown] == [(1, 2), (2, 2), (1, 3), (2, 3), (3, 3)]
+    sizes = [None if image is None else image.shape for _, _, image in shown]
+    assert sizes == [(1, 2, 3)] * 2 + [(2, 4, 3)] * 3  # half size first, then the refined full size

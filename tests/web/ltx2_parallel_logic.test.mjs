@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import test from "node:test";
 
 import {
-  ATTACHED_MAX, axisChoices, defaultLayout, deviceBound, formatLayout, layoutProblems, parseLayout, weightBytesPerGpu,
+  ATTACHED_MAX, CPU_WORKERS_MAX, axisChoices, defaultLayout, deviceBound, formatLayout, layoutProblems,
+  memoryWarnings, parseLayout, weightBytesPerGpu, workerMode,
 } from "../../web/ltx2_parallel_logic.js";
 
 const GB = 2 ** 30;
@@ -40,9 +41,36 @@ test("weights per GPU, and the widget value round trip", () => {
 
 test("workers attached through torchrun lift this machine's GPU count as the bound", () => {
   assert.equal(deviceBound(2, ""), 2);
-  assert.equal(deviceBound(0, undefined), 1); // a CPU-only machine still offers one device
   assert.equal(deviceBound(2, "  "), 2);
   assert.equal(deviceBound(2, "gpu-box:29600"), ATTACHED_MAX);
   const facts = { devices: deviceBound(1, "gpu-box:29600"), passes: 4 };
   assert.deepEqual(layoutProblems({ cfg: 2, sp: 4, tp: 1 }, facts), []); // 8 remote GPUs from a 1-GPU machine
+});
+
+test("without a GPU the layout runs as CPU workers, at most CPU_WORKERS_MAX (the server's bound)", () => {
+  assert.equal(CPU_WORKERS_MAX, 4);
+  assert.equal(workerMode(0, ""), "cpu");
+  assert.equal(workerMode(2, ""), "gpu");
+  assert.equal(workerMode(0, "gpu-box:29600"), "attached");
+  const facts = { devices: deviceBound(0, ""), passes: 4, mode: workerMode(0, "") };
+  assert.deepEqual(layoutProblems({ cfg: 2, sp: 1, tp: 1 }, facts), []); // the two-GPU example runs on CPU workers
+  assert.deepEqual(axisChoices({ cfg: 1, sp: 1, tp: 1 }, "sp", facts).filter((c) => c.valid).map((c) => c.degree),
+    [1, 2, 4]);
+  assert.match(layoutProblems({ cfg: 2, sp: 4, tp: 1 }, facts)[0], /8 CPU workers, at most 4 without a GPU/);
+});
+
+test("the server states the same bounds (nodes/parallel.py)", async () => {
+  const { readFile } = await import("node:fs/promises");
+  const python = await readFile(new URL("../../nodes/parallel.py", import.meta.url), "utf8");
+  assert.match(python, new RegExp(`^MAX_CPU_WORKERS = ${CPU_WORKERS_MAX}\\b`, "m"));
+  assert.match(python, new RegExp(`^ATTACHED_MAX = ${ATTACHED_MAX}\\b`, "m"));
+});
+
+test("a warning when the weights per GPU exceed the smallest GPU's memory", () => {
+  const gpus = [{ name: "RTX 4090", total: 24e9 }, { name: "H100", total: 80e9 }];
+  const models = { "LTX-2.3 22B": 44e9 };
+  assert.match(memoryWarnings({ cfg: 2, sp: 1, tp: 1 }, gpus, models)[0],
+    /LTX-2.3 22B: 44.0 GB of weights per GPU exceed the 24 GB of RTX 4090; raise tp/);
+  assert.deepEqual(memoryWarnings({ cfg: 1, sp: 1, tp: 2 }, gpus, models), []);
+  assert.deepEqual(memoryWarnings({ cfg: 1, sp: 1, tp: 1 }, [], models), []);
 });

@@ -1,0 +1,125 @@
+"""Queue-time checks shared by the nodes: the limits INPUT_TYPES states, and model files picked in a folder.
+
+ComfyUI (0.26) skips its own type, range and choice checks for every input a node's VALIDATE_INPUTS names, and
+reports a VALIDATE_INPUTS failure on every input it names. So a node names only the one input whose value ComfyUI
+cannot judge (a file's kind, frames of 8k+1, a sigma list) and leaves every other input to ComfyUI's own checks;
+`stated_limits` enforces on the named input the limits its INPUT_TYPES states. The limits a user sees in the UI are
+then the limits enforced for API users too, and a problem is reported once, on the input at fault.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+from ltx2_core import TransformerConfig
+from ltx2_core.errors import LTX2Error
+from ltx2_core.loader.kinds import check_kind
+from ltx2_core.memory_plan import activation_bytes, size
+
+from . import bridge
+
+# kind -> (models folder, the node that loads it, its input, what to pick)
+FILE_KINDS = {
+    "checkpoint": ("checkpoints", "LTX-2 Checkpoint Loader", "ckpt_name",
+                   "an LTX-2 checkpoint such as ltx-2-19b-dev.safetensors or ltx-2.3-22b-dev.safetensors"),
+    "text encoder": ("text_encoders", "LTX-2 Text Encoder Loader (Gemma 3)", "text_encoder",
+                     "Gemma 3 12B: gemma_3_12B_it*.safetensors or a google/gemma-3-12b-it folder"),
+    "latent upsampler": ("latent_upscale_models", "LTX-2 Latent Upsampler Loader", "upscale_model_name",
+                         "ltx-2-spatial-upscaler-x2-*.safetensors or ltx-2.3-spatial-upscaler-x2-*.safetensors"),
+    "LoRA": ("loras", "LTX-2 LoRA Loader", "lora_name", "a LoRA trained for LTX-2"),
+}
+MAX_TEXT = 100_000  # characters of a text input the pack checks itself
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def input_spec(node: type, name: str) -> tuple[object, dict]:
+    """(type or list of choices, options) of input `name` as the node's INPUT_TYPES states it."""
+    types = node.INPUT_TYPES()
+    for section in ("required", "optional"):
+        if name in types.get(section, {}):
+            entry = types[section][name]
+            return entry[0], entry[1] if len(entry) > 1 else {}
+    raise KeyError(f"{node.__name__} has no input {name!r}")
+
+
+def stated_limits(node: type, name: str, value: object) -> str | None:
+    """Why `value` breaks what INPUT_TYPES states for input `name` (type, min, max, choices); None when it keeps to
+    it, or when it is None (a linked input, known only at run time)."""
+    if value is None:
+        return None
+    kind, options = input_spec(node, name)
+    if isinstance(kind, list):
+        return None if isinstance(value, str) and value in kind else f"{name}: {_shown(value)} is not a choice of it"
+    if kind == "INT" and (isinstance(value, bool) or not isinstance(value, int)):
+        return f"{name}: {_shown(value)} is not a whole number"
+    if kind == "FLOAT" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+        return f"{name}: {_shown(value)} is not a finite number"
+    if kind == "STRING":
+        if not isinstance(value, str):
+            return f"{name}: {_shown(value)} is not text"
+        if len(value) > MAX_TEXT:
+            return f"{name}: {len(value)} characters, at most {MAX_TEXT}"
+    if "min" in options and value < options["min"]:
+        return f"{name}: {value} is below its minimum {options['min']}"
+    if "max" in options and value > options["max"]:
+        return f"{name}: {value} is above its maximum {options['max']}"
+    return None
+
+
+def _is_kind(path: str, kind: str) -> bool:
+    try:
+        check_kind(path, kind)
+    except (LTX2Error, OSError, ValueError):
+        return False
+    return True
+
+
+def file_problem(kind: str, name: object) -> str | None:
+    """Why the file picked for a `kind` input cannot be used, in ComfyUI's terms: not a file of the kind's models
+    folder (a path, `..`, anything ComfyUI does not list there), or a file of another kind (then where it belongs).
+    None when fine, or when linked (None: known at run time). Reads headers only; never echoes a file's content."""
+    folder, _, input_name, wanted = FILE_KINDS[kind]
+    if name is None:
+        return None
+    try:
+        path = bridge.model_path(folder, name, marker="config.json" if kind == "text encoder" else None)
+    except (OSError, ValueError) as exc:
+        return f"{input_name}: {exc}"
+    if _is_kind(path, kind):
+        return None
+    shown = os.path.basename(str(name).rstrip("/\\"))
+    for other, (other_folder, node, other_input, _) in FILE_KINDS.items():
+        if other != kind and _is_kind(path, other):
+            return (f"{input_name}: {shown} is a {other} file, not a {kind}: put it in models/{other_folder} and "
+                    f"pick it in {node} ({other_input}); here pick {wanted} from models/{folder}")
+    return f"{input_name}: {shown} is not a {kind} LTX-2 can use; pick {wanted} from models/{folder}"
+
+
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Free memory where a forward's activations go: the GPU's, or the host's available RAM (None: unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def memory_problem(config: TransformerConfig, dtype: torch.dtype, device: torch.device, frames: int, height: int,
+                   width: int, fps: float = 24.0) -> str | None:
+    """Why a clip cannot be sampled here: one guidance pass's activations alone exceed the free memory (checked
+    before anything is allocated). None when they fit or the free memory is unknown."""
+    need, free = activation_bytes(config, frames, height, width, 1, dtype, fps), free_memory_bytes(device)
+    if free is None or need <= free:
+        return None
+    return (f"{width}x{height}, {frames} frames needs about {size(need)} for one forward's activations, but "
+            f"{size(free)} are free on {device.type}; lower the width, height or frames")
