@@ -32,6 +32,7 @@ from bench.memory import LiveTensorMemory  # noqa: E402
 from ltx2_core.config import TransformerConfig  # noqa: E402
 from ltx2_core.demo import demo_inputs  # noqa: E402
 from ltx2_core.latents import audio_latent_length, audio_positions, video_positions  # noqa: E402
+from ltx2_core.memory.offload import projection_parts  # noqa: E402
 from ltx2_core.memory.sizes import SideBytes, encode_activation_bytes, gemma_12b_bytes  # noqa: E402
 from ltx2_core.memory_plan import (  # noqa: E402
     GB,
@@ -72,8 +73,9 @@ def released_side(version: str) -> tuple[int, SideBytes]:
     rest, layer, layers = gemma_12b_bytes(torch.bfloat16)
     encoding = encode_activation_bytes(GEMMA3_12B_TEXT["hidden_size"], GEMMA3_12B_TEXT["num_hidden_layers"],
                                        torch.bfloat16)
+    part = max(_meta_bytes(module) for module in projection_parts(projection))
     return _meta_bytes(decoder), SideBytes(rest, layer, layers, _meta_bytes(projection),
-                                           encode_activations=encoding)
+                                           encode_activations=encoding, projection_part=part)
 
 
 def released_plan(version: str, fp8: bool, card_gb: int, ram_gb: int, frames=121, height=512, width=768,

@@ -6,7 +6,8 @@ while it upsamples. Between their forwards they wait in host memory, so sampling
 its tensor arguments go to `device`, after it (also when it raises) the module goes back; its output stays on the
 device. A module whose blocks stream (`stream_blocks`) keeps them streaming: its other tensors and the two slots
 visit. Each visit copies the module's weights in (a pageable copy: about 1 s for the 6 GB of LTX-2.3's text
-projection), once per prompt, image batch or upsampling, never inside a denoising step.
+projection), once per prompt, image batch or upsampling, never inside a denoising step. The text projection visits
+in its three parts (the feature extractor, then each connector), so encoding holds only the largest of them.
 """
 
 from __future__ import annotations
@@ -58,13 +59,19 @@ def visiting_device(module: nn.Module) -> torch.device | None:
 
 def stream_text_encoder(encoder, device: torch.device | str, pin: bool = True):
     """A prompt encoder loaded on the host, made to encode on `device` holding little there: Gemma's decoder layers
-    streamed from host memory (pinned unless `pin` is False), Gemma's other weights and the text projection visiting
-    while they run. Returns it."""
+    streamed from host memory (pinned unless `pin` is False), Gemma's other weights and each part of the text
+    projection visiting while they run. Returns it."""
     stream_blocks(encoder.gemma, device, resident=0, blocks="layers", pin=pin)
     offload(encoder.gemma, device)
-    offload(encoder.projection, device)
+    for part in projection_parts(encoder.projection):
+        offload(part, device)
     encoder.offload_device = None
     return encoder
+
+
+def projection_parts(projection: nn.Module) -> list[nn.Module]:
+    """The parts of a text projection that run one after another (its forward's order): each visits alone."""
+    return [projection.feature_extractor, projection.video_connector, projection.audio_connector]
 
 
 def place_models(models, plan, device: torch.device | str):

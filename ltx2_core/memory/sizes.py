@@ -37,12 +37,14 @@ class SideBytes(NamedTuple):
     encode_activations: int = 0
     image_activations: int = 0
     upsample_activations: int = 0
+    projection_part: int = 0  # the largest part of the projection (they visit one at a time); 0: not known
 
     @property
     def encoding(self) -> int:
         """On the device while the prompts are encoded: Gemma (its embeddings and norms, two streamed layers), then
-        the projection (Gemma has left), with the hidden states alive throughout."""
-        return max(self.gemma_rest + 2 * self.gemma_layer, self.projection) + self.encode_activations
+        each part of the projection (Gemma has left), with the hidden states alive throughout."""
+        return max(self.gemma_rest + 2 * self.gemma_layer, self.projection_part or self.projection) + \
+            self.encode_activations
 
     @property
     def conditioning(self) -> int:
@@ -83,6 +85,17 @@ def checkpoint_side_bytes(path, dtype: torch.dtype | None) -> tuple[int, int]:
     encoder = sum(_bytes(e, dtype) for n, e in tensors.items()
                   if n.startswith(("vae.encoder.", "vae.per_channel_statistics.")))
     return projection, encoder
+
+
+def projection_part_bytes(path, dtype: torch.dtype | None) -> int:
+    """The largest part of a checkpoint's text projection (the feature extractor or a connector), from its header:
+    what encoding holds of it at once (`offload.projection_parts`)."""
+    from ltx2_core.loader import read_header
+    from ltx2_core.loader.text_weights import TEXT_KEY_PREFIXES
+
+    tensors = read_header(path).tensors
+    return max(sum(_bytes(e, dtype) for n, e in tensors.items() if n.startswith(prefix))
+               for prefix in TEXT_KEY_PREFIXES)
 
 
 def gemma_bytes(path, dtype: torch.dtype | None) -> tuple[int, int, int]:
@@ -145,6 +158,7 @@ def side_bytes(checkpoint, text_encoder, upsampler, dtype: torch.dtype, *, image
     rest, layer, layers = gemma_bytes(text_encoder, dtype)
     config = find_gemma_config(text_encoder)
     side = SideBytes(gemma_rest=rest, gemma_layer=layer, gemma_layers=layers, projection=projection,
+                     projection_part=projection_part_bytes(checkpoint, dtype),
                      encode_activations=encode_activation_bytes(int(config["hidden_size"]),
                                                                 int(config["num_hidden_layers"]), dtype))
     if images:
@@ -189,4 +203,5 @@ def text_and_image_bytes(checkpoint, dtype: torch.dtype | None, frames: int, hei
     return SideBytes(rest, layer, layers, projection, encoder,
                      encode_activations=encode_activation_bytes(GEMMA3_12B_TEXT["hidden_size"],
                                                                 GEMMA3_12B_TEXT["num_hidden_layers"], dtype),
-                     image_activations=image_activation_bytes(1, height, width, dtype))
+                     image_activations=image_activation_bytes(1, height, width, dtype),
+                     projection_part=projection_part_bytes(checkpoint, dtype))

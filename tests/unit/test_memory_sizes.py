@@ -9,7 +9,8 @@ import torch
 from ltx2_core.__main__ import build_request, check_early, memory_plan, parse_args
 from ltx2_core.loader import load_upsampler, load_video_encoder
 from ltx2_core.loader.text_weights import load_prompt_encoder
-from ltx2_core.memory.sizes import checkpoint_side_bytes, gemma_bytes, upsampler_bytes
+from ltx2_core.memory.offload import projection_parts
+from ltx2_core.memory.sizes import checkpoint_side_bytes, gemma_bytes, projection_part_bytes, upsampler_bytes
 from ltx2_core.model_files import ModelFiles
 from support.model_files import write_lora, write_upsampler
 
@@ -28,6 +29,9 @@ def test_header_bytes_equal_the_loaded_modules(gemma_files, tiny_checkpoints, tm
     assert rest == parameters - layers
     projection, video_encoder = checkpoint_side_bytes(checkpoint, torch.bfloat16)
     assert projection == sum(p.numel() * p.element_size() for p in encoder.projection.parameters())
+    parts = [sum(p.numel() * p.element_size() for p in part.parameters())
+             for part in projection_parts(encoder.projection)]
+    assert projection_part_bytes(checkpoint, torch.bfloat16) == max(parts) < projection
     loaded = _bytes(load_video_encoder(checkpoint, dtype=torch.bfloat16))
     assert loaded <= video_encoder <= loaded + 1024  # the header also counts statistics the encoder does not read
     path = write_upsampler(tmp_path / "up.safetensors")

@@ -17,7 +17,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
 from ltx2_core import TransformerConfig
-from ltx2_core.memory.offload import place_models, stream_text_encoder
+from ltx2_core.memory.offload import place_models, projection_parts, stream_text_encoder
 from ltx2_core.memory.sizes import (
     SideBytes,
     encode_activation_bytes,
@@ -103,6 +103,7 @@ def _side(models: Models) -> SideBytes:
     side = SideBytes(
         gemma_rest=_module_bytes(gemma) - _module_bytes(layers), gemma_layer=_module_bytes(layers[0]),
         gemma_layers=_module_bytes(layers), projection=_module_bytes(models.prompt_encoder.projection),
+        projection_part=max(_module_bytes(part) for part in projection_parts(models.prompt_encoder.projection)),
         video_encoder=_module_bytes(models.video_encoder),
         encode_activations=encode_activation_bytes(hidden, count, torch.bfloat16),
         image_activations=image_activation_bytes(1, *_full_size(models), torch.bfloat16))
@@ -130,8 +131,8 @@ def _run_stages(models: Models) -> dict[str, list[int]]:
     """The modules in the pipeline's order (prompt, images, stage 1, upsampling, stage 2, decoding): the device bytes
     as each one's forward is entered."""
     encoder = models.prompt_encoder
-    order = [("encoding the prompt", encoder.gemma), ("encoding the prompt", encoder.projection),
-             ("encoding the images", models.video_encoder), ("sampling", models.transformer)]
+    order = [("encoding the prompt", module) for module in (encoder.gemma, *projection_parts(encoder.projection))]
+    order += [("encoding the images", models.video_encoder), ("sampling", models.transformer)]
     if models.upsampler is not None:
         order += [("upsampling", models.upsampler), ("encoding the images", models.video_encoder),
                   ("sampling", models.transformer)]
