@@ -92,3 +92,11 @@ RELEASED_2_3 = {
     "connector_apply_gated_attention": True, "connector_num_attention_heads": 32, "connector_num_layers": 8,
     "audio_connector_num_attention_heads": 32, "audio_connector_attention_head_dim": 64,
 }
+
+
+def released_transformer_configs() -> dict:
+    """The released transformers' configs by version (for byte counts and plans at full size)."""
+    from ltx2_core import TransformerConfig
+
+    return {"2.0": TransformerConfig.from_metadata(RELEASED_2_0, "2.0.0"),
+            "2.3": TransformerConfig.from_metadata(RELEASED_2_3, "2.3.0")}

@@ -10,7 +10,6 @@ import re
 import pytest
 import torch
 
-from ltx2_core import TransformerConfig
 from ltx2_core.memory.sizes import SideBytes, encode_activation_bytes, gemma_12b_bytes
 from ltx2_core.memory_plan import (
     GB,
@@ -22,10 +21,9 @@ from ltx2_core.memory_plan import (
     transformer_weight_bytes,
 )
 from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT
-from support.configs import RELEASED_2_0, RELEASED_2_3
+from support.configs import released_transformer_configs
 
-RELEASED = {"2.0": TransformerConfig.from_metadata(RELEASED_2_0, "2.0.0"),
-            "2.3": TransformerConfig.from_metadata(RELEASED_2_3, "2.3.0")}
+RELEASED = released_transformer_configs()
 PROJECTION = {"2.0": int(2.9 * GB), "2.3": int(6.3 * GB)}  # the text projection and connectors, bf16 (issue 21)
 DECODERS = int(1.2 * GB)
 

@@ -22,10 +22,9 @@ from ltx2_core.memory_plan import (
     text_kv_bytes,
     transformer_weight_bytes,
 )
-from support.configs import RELEASED_2_0, RELEASED_2_3
+from support.configs import released_transformer_configs
 
-RELEASED = {"2.0": TransformerConfig.from_metadata(RELEASED_2_0, "2.0.0"),
-            "2.3": TransformerConfig.from_metadata(RELEASED_2_3, "2.3.0")}
+RELEASED = released_transformer_configs()
 
 
 @pytest.mark.parametrize("version", ["2.0", "2.3"])
