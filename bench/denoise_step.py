@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 from transformer_forward import Census, bench_arguments, bench_models, median_ms  # noqa: E402
 
-from ltx2_core.latents import audio_latent_length, audio_positions, video_positions  # noqa: E402
+from ltx2_core.geometry import audio_latent_length, audio_positions, video_positions  # noqa: E402
 from ltx2_core.sampling import (  # noqa: E402
     GuidanceParams, denoise, guided_plan, guided_step, ltx2_sigmas, noised_state,
 )

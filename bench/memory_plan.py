@@ -29,12 +29,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 from bench.memory import LiveTensorMemory  # noqa: E402
-from ltx2_core.config import TransformerConfig  # noqa: E402
+from ltx2_core.model.transformer.config import TransformerConfig  # noqa: E402
 from ltx2_core.demo import demo_inputs  # noqa: E402
-from ltx2_core.latents import audio_latent_length, audio_positions, video_positions  # noqa: E402
+from ltx2_core.geometry import audio_latent_length, audio_positions, video_positions  # noqa: E402
 from ltx2_core.memory.offload import projection_parts  # noqa: E402
 from ltx2_core.memory.sizes import SideBytes, encode_activation_bytes, gemma_12b_bytes  # noqa: E402
-from ltx2_core.memory_plan import (  # noqa: E402
+from ltx2_core.memory.plan import (  # noqa: E402
     GB,
     TILE_BYTES_512,
     MemoryPlan,
@@ -44,12 +44,12 @@ from ltx2_core.memory_plan import (  # noqa: E402
     text_kv_bytes,
     transformer_weight_bytes,
 )
-from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT  # noqa: E402
+from ltx2_core.model.text.gemma3 import GEMMA3_12B_TEXT  # noqa: E402
 from ltx2_core.model.text.projection import TextProjection  # noqa: E402
 from ltx2_core.model.video_vae.config import VideoVaeConfig  # noqa: E402
 from ltx2_core.model.video_vae.decoder import VideoDecoder  # noqa: E402
-from ltx2_core.text_config import TextConfig  # noqa: E402
-from ltx2_core.model.fp8 import quantize_blocks  # noqa: E402
+from ltx2_core.model.text.config import TextConfig  # noqa: E402
+from ltx2_core.quant.fp8 import quantize_blocks  # noqa: E402
 from ltx2_core.model.transformer import LTX2Transformer  # noqa: E402
 from support.configs import RELEASED_2_0, RELEASED_2_3, RELEASED_VAE_2_0, RELEASED_VAE_2_3  # noqa: E402
 

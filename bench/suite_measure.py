@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 
 PEAK_TFLOPS = 800.0  # a large bf16 matmul on an H100 / H200 (shared/docs/performance.md)
 

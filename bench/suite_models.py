@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 import torch
 
-from ltx2_core.config import TransformerConfig
-from ltx2_core.latents import audio_latent_length, audio_positions, video_positions
+from ltx2_core.model.transformer.config import TransformerConfig
+from ltx2_core.geometry import audio_latent_length, audio_positions, video_positions
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.types import StreamInput, TextEmbeddings
 from support.configs import RELEASED_2_0, RELEASED_2_3

@@ -20,8 +20,8 @@ import torch
 
 from denoise_step import reference_loop, reference_state
 from ltx2_core.compile import CudaGraphStep, compile_blocks
-from ltx2_core.config import TransformerConfig
-from ltx2_core.memory_plan import (
+from ltx2_core.model.transformer.config import TransformerConfig
+from ltx2_core.memory.plan import (
     HEADROOM,
     MemoryPlanError,
     activation_bytes,
@@ -29,7 +29,7 @@ from ltx2_core.memory_plan import (
     plan_memory,
     transformer_weight_bytes,
 )
-from ltx2_core.model.fp8 import quantize_blocks
+from ltx2_core.quant.fp8 import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, guided_step, ltx2_sigmas, noised_state
 from ltx2_core.sampling.denoise import StepPlan

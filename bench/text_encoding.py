@@ -31,8 +31,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from bench.memory import peak_extra_mib, reset_peak  # noqa: E402
 from ltx2_core.demo import demo_tokenizer, random_weights_  # noqa: E402
 from ltx2_core.model.text import PromptEncoder, TextProjection  # noqa: E402
-from ltx2_core.model.text import gemma as gemma_lm  # noqa: E402
-from ltx2_core.text_config import ConnectorConfig, FeatureExtractorKind, TextConfig  # noqa: E402
+from ltx2_core.model.text import gemma3 as gemma_lm  # noqa: E402
+from ltx2_core.model.text.config import ConnectorConfig, FeatureExtractorKind, TextConfig  # noqa: E402
 from support.census import OpCensus  # noqa: E402
 from support.reference import reference_text_processor  # noqa: E402
 

@@ -23,10 +23,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from ltx2_core.config import StreamConfig, TransformerConfig  # noqa: E402
+from ltx2_core.model.transformer.config import StreamConfig, TransformerConfig  # noqa: E402
 from ltx2_core.types import PassPerturbation, StreamInput  # noqa: E402
 from ltx2_core.demo import random_weights_  # noqa: E402
-from ltx2_core.latents import audio_latent_length, audio_positions, video_positions  # noqa: E402
+from ltx2_core.geometry import audio_latent_length, audio_positions, video_positions  # noqa: E402
 from ltx2_core.model.transformer import BatchPerturbations, LTX2Transformer  # noqa: E402
 from support.reference import import_ltx_core, reference_transformer  # noqa: E402
 

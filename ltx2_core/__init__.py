@@ -12,7 +12,7 @@ The entry points (what the ComfyUI nodes and the command line call):
 The model internals (blocks, RoPE, perturbation tensors, the sampler's plan) live in the subpackages.
 """
 
-from ltx2_core.config import ModelVersion, TransformerConfig
+from ltx2_core.model.transformer.config import ModelVersion, TransformerConfig
 from ltx2_core.errors import CheckpointError, ConfigError, LTX2Error, NonFiniteError
 from ltx2_core.loader import (
     Lora,

@@ -22,15 +22,15 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 from ltx2_core.compile import compile_blocks
-from ltx2_core.config import ModelVersion
+from ltx2_core.model.transformer.config import ModelVersion
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
-from ltx2_core.conditioning import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
-from ltx2_core.loader.fp8_files import is_fp8_checkpoint
-from ltx2_core.loader.weights import FP8_MODES
+from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
+from ltx2_core.quant.files import is_fp8_checkpoint
+from ltx2_core.loader.transformer import FP8_MODES
 from ltx2_core.memory.sizes import ram_bytes, side_bytes
-from ltx2_core.memory_plan import GB, TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
+from ltx2_core.memory.plan import GB, TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
 from ltx2_core.pipeline import (

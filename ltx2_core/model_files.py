@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader import (
     read_header,
     transformer_config,
@@ -27,8 +27,8 @@ from ltx2_core.loader import (
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.memory.offload import place_models
-from ltx2_core.memory_plan import MemoryPlan
-from ltx2_core.model.fp8 import quantize_blocks
+from ltx2_core.memory.plan import MemoryPlan
+from ltx2_core.quant.fp8 import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
 from ltx2_core.types import Decoders

@@ -26,9 +26,9 @@ from typing import NamedTuple, Protocol
 import torch
 
 from ltx2_core.compile import CudaGraphStep
-from ltx2_core.conditioning import EncodedCondition, ImageCondition, encode_conditions
-from ltx2_core.config import TransformerConfig
-from ltx2_core.latents import check_video_size
+from ltx2_core.conditioning.images import EncodedCondition, ImageCondition, encode_conditions
+from ltx2_core.model.transformer.config import TransformerConfig
+from ltx2_core.geometry import check_video_size
 from ltx2_core.loader.lora import Lora, check_lora, fused_loras
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer

@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import torch
 
-from ltx2_core.conditioning import EncodedCondition, condition_video
+from ltx2_core.conditioning.images import EncodedCondition, condition_video
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
-from ltx2_core.latents import (
+from ltx2_core.geometry import (
     audio_latent_length,
     audio_positions,
     check_video_size,
@@ -96,7 +96,7 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
            stage: str = "denoise", conditions: Sequence[EncodedCondition] = ()) -> AVLatent:
     """Noises `latent` to `noise_scale` (1: pure noise; the first sigma when refining) and denoises it over
     `sigmas` with the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the pass runner, e.g.
-    CFG-parallel). `conditions`: encoded images held at their frames (`ltx2_core.conditioning`). One NaN/inf check
+    CFG-parallel). `conditions`: encoded images held at their frames (`ltx2_core.conditioning.images`). One NaN/inf check
     after the last step (NonFiniteError naming `stage`)."""
     param = model.scale_shift_table  # never quantised: the compute device and dtype (any linear may be fp8)
     frames, rows, cols = latent.video.shape[2:]

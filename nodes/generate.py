@@ -7,7 +7,7 @@ import contextlib
 import torch
 
 from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, fused_loras, generate, load_lora
-from ltx2_core.conditioning import ImageCondition
+from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.pipeline import LocalSampler
 from ltx2_core.preview import LatentPreview, rgb_projection

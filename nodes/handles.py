@@ -7,7 +7,7 @@ from typing import NamedTuple
 import torch
 
 from ltx2_core import Lora, TextEmbeddings, TransformerConfig
-from ltx2_core.memory_plan import MemoryPlan
+from ltx2_core.memory.plan import MemoryPlan
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.parallel import ParallelConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ltx2_core.conditioning import DEFAULT_IMAGE_CRF, LAST_FRAME, MAX_CRF, ImageCondition
+from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, LAST_FRAME, MAX_CRF, ImageCondition
 
 IMAGES = "LTX2_IMAGES"
 

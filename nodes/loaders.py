@@ -17,11 +17,11 @@ from ltx2_core import (
     load_vocoder,
 )
 from ltx2_core.loader import read_header, transformer_config
-from ltx2_core.loader.fp8_files import is_fp8_checkpoint
-from ltx2_core.loader.weights import FP8_MODES
+from ltx2_core.quant.files import is_fp8_checkpoint
+from ltx2_core.loader.transformer import FP8_MODES
 from ltx2_core.memory.offload import offload
 from ltx2_core.memory.sizes import SideBytes, ram_bytes, text_and_image_bytes
-from ltx2_core.memory_plan import (
+from ltx2_core.memory.plan import (
     TILE_BYTES_512,
     MemoryPlan,
     apply_memory_plan,

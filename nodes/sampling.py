@@ -9,7 +9,7 @@ import torch
 
 from ltx2_core import GuidanceParams
 from ltx2_core.compile import compile_blocks
-from ltx2_core.conditioning import ImageCondition, encode_conditions
+from ltx2_core.conditioning.images import ImageCondition, encode_conditions
 from ltx2_core.pipeline import LocalSampler
 from ltx2_core.preview import LatentPreview, rgb_projection
 from ltx2_core.runtime import WorkerSampler

@@ -16,8 +16,8 @@ import torch
 
 from ltx2_core import TransformerConfig
 from ltx2_core.errors import LTX2Error
-from ltx2_core.loader.kinds import check_kind
-from ltx2_core.memory_plan import activation_bytes, size
+from ltx2_core.loader.identify import check_kind
+from ltx2_core.memory.plan import activation_bytes, size
 
 from . import bridge
 

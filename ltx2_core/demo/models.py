@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.demo.decoders import demo_decoders, demo_upsampler, demo_video_encoder
 from ltx2_core.demo.text import demo_prompt_encoder
 from ltx2_core.demo.transformer import demo_lora, demo_transformer

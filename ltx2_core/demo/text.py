@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import torch
 
-from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.demo.transformer import random_weights_
 from ltx2_core.model.text import PromptEncoder, PromptTokenizer, TextProjection
-from ltx2_core.model.text import gemma as gemma_lm
-from ltx2_core.text_config import TextConfig
+from ltx2_core.model.text import gemma3 as gemma_lm
+from ltx2_core.model.text.config import TextConfig
 
 # a Gemma 3 text model at toy size (the other settings are Gemma 3 12B's), and text to train its tokenizer on
 DEMO_GEMMA = {"vocab_size": 384, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,

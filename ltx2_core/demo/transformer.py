@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader.lora import Lora, LoraPair
-from ltx2_core.latents import audio_latent_length, audio_positions, check_video_size, video_positions
+from ltx2_core.geometry import audio_latent_length, audio_positions, check_video_size, video_positions
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.types import RunConstants, StreamInput, TextEmbeddings
 

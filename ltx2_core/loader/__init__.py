@@ -6,7 +6,7 @@ from ltx2_core.loader.checkpoint import TRANSFORMER_PREFIX, config_metadata, tra
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.loader.upsampler_weights import load_upsampler
 from ltx2_core.loader.vae_weights import load_video_decoder, load_video_encoder
-from ltx2_core.loader.weights import load_transformer
+from ltx2_core.loader.transformer import load_transformer
 
 __all__ = [
     "TRANSFORMER_PREFIX",

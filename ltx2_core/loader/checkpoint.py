@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.errors import ConfigError, KeyMismatchError, MissingConfigError, ShapeMismatchError
 from ltx2_core.loader.layouts import OFFICIAL, check_transformer_metadata, transformer_layout
 from ltx2_core.loader.safetensors_file import SafetensorsFile

@@ -23,9 +23,9 @@ import torch
 
 from ltx2_core.errors import CheckpointError, KeyMismatchError, NotSafetensorsError, ShapeMismatchError
 from ltx2_core.loader.checkpoint import check_tensors
-from ltx2_core.loader.fp8_files import Fp8Plan, apply_fp8_plan, fp8_plan, unscaled_state
+from ltx2_core.quant.files import Fp8Plan, apply_fp8_plan, fp8_plan, unscaled_state
 from ltx2_core.loader.safetensors_file import SafetensorsFile, folder_listing, read_header, read_tensors
-from ltx2_core.model.text import gemma
+from ltx2_core.model.text import gemma3 as gemma
 from ltx2_core.model.text.tokenizer import PromptTokenizer
 
 # where the language model sits in each layout, most specific first

@@ -25,8 +25,8 @@ from torch import nn
 
 from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
-from ltx2_core.model.fp8 import dequantize, fp8_modules, quantize
-from ltx2_core.model.streaming import settle_streaming
+from ltx2_core.quant.fp8 import dequantize, fp8_modules, quantize
+from ltx2_core.memory.streaming import settle_streaming
 
 log = logging.getLogger(__name__)
 

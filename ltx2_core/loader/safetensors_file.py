@@ -127,7 +127,7 @@ def _entry(path: Path, name: str, info: object, data_bytes: int) -> TensorEntry:
     except (TypeError, KeyError, ValueError) as exc:
         raise CorruptCheckpointError(f"{path}: header entry {name!r} is malformed ({info!r})") from exc
     if dtype == "F8_E8M0":
-        from ltx2_core.loader.fp8_files import SUPPORTED
+        from ltx2_core.quant.files import SUPPORTED
 
         raise UnsupportedQuantizationError(
             f"{path}: tensor {name!r} is F8_E8M0, the block scales of MXFP8: this package does not load MXFP8 "

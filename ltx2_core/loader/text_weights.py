@@ -14,13 +14,13 @@ import torch
 
 from ltx2_core.errors import CheckpointError, ConfigError, MissingConfigError
 from ltx2_core.loader.checkpoint import check_tensors, config_metadata, transformer_config
-from ltx2_core.loader.fp8_files import Fp8Plan, apply_fp8_plan, fp8_plan, unscaled_state
+from ltx2_core.quant.files import Fp8Plan, apply_fp8_plan, fp8_plan, unscaled_state
 from ltx2_core.loader.gemma_files import GemmaSource, find_gemma, load_gemma
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.memory.offload import stream_text_encoder
 from ltx2_core.model.text.encoder import PromptEncoder, check_prompt_length
 from ltx2_core.model.text.projection import TextProjection
-from ltx2_core.text_config import TextConfig
+from ltx2_core.model.text.config import TextConfig
 
 TEXT_KEY_PREFIXES = {
     "text_embedding_projection.": "feature_extractor.",

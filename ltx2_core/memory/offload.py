@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ltx2_core.model.streaming import move_module, stream_blocks
+from ltx2_core.memory.streaming import move_module, stream_blocks
 
 HOST = torch.device("cpu")
 
@@ -78,7 +78,7 @@ def place_models(models, plan, device: torch.device | str):
     """A memory plan on the loaded models (`pipeline.Models`; the prompt encoder is placed by
     `stream_text_encoder` as it loads): the transformer as planned, the video encoder and the upsampler visiting
     `device` for their stage. Returns the transformer's BlockStreamer (None when every block is resident)."""
-    from ltx2_core.memory_plan import apply_memory_plan
+    from ltx2_core.memory.plan import apply_memory_plan
 
     streamer = apply_memory_plan(models.transformer, plan, device)
     for module in (models.video_encoder, models.upsampler):

@@ -182,7 +182,7 @@ def find_gemma_config(text_encoder):
 
 def gemma_12b_bytes(dtype: torch.dtype) -> tuple[int, int, int]:
     """`gemma_bytes` of Gemma 3 12B in `dtype`, for a plan made before its file is chosen (the loader nodes)."""
-    from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT as g
+    from ltx2_core.model.text.gemma3 import GEMMA3_12B_TEXT as g
 
     width, attention = g["hidden_size"], g["num_attention_heads"] * g["head_dim"]
     kv = g["num_key_value_heads"] * g["head_dim"]
@@ -195,7 +195,7 @@ def text_and_image_bytes(checkpoint, dtype: torch.dtype | None, frames: int, hei
     """`side_bytes` for a plan made before the text encoder and the upsampler are chosen (the loader nodes): Gemma 3
     12B in the checkpoint's dtype, the checkpoint's text projection, its video encoder with one image of height ×
     width (the upsampler's stage, about 1 GB, is smaller than encoding's)."""
-    from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT
+    from ltx2_core.model.text.gemma3 import GEMMA3_12B_TEXT
 
     dtype = dtype or torch.bfloat16
     projection, encoder = checkpoint_side_bytes(checkpoint, dtype)

@@ -19,7 +19,7 @@ import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 from torch import nn
 
-from ltx2_core.model.fp8 import FP8, FP8Linear, dequantize
+from ltx2_core.quant.fp8 import FP8, FP8Linear, dequantize
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.model.transformer.attention import Attention

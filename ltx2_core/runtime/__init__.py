@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from ltx2_core.conditioning import EncodedCondition
+from ltx2_core.conditioning.images import EncodedCondition
 from ltx2_core.loader.lora import Lora
 from ltx2_core.pipeline import Models, Request, StageProgress, generate
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from ltx2_core.compile import compile_blocks
-from ltx2_core.conditioning import EncodedCondition
+from ltx2_core.conditioning.images import EncodedCondition
 from ltx2_core.loader.lora import Lora, load_lora, shard_lora
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model_files import ModelFiles

@@ -14,7 +14,7 @@ import torch  # noqa: E402
 
 from ltx2_core.demo import demo_inputs  # noqa: E402
 from ltx2_core.loader import load_transformer  # noqa: E402
-from ltx2_core.model.fp8 import FP8, fp8_modules  # noqa: E402
+from ltx2_core.quant.fp8 import FP8, fp8_modules  # noqa: E402
 from ltx2_core.parallel.tensor_parallel import tensor_parallel  # noqa: E402
 from support.ranks import joined  # noqa: E402
 

@@ -15,7 +15,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import torch  # noqa: E402
 from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
 
-from ltx2_core.config import TransformerConfig  # noqa: E402
+from ltx2_core.model.transformer.config import TransformerConfig  # noqa: E402
 from ltx2_core.demo import demo_inputs, demo_transformer  # noqa: E402
 from ltx2_core.parallel import ParallelConfig  # noqa: E402
 from ltx2_core.parallel.cfg_parallel import CfgParallel  # noqa: E402

@@ -302,7 +302,7 @@ def test_images_reach_the_workers_with_each_stage(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from ltx2_core.conditioning import ImageCondition
+    from ltx2_core.conditioning.images import ImageCondition
 
     pixels = (np.arange(60 * 80 * 3) % 253).astype(np.uint8).reshape(60, 80, 3)
     Image.fromarray(pixels).save(tmp_path / "first.png")

@@ -14,7 +14,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import torch  # noqa: E402
 from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
 
-from ltx2_core.config import TransformerConfig  # noqa: E402
+from ltx2_core.model.transformer.config import TransformerConfig  # noqa: E402
 from ltx2_core.demo import demo_inputs  # noqa: E402
 from ltx2_core.model.transformer import LTX2Transformer  # noqa: E402
 from ltx2_core.parallel.tensor_parallel import tensor_parallel  # noqa: E402

@@ -8,7 +8,7 @@ import subprocess
 import torch
 from safetensors.torch import load_file
 
-from ltx2_core.model.nvfp4 import dequantize_nvfp4
+from ltx2_core.quant.nvfp4 import dequantize_nvfp4
 
 from .conftest import _comfyui
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from ltx2_core.conditioning import prepare_image
+from ltx2_core.conditioning.images import prepare_image
 from support.node_calls import node
 
 

@@ -112,7 +112,7 @@ def test_a_streaming_loader_samples_what_the_resident_one_does(loaded, files):
 def test_image_conditions_chain_into_the_sampler_and_the_generate_node(loaded, files):
     """LTX2ImageCondition: frame 0 held exactly at strength 1 (its latent is the encoded picture), -1 the last
     frame; the generate node takes the same chain."""
-    from ltx2_core.conditioning import encode_conditions
+    from ltx2_core.conditioning.images import encode_conditions
     from nodes.images import at_frames
 
     model, encoder, conditioning, guidance = loaded

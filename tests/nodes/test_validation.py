@@ -90,7 +90,7 @@ def test_the_generate_node_checks_the_run_time_facts_before_any_model_work(files
     frames (known only at run time: a -1 last frame resolves to the clip's length), the LoRA."""
     import numpy as np
 
-    from ltx2_core.conditioning import ImageCondition
+    from ltx2_core.conditioning.images import ImageCondition
 
     generate = NODES["LTX2Generate"]().generate
     common = dict(model=None, text_encoder=None, negative_prompt="", fps=24.0, seed=1, steps=2)
@@ -112,7 +112,7 @@ def test_the_generate_node_checks_the_run_time_facts_before_any_model_work(files
 def test_the_sampler_checks_the_image_frames_first(loaded):
     import numpy as np
 
-    from ltx2_core.conditioning import ImageCondition
+    from ltx2_core.conditioning.images import ImageCondition
 
     _, _, conditioning, _ = loaded
     (latent,) = NODES["LTX2EmptyLatent"]().make(96, 64, 9, 24.0)

@@ -14,7 +14,7 @@ import torch
 
 from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_transformer
-from ltx2_core.latents import audio_latent_length, audio_positions, unpatchify_audio, unpatchify_video, video_positions
+from ltx2_core.geometry import audio_latent_length, audio_positions, unpatchify_audio, unpatchify_video, video_positions
 from ltx2_core.sampling import (
     DISTILLED_SIGMAS,
     STAGE2_SIGMAS,
@@ -185,7 +185,7 @@ def test_four_guided_steps_with_images_match_the_reference_pipeline(images, one_
     """Conditioning as `combined_image_conditionings` builds it: frame 0 replaces the first latent frame, any
     other frame is an appended keyframe; the same encoded latents (random here) on both sides."""
     import_ltx_pipelines()
-    from ltx2_core.conditioning import EncodedCondition
+    from ltx2_core.conditioning.images import EncodedCondition
     from ltx2_core.stages import empty_latent, sample
 
     ours, ref = _models("2.0")
@@ -211,7 +211,7 @@ def test_stage_two_refine_with_images_matches_the_reference(one_thread):
     """Stage 2 with the images re-applied at full size: the upsampled latent re-noised to 0.909375 except where the
     images hold it, 3 unguided steps."""
     import_ltx_pipelines()
-    from ltx2_core.conditioning import EncodedCondition
+    from ltx2_core.conditioning.images import EncodedCondition
     from ltx2_core.stages import AVLatent, sample
 
     ours, ref = _models("2.3")

@@ -10,7 +10,7 @@ import torch
 
 from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_transformer
-from ltx2_core.latents import audio_positions, video_positions
+from ltx2_core.geometry import audio_positions, video_positions
 from ltx2_core.types import StreamInput
 from support.diffusers import diffusers_forward, diffusers_transformer
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 from support.configs import RELEASED_2_0, RELEASED_2_3
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
-from ltx2_core.conditioning import EncodedCondition, ImageCondition, condition_video, h264_round_trip, prepare_image
-from ltx2_core.latents import patchify_video, video_positions
+from ltx2_core.conditioning.images import EncodedCondition, ImageCondition, condition_video, h264_round_trip, prepare_image
+from ltx2_core.geometry import patchify_video, video_positions
 from support.reference import import_ltx_pipelines
 
 
@@ -72,7 +72,7 @@ def test_encoded_images_equal_the_reference_pipelines_conditionings(picture):
     from ltx_pipelines.utils.args import ImageConditioningInput
     from ltx_pipelines.utils.helpers import combined_image_conditionings
 
-    from ltx2_core.conditioning import encode_conditions
+    from ltx2_core.conditioning.images import encode_conditions
     from support.configs import TINY_VAES
     from support.video_vae import video_vae_pair
 

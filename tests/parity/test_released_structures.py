@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.model.text import TextProjection
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
-from ltx2_core.text_config import FeatureExtractorKind, TextConfig
+from ltx2_core.model.text.config import FeatureExtractorKind, TextConfig
 from support.configs import RELEASED_2_0, RELEASED_2_3, RELEASED_VAE_2_0, RELEASED_VAE_2_3
 from support.reference import import_ltx_core
 

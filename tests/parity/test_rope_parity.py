@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx2_core.latents import audio_latent_length, audio_positions, video_positions
+from ltx2_core.geometry import audio_latent_length, audio_positions, video_positions
 from ltx2_core.model.transformer.rope import apply_rope, rope_tables
 from support.reference import import_ltx_core
 

@@ -10,7 +10,7 @@ import torch
 from ltx2_core import TransformerConfig
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.model.text import TextProjection
-from ltx2_core.text_config import TextConfig
+from ltx2_core.model.text.config import TextConfig
 from support.configs import TINY_GEMMA
 from support.reference import import_ltx_core, reference_text_processor
 

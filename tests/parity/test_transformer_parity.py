@@ -15,7 +15,7 @@ from ltx2_core import TransformerConfig
 from ltx2_core.model.transformer import BatchPerturbations, to_x0
 from ltx2_core.types import PassPerturbation, StreamInput
 from ltx2_core.demo import demo_transformer
-from ltx2_core.latents import audio_positions, video_positions
+from ltx2_core.geometry import audio_positions, video_positions
 from support.reference import import_ltx_core, reference_transformer
 
 TOL = dict(atol=1e-5, rtol=1e-5)

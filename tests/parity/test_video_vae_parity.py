@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx2_core.config import ModelVersion
+from ltx2_core.model.transformer.config import ModelVersion
 from ltx2_core.loader.vae_weights import load_video_decoder, load_video_encoder
 from support.checkpoints import other_components
 from support.configs import CHECKPOINT_VAES, TINY_VAE, TINY_VAES

@@ -7,7 +7,7 @@ import torch
 
 from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_transformer
-from ltx2_core.latents import audio_positions, video_positions
+from ltx2_core.geometry import audio_positions, video_positions
 from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, ltx2_sigmas, noised_state
 from ltx2_core.types import TextEmbeddings
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from ltx2_core.config import ModelVersion, TransformerConfig
-from ltx2_core.text_config import FeatureExtractorKind, TextConfig
+from ltx2_core.model.transformer.config import ModelVersion, TransformerConfig
+from ltx2_core.model.text.config import FeatureExtractorKind, TextConfig
 from support.configs import CHECKPOINT_VAES, TINY_AUDIO_VAE, TINY_GEMMA_FEATURES, TINY_VOCODERS
 from support.reference import import_ltx_core, reference_connector
 

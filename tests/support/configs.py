@@ -60,7 +60,7 @@ RELEASED_VAE_2_3 = {
 TINY_AUDIO_VAE = DEMO_AUDIO_VAE
 TINY_VOCODERS = DEMO_VOCODERS
 
-# Gemma 3's text model at toy size: only the sizes differ from Gemma 3 12B (see ltx2_core.model.text.gemma)
+# Gemma 3's text model at toy size: only the sizes differ from Gemma 3 12B (see ltx2_core.model.text.gemma3)
 TINY_GEMMA = {"vocab_size": 320, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
               "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "query_pre_attn_scalar": 16}
 TINY_GEMMA_FEATURES = TINY_GEMMA["hidden_size"] * (TINY_GEMMA["num_hidden_layers"] + 1)

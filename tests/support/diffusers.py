@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ltx2_core.config import ModelVersion, TransformerConfig
+from ltx2_core.model.transformer.config import ModelVersion, TransformerConfig
 
 # official substring -> diffusers' (applied in this order: the audio names contain the video ones)
 DIFFUSERS_RENAMES = (

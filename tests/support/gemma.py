@@ -35,7 +35,7 @@ def spiece_model() -> bytes:
 
 
 def text_config_values(hidden_size: int = TINY_GEMMA["hidden_size"]) -> dict:
-    from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT
+    from ltx2_core.model.text.gemma3 import GEMMA3_12B_TEXT
 
     return {**GEMMA3_12B_TEXT, **TINY_GEMMA, "hidden_size": hidden_size}
 
@@ -45,7 +45,7 @@ def gemma_state(seed: int = 0, hidden_size: int = TINY_GEMMA["hidden_size"]) -> 
     """Random weights of the tiny Gemma3TextModel under transformers' names (`embed_tokens.weight`, `layers.N.…`)."""
     from transformers import Gemma3TextModel
 
-    from ltx2_core.model.text.gemma import text_config
+    from ltx2_core.model.text.gemma3 import text_config
 
     torch.manual_seed(seed)
     model = Gemma3TextModel(text_config(text_config_values(hidden_size)))

@@ -1,11 +1,11 @@
-"""An NVFP4 packer for tests (round to nearest), in the layout `ltx2_core.model.nvfp4` reads: E2M1 pairs high
+"""An NVFP4 packer for tests (round to nearest), in the layout `ltx2_core.quant.nvfp4` reads: E2M1 pairs high
 nibble first, e4m3 block scales per 16 values in cuBLAS's blocked layout, an fp32 tensor scale."""
 
 from __future__ import annotations
 
 import torch
 
-from ltx2_core.model.nvfp4 import BLOCK, E2M1, blocked_index, packed_shapes
+from ltx2_core.quant.nvfp4 import BLOCK, E2M1, blocked_index, packed_shapes
 
 
 def quantize_nvfp4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -81,7 +81,7 @@ def reference_text_processor(config, hidden_size: int, num_hidden_states: int) -
     from ltx_core.text_encoders.gemma.embeddings_processor import EmbeddingsProcessor
     from ltx_core.text_encoders.gemma.feature_extractor import FeatureExtractorV1, FeatureExtractorV2
 
-    from ltx2_core.text_config import FeatureExtractorKind
+    from ltx2_core.model.text.config import FeatureExtractorKind
 
     features = hidden_size * num_hidden_states
     if config.kind is FeatureExtractorKind.MEAN_RANGE:

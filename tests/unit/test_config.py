@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ltx2_core.config import ModelVersion, TransformerConfig, parse_model_version
+from ltx2_core.model.transformer.config import ModelVersion, TransformerConfig, parse_model_version
 from ltx2_core.errors import ConfigError, UnknownModelVersionError
 from support.configs import RELEASED_2_0, RELEASED_2_3
 

@@ -17,7 +17,7 @@ from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.lora import fuse_loras, fused_loras
 from ltx2_core.loader.safetensors_file import read_header
 from ltx2_core.loader.text_weights import load_prompt_encoder
-from ltx2_core.model.fp8 import FP8, FP8Linear, dequantize, fp8_modules, quantize
+from ltx2_core.quant.fp8 import FP8, FP8Linear, dequantize, fp8_modules, quantize
 from ltx2_core.sampling import GuidanceParams, ltx2_sigmas
 from ltx2_core.stages import empty_latent, sample
 from ltx2_core.types import TextEmbeddings

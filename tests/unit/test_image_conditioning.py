@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from ltx2_core import TransformerConfig
-from ltx2_core.conditioning import (
+from ltx2_core.conditioning.images import (
     EncodedCondition,
     ImageCondition,
     condition_video,
@@ -19,7 +19,7 @@ from ltx2_core.conditioning import (
     prepare_image,
 )
 from ltx2_core.demo import demo_transformer
-from ltx2_core.latents import patchify_video, video_positions
+from ltx2_core.geometry import patchify_video, video_positions
 from ltx2_core.sampling import ltx2_sigmas
 from ltx2_core.stages import empty_latent, sample
 from ltx2_core.types import TextEmbeddings

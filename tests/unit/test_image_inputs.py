@@ -13,7 +13,7 @@ from PIL import Image
 
 import ltx2_core.model_files as model_files
 from ltx2_core.__main__ import build_request, main, parse_args
-from ltx2_core.conditioning import ImageCondition, prepare_image, read_image
+from ltx2_core.conditioning.images import ImageCondition, prepare_image, read_image
 
 
 def _pixels(height=64, width=64):

@@ -114,7 +114,7 @@ def test_a_memory_budget_streams_blocks_with_the_output_of_the_resident_run(tmp_
     from safetensors.torch import load_file
 
     from ltx2_core import TransformerConfig
-    from ltx2_core.memory_plan import HEADROOM, activation_bytes, transformer_weight_bytes
+    from ltx2_core.memory.plan import HEADROOM, activation_bytes, transformer_weight_bytes
 
     import torch
 

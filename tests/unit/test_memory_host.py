@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ltx2_core.memory.sizes import SideBytes, encode_activation_bytes, gemma_12b_bytes
-from ltx2_core.memory_plan import (
+from ltx2_core.memory.plan import (
     GB,
     HOST_HEADROOM,
     TILE_BYTES_512,
@@ -20,7 +20,7 @@ from ltx2_core.memory_plan import (
     size,
     transformer_weight_bytes,
 )
-from ltx2_core.model.text.gemma import GEMMA3_12B_TEXT
+from ltx2_core.model.text.gemma3 import GEMMA3_12B_TEXT
 from support.configs import released_transformer_configs
 
 RELEASED = released_transformer_configs()

@@ -13,7 +13,7 @@ import torch
 
 from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_transformer
-from ltx2_core.memory_plan import (
+from ltx2_core.memory.plan import (
     GB,
     HEADROOM,
     MemoryPlanError,
@@ -97,8 +97,8 @@ def test_the_activation_estimate_covers_what_a_full_width_forward_holds(version)
 
     from bench.memory import LiveTensorMemory
     from ltx2_core.demo import demo_inputs
-    from ltx2_core.latents import audio_latent_length, audio_positions, video_positions
-    from ltx2_core.memory_plan import activation_bytes
+    from ltx2_core.geometry import audio_latent_length, audio_positions, video_positions
+    from ltx2_core.memory.plan import activation_bytes
     from ltx2_core.model.transformer import LTX2Transformer
 
     config = dataclasses.replace(RELEASED[version], num_layers=2)
@@ -126,7 +126,7 @@ def test_the_activation_estimate_covers_what_a_full_width_forward_holds(version)
 def test_decode_tiles_shrink_to_fit_next_to_the_weights():
     """Decoding follows sampling on the same device: the largest tile that fits beside the planned weights (a small
     request, whose sampling leaves little room after streaming, gets smaller tiles)."""
-    from ltx2_core.memory_plan import TILE_BYTES_512, decode_tile_bytes
+    from ltx2_core.memory.plan import TILE_BYTES_512, decode_tile_bytes
 
     config, free = RELEASED["2.3"], 24 * 10**9
     weights = transformer_weight_bytes(config, fp8=True)

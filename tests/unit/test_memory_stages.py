@@ -24,16 +24,16 @@ from ltx2_core.memory.sizes import (
     image_activation_bytes,
     upsample_activation_bytes,
 )
-from ltx2_core.memory_plan import (
+from ltx2_core.memory.plan import (
     GB,
     HEADROOM,
     TILE_BYTES_512,
     plan_run,
     transformer_weight_bytes,
 )
-from ltx2_core.model.fp8 import quantize_blocks
-from ltx2_core.model.streaming import move_module
-from ltx2_core.model.text import gemma as gemma_lm
+from ltx2_core.quant.fp8 import quantize_blocks
+from ltx2_core.memory.streaming import move_module
+from ltx2_core.model.text import gemma3 as gemma_lm
 from ltx2_core.model.text.encoder import PromptEncoder
 from ltx2_core.model.text.projection import TextProjection
 from ltx2_core.model.text.tokenizer import PromptTokenizer
@@ -43,7 +43,7 @@ from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.model.video_vae.config import VideoVaeConfig
 from ltx2_core.model.video_vae.decoder import VideoDecoder
 from ltx2_core.pipeline import Models
-from ltx2_core.text_config import TextConfig
+from ltx2_core.model.text.config import TextConfig
 from ltx2_core.types import Decoders
 from support.configs import RELEASED_2_0, RELEASED_2_3, RELEASED_VAE_2_0, RELEASED_VAE_2_3
 

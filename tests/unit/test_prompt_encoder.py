@@ -130,7 +130,7 @@ def _must_not_load(*args, **kwargs):
 def test_transformers5_rope_parameters_translate_to_the_legacy_keys():
     """A folder saved by transformers 5 has only `rope_parameters`; transformers 4.x ignores that key, so it is
     translated (else the global layers would silently lose their ×8 linear RoPE scaling)."""
-    from ltx2_core.model.text.gemma import _legacy_rope
+    from ltx2_core.model.text.gemma3 import _legacy_rope
 
     values = {"hidden_size": 32, "rope_parameters": {
         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1_000_000.0},

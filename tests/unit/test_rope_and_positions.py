@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ltx2_core.latents import (
+from ltx2_core.geometry import (
     audio_positions, patchify_audio, patchify_video, unpatchify_audio, unpatchify_video,
 )
 from ltx2_core.model.transformer.rope import apply_rope, rope_tables

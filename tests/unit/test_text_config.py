@@ -7,7 +7,7 @@ import pytest
 
 from ltx2_core import TransformerConfig
 from ltx2_core.errors import ConfigError
-from ltx2_core.text_config import TextConfig
+from ltx2_core.model.text.config import TextConfig
 from support.configs import RELEASED_2_3
 
 

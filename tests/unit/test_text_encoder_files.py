@@ -15,8 +15,8 @@ from ltx2_core.errors import CheckpointError, KeyMismatchError, NotSafetensorsEr
 from ltx2_core.loader import gemma_files as gemma_loader
 from ltx2_core.loader import text_weights
 from ltx2_core.loader.text_weights import load_prompt_encoder
-from ltx2_core.model.fp8 import dequantize, fp8_modules, quantize
-from ltx2_core.model.nvfp4 import blocked_index, dequantize_nvfp4
+from ltx2_core.quant.fp8 import dequantize, fp8_modules, quantize
+from ltx2_core.quant.nvfp4 import blocked_index, dequantize_nvfp4
 from support.checkpoints import write_checkpoint
 from support.gemma import gemma_state, write_comfyui_file
 from support.nvfp4 import quantize_nvfp4

@@ -15,7 +15,7 @@ from torch import nn
 from ltx2_core.model.transformer.attention import Attention
 from ltx2_core.model.transformer.layers import FeedForward, rms
 from ltx2_core.model.transformer.rope import rope_tables
-from ltx2_core.text_config import ConnectorConfig
+from ltx2_core.model.text.config import ConnectorConfig
 from ltx2_core.types import Rope
 
 EPS = 1e-6

@@ -20,10 +20,10 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import nn
 
-from ltx2_core.model.text import gemma as gemma_lm
+from ltx2_core.model.text import gemma3 as gemma_lm
 from ltx2_core.model.text.projection import TextProjection
 from ltx2_core.model.text.tokenizer import PromptTokenizer
-from ltx2_core.text_config import TextConfig
+from ltx2_core.model.text.config import TextConfig
 from ltx2_core.types import TextEmbeddings
 
 

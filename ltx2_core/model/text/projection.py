@@ -12,7 +12,7 @@ from torch import nn
 
 from ltx2_core.model.text.connector import EmbeddingsConnector
 from ltx2_core.model.text.features import MeanRangeFeatures, PerTokenRmsFeatures
-from ltx2_core.text_config import FeatureExtractorKind, TextConfig
+from ltx2_core.model.text.config import FeatureExtractorKind, TextConfig
 from ltx2_core.types import TextEmbeddings
 
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from ltx2_core.config import StreamConfig, TransformerConfig
+from ltx2_core.model.transformer.config import StreamConfig, TransformerConfig
 from ltx2_core.model.transformer.adaln import modulation_rows
 from ltx2_core.model.transformer.attention import Attention
 from ltx2_core.model.transformer.layers import FeedForward, rms

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ltx2_core.config import StreamConfig, TransformerConfig
+from ltx2_core.model.transformer.config import StreamConfig, TransformerConfig
 from ltx2_core.model.transformer.adaln import AdaLayerNormSingle
 from ltx2_core.model.transformer.block import AVTransformerBlock, StreamArgs
 from ltx2_core.model.transformer.layers import CaptionProjection

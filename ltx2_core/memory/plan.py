@@ -34,11 +34,11 @@ from typing import NamedTuple
 
 import torch
 
-from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.errors import LTX2Error
-from ltx2_core.latents import audio_latent_length
+from ltx2_core.geometry import audio_latent_length
 from ltx2_core.memory.sizes import SideBytes
-from ltx2_core.model.fp8 import BLOCK_LINEARS
+from ltx2_core.quant.fp8 import BLOCK_LINEARS
 
 GB = 1e9
 HEADROOM = 0.92  # of the free memory the plan may use (the allocator's fragmentation, CUDA's own buffers)
@@ -361,7 +361,7 @@ def apply_memory_plan(model: torch.nn.Module, plan: MemoryPlan, device: torch.de
     """The plan on a loaded transformer: its streamed blocks streamed to `device` (pinned or from the loaded,
     memory-mapped tensors, as planned; the rest moved there) and the text K/V cache as planned; returns the
     BlockStreamer (None when every block is resident). The sampler takes `plan.passes_per_forward`."""
-    from ltx2_core.model.streaming import move_module, stream_blocks
+    from ltx2_core.memory.streaming import move_module, stream_blocks
 
     model.cache_text_kv = plan.cache_text_kv
     if plan.streamed_blocks:

@@ -7,13 +7,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from ltx2_core.config import TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader.checkpoint import check_tensors, transformer_config, transformer_keys
-from ltx2_core.loader.fp8_files import apply_fp8_plan, fp8_plan, unscaled_state
+from ltx2_core.quant.files import apply_fp8_plan, fp8_plan, unscaled_state
 from ltx2_core.loader.layouts import transformer_layout
 from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora, shard_lora
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
-from ltx2_core.model.fp8 import dequantize_model, quantize_blocks
+from ltx2_core.quant.fp8 import dequantize_model, quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 
 FP8_MODES = ("auto", "quantize", "dequantize")

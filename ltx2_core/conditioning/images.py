@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ltx2_core.latents import VIDEO_SPACE_SCALE, VIDEO_TIME_SCALE, patchify_video
+from ltx2_core.geometry import VIDEO_SPACE_SCALE, VIDEO_TIME_SCALE, patchify_video
 
 DEFAULT_IMAGE_CRF = 33  # ltx_pipelines/utils/constants.py DEFAULT_IMAGE_CRF
 MAX_CRF = 51

@@ -23,8 +23,8 @@ from torch import nn
 
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_tensors
-from ltx2_core.model.fp8 import FP8Linear, replace_module
-from ltx2_core.model.nvfp4 import NVFP4Linear
+from ltx2_core.quant.fp8 import FP8Linear, replace_module
+from ltx2_core.quant.nvfp4 import NVFP4Linear
 
 FP8_FORMAT, NVFP4_FORMAT = "float8_e4m3fn", "nvfp4"
 SUPPORTED = ("bf16/fp16/fp32 checkpoints and float8_e4m3fn with per-tensor scales (the official *-fp8 files, "

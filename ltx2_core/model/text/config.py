@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ltx2_core.config import ROPE_TYPES, TransformerConfig
+from ltx2_core.model.transformer.config import ROPE_TYPES, TransformerConfig
 from ltx2_core.errors import ConfigError
 
 
