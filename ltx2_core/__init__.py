@@ -12,7 +12,7 @@ The entry points (what the ComfyUI nodes and the command line call):
 The model internals (blocks, RoPE, perturbation tensors, the sampler's plan) live in the subpackages.
 """
 
-from ltx2_core.model.transformer.config import ModelVersion, TransformerConfig
+from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.errors import CheckpointError, ConfigError, LTX2Error, NonFiniteError
 from ltx2_core.loader import (
     Lora,
@@ -32,6 +32,7 @@ from ltx2_core.model.upsampler import upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.pipeline import DEFAULT_NEGATIVE_PROMPT, MODES, Generation, Models, Request, generate
+from ltx2_core.releases import ModelVersion
 from ltx2_core.sampling import GuidanceParams
 from ltx2_core.types import Decoders, TextEmbeddings
 

@@ -22,12 +22,12 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 from ltx2_core.compile import compile_blocks
-from ltx2_core.model.transformer.config import ModelVersion
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
 from ltx2_core.quant.files import is_fp8_checkpoint
+from ltx2_core.releases import DEFAULT_VERSION, RELEASES
 from ltx2_core.loader.transformer import FP8_MODES
 from ltx2_core.memory.sizes import ram_bytes, side_bytes
 from ltx2_core.memory.plan import GB, TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
@@ -47,9 +47,6 @@ from ltx2_core.sampling.guidance import active_passes
 from ltx2_core.sampling import GuidanceParams
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# size and length when not given: (demo, checkpoint) x (one-stage, two-stage / distilled), as (width, height, frames)
-DEFAULT_SIZES = {(True, False): (96, 64, 17), (True, True): (128, 128, 17),
-                 (False, False): (768, 512, 121), (False, True): (1536, 1024, 121)}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -80,7 +77,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     m.add_argument("--distilled-lora", help="ltx-2-*-distilled-lora-*.safetensors (two-stage)")
     m.add_argument("--lora", action="append", default=[], type=_lora, metavar="PATH[:STRENGTH]",
                    help="a LoRA to fuse (repeatable; strength default 1)")
-    m.add_argument("--version", choices=[v.value for v in ModelVersion], default="2.0",
+    m.add_argument("--version", choices=[v.value for v in RELEASES], default=DEFAULT_VERSION.value,
                    help="structure of the demo model")
     p.add_argument("--image", action="append", default=[], type=_image, metavar="PATH[:FRAME[:STRENGTH[:CRF]]]",
                    help="an image held at pixel frame FRAME (default 0: image-to-video; -1: the last frame; others "
@@ -162,7 +159,8 @@ def _image(value: str) -> ImageCondition:
 
 
 def build_request(args: argparse.Namespace) -> Request:
-    width, height, frames = DEFAULT_SIZES[(args.checkpoint is None, args.mode != "one-stage")]
+    # a checkpoint's release is read from its header after the file checks; every release has the same sizes so far
+    width, height, frames = RELEASES[args.version].default_size(args.checkpoint is None, args.mode != "one-stage")
     frames = args.frames or frames
     return Request(
         prompt=args.prompt, negative_prompt=args.negative_prompt, width=args.width or width,

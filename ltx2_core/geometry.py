@@ -2,6 +2,8 @@
 
 Video latent (B, 128, F', H/32, W/32) <-> tokens (B, F'·H'·W', 128) in f, h, w raster order.
 Audio latent (B, 8, T, 16) <-> tokens (B, T, 128) with feature index c·16 + mel_bin.
+The latent geometry (8 pixel frames and 32 pixels per latent cell, 25 audio latents per second) is written here only;
+the VAE configs, the memory plan, the stages and the nodes import it.
 """
 
 from __future__ import annotations
@@ -15,14 +17,45 @@ AUDIO_HOP = 160  # mel frames every 10 ms
 AUDIO_DOWNSAMPLE = 4  # mel frames per audio latent -> 25 latents per second
 
 
+def is_frame_count(frames: int) -> bool:
+    """Whether a clip of `frames` pixel frames has a latent: 8k+1 (the first latent frame holds one)."""
+    return frames >= 1 and (frames - 1) % VIDEO_TIME_SCALE == 0
+
+
+def is_video_size(frames: int, height: int, width: int) -> bool:
+    """Whether a clip has a latent: frames 8k+1, height and width positive multiples of 32."""
+    return is_frame_count(frames) and height % VIDEO_SPACE_SCALE == 0 and width % VIDEO_SPACE_SCALE == 0 \
+        and min(height, width) > 0
+
+
 def check_video_size(frames: int, height: int, width: int) -> None:
     """ValueError naming the fix unless frames = 8k+1 and height, width are positive multiples of 32."""
-    if frames < 1 or (frames - 1) % VIDEO_TIME_SCALE or height % VIDEO_SPACE_SCALE or width % VIDEO_SPACE_SCALE \
-            or min(height, width) <= 0:
+    if not is_video_size(frames, height, width):
         raise ValueError(
             f"frames must be 8k+1 and sizes multiples of 32, got {frames} frames at {width}x{height} (width x height); "
             "e.g. 17 frames at 96x64 or 121 frames at 1280x768"
         )
+
+
+def latent_shape(frames: int, height: int, width: int) -> tuple[int, int, int]:
+    """(F', H', W') of the video latent of `frames` pixel frames (8k+1) at height × width pixels (multiples of 32)."""
+    return (frames - 1) // VIDEO_TIME_SCALE + 1, height // VIDEO_SPACE_SCALE, width // VIDEO_SPACE_SCALE
+
+
+def pixel_size(frames: int, rows: int, cols: int) -> tuple[int, int, int]:
+    """(frames, height, width) in pixels of a video latent of F' = `frames`, H' = `rows`, W' = `cols`."""
+    return (frames - 1) * VIDEO_TIME_SCALE + 1, rows * VIDEO_SPACE_SCALE, cols * VIDEO_SPACE_SCALE
+
+
+def video_tokens(frames: int, height: int, width: int) -> int:
+    """Tokens of the video latent of a clip (F'·H'·W')."""
+    latent_frames, rows, cols = latent_shape(frames, height, width)
+    return latent_frames * rows * cols
+
+
+def floor_size(pixels: float) -> int:
+    """The largest multiple of 32 pixels not above `pixels`, at least 32 (a smaller size that still has a latent)."""
+    return max(VIDEO_SPACE_SCALE, int(pixels) // VIDEO_SPACE_SCALE * VIDEO_SPACE_SCALE)
 
 
 def patchify_video(latent: torch.Tensor) -> torch.Tensor:

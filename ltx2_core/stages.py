@@ -20,8 +20,10 @@ from ltx2_core.geometry import (
     audio_latent_length,
     audio_positions,
     check_video_size,
+    latent_shape,
     patchify_audio,
     patchify_video,
+    pixel_size,
     unpatchify_audio,
     unpatchify_video,
     video_positions,
@@ -51,7 +53,7 @@ class AVLatent(NamedTuple):
     def pixel_size(self) -> tuple[int, int, int]:
         """(frames, height, width) of the video it decodes to."""
         frames, rows, cols = self.video.shape[2:]
-        return (frames - 1) * 8 + 1, rows * 32, cols * 32
+        return pixel_size(frames, rows, cols)
 
 
 class Generation(NamedTuple):
@@ -83,7 +85,7 @@ def empty_latent(width: int, height: int, frames: int, fps: float, batch: int = 
     check_video_size(frames, height, width)
     if not fps > 0:
         raise ValueError(f"fps must be a positive number, got {fps!r}")
-    video = torch.zeros(batch, 128, (frames - 1) // 8 + 1, height // 32, width // 32)
+    video = torch.zeros(batch, 128, *latent_shape(frames, height, width))
     audio = torch.zeros(batch, AUDIO_CHANNELS, audio_latent_length(frames, fps), MEL_BINS)
     return AVLatent(video, audio, float(fps))
 

@@ -8,6 +8,7 @@ import torch
 
 from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, fused_loras, generate, load_lora
 from ltx2_core.conditioning.images import ImageCondition
+from ltx2_core.geometry import VIDEO_SPACE_SCALE, latent_shape
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.pipeline import LocalSampler
 from ltx2_core.preview import LatentPreview, rgb_projection
@@ -128,9 +129,9 @@ class StagePreviews:
     so each stage's latent size has its own LatentPreview (told apart by the token count)."""
 
     def __init__(self, projection: tuple[torch.Tensor, torch.Tensor], frames: int, height: int, width: int) -> None:
-        latent_frames = (frames - 1) // 8 + 1
+        latent_frames = latent_shape(frames, height, width)[0]
         self.sizes = sorted({(latent_frames * (height // s) * (width // s), latent_frames, height // s, width // s)
-                             for s in (32, 64) if height // s and width // s})
+                             for s in (VIDEO_SPACE_SCALE, 2 * VIDEO_SPACE_SCALE) if height // s and width // s})
         self.previews = {size[0]: LatentPreview(projection, *size[1:]) for size in self.sizes}
         self.current: LatentPreview | None = None
 

@@ -8,13 +8,13 @@ import torch
 
 from ltx2_core.parallel import AXES, ParallelConfig, ParallelConfigError
 from ltx2_core.parallel.devices import visible_devices
+from ltx2_core.releases import RELEASED_HEADS
 from ltx2_core.runtime.links import LinkError, parse_address, workers_key
 
 from . import bridge
 from .handles import PARALLEL, Parallel
 from .validation import stated_limits
 
-RELEASED_HEADS = (32, 32)  # video and audio heads of LTX-2 and LTX-2.3
 MAX_PASSES = 4  # guidance passes of the release's guidance: the most a cfg degree can use
 MAX_CPU_WORKERS = 4  # without a GPU, the layout runs as CPU worker processes sharing the cores: at most this many
 ATTACHED_MAX = 64  # workers that may attach through torchrun (as web/ltx2_parallel_logic.js)

@@ -10,11 +10,13 @@ import torch
 from ltx2_core import GuidanceParams
 from ltx2_core.compile import compile_blocks
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
+from ltx2_core.geometry import is_frame_count
 from ltx2_core.pipeline import LocalSampler
 from ltx2_core.preview import LatentPreview, rgb_projection
+from ltx2_core.releases import DEFAULT_VERSION
 from ltx2_core.runtime import WorkerSampler
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
-from ltx2_core.sampling.guidance import RELEASE_DEFAULTS, default_guidance
+from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.stages import AVLatent, empty_latent
 
 from . import bridge
@@ -34,7 +36,7 @@ MAX_STG_BLOCKS = 64
 
 def frames_problem(frames: int | None) -> str | None:
     """For VALIDATE_INPUTS: why a frame count is not 8k+1 (None when it is, or linked)."""
-    if frames is None or (frames >= 1 and (frames - 1) % 8 == 0):
+    if frames is None or is_frame_count(frames):
         return None
     return f"frames: {frames} is not 8k+1; pick 1, 9, 17, ..., 97 or 121 (121 = 5 s at 24 fps)"
 
@@ -98,17 +100,17 @@ class LTX2Guidance:
 
     @classmethod
     def INPUT_TYPES(cls):
-        video, audio = RELEASE_DEFAULTS["2.0"][2:]
+        video, audio = default_guidance(DEFAULT_VERSION)
         required = {"model": (MODEL, {"tooltip": "the model (its version sets the STG blocks of 'auto')"})}
         for prefix, values, what in (("", video, "video"), ("audio_", audio, "audio")):
             required |= {
-                f"{prefix}cfg": ("FLOAT", {"default": values["cfg"], "min": 0.0, "max": 30.0, "step": 0.1,
+                f"{prefix}cfg": ("FLOAT", {"default": values.cfg, "min": 0.0, "max": 30.0, "step": 0.1,
                                            "tooltip": f"{what} classifier-free guidance; 1 switches it off"}),
-                f"{prefix}stg": ("FLOAT", {"default": values["stg"], "min": 0.0, "max": 10.0, "step": 0.1,
+                f"{prefix}stg": ("FLOAT", {"default": values.stg, "min": 0.0, "max": 10.0, "step": 0.1,
                                            "tooltip": f"{what} spatio-temporal guidance; 0 switches it off"}),
-                f"{prefix}rescale": ("FLOAT", {"default": values["rescale"], "min": 0.0, "max": 1.0, "step": 0.05,
+                f"{prefix}rescale": ("FLOAT", {"default": values.rescale, "min": 0.0, "max": 1.0, "step": 0.05,
                                                "tooltip": f"{what} rescale of the guided prediction (0..1)"}),
-                f"{prefix}modality": ("FLOAT", {"default": values["modality"], "min": 0.0, "max": 30.0, "step": 0.1,
+                f"{prefix}modality": ("FLOAT", {"default": values.modality, "min": 0.0, "max": 30.0, "step": 0.1,
                                                 "tooltip": f"{what} modality-isolation guidance; 1 switches it off"}),
                 f"{prefix}stg_blocks": ("STRING", {"default": "auto", "tooltip": f"{what} STG blocks, e.g. 29 or "
                                                    "28,29; auto: the release's"}),

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import torch
 
+from ltx2_core.geometry import AUDIO_HOP, AUDIO_SAMPLE_RATE
 from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, VocoderConfig, build_vocoder
 from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig
 from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
+from ltx2_core.releases import DEFAULT_VERSION
 from ltx2_core.types import Decoders
 
 _ONE = {"num_layers": 1}
@@ -36,8 +38,8 @@ DEMO_AUDIO_VAE = {
     "model": {"params": {"ddconfig": {
         "ch": 128, "out_ch": 2, "ch_mult": [1, 2, 4], "num_res_blocks": 1, "attn_resolutions": [],
         "resolution": 256, "z_channels": 8, "norm_type": "pixel", "causality_axis": "height", "dropout": 0.0,
-        "mid_block_add_attention": False, "mel_bins": 64}, "sampling_rate": 16000}},
-    "preprocessing": {"stft": {"hop_length": 160, "causal": True}},
+        "mid_block_add_attention": False, "mel_bins": 64}, "sampling_rate": AUDIO_SAMPLE_RATE}},
+    "preprocessing": {"stft": {"hop_length": AUDIO_HOP, "causal": True}},
 }
 
 _AMP = {"resblock": "AMP1", "stereo": True, "activation": "snakebeta", "resblock_kernel_sizes": [3, 7, 11],
@@ -51,13 +53,16 @@ DEMO_VOCODERS = {
                     "upsample_kernel_sizes": [11, 4, 4, 4, 4, 4]},
         "bwe": {**_AMP, "upsample_initial_channel": 32, "upsample_rates": [6, 5, 2, 2, 2],
                 "upsample_kernel_sizes": [12, 11, 4, 4, 4], "apply_final_activation": False,
-                "input_sampling_rate": 16000, "output_sampling_rate": 48000, "hop_length": 80, "n_fft": 512,
+                "input_sampling_rate": AUDIO_SAMPLE_RATE, "output_sampling_rate": 48000, "hop_length": 80, "n_fft": 512,
                 "win_size": 512, "num_mels": 64},
     },
 }
 
+# the released x2 upsamplers' form: LTX-2.0's rational resampler, LTX-2.3's plain one (model/upsampler.py)
+DEMO_RATIONAL_UPSAMPLERS = {"2.0": True, "2.3": False}
 
-def demo_decoders(version: str = "2.0", seed: int = 0) -> Decoders:
+
+def demo_decoders(version: str = DEFAULT_VERSION, seed: int = 0) -> Decoders:
     """Random-weight decoders of the given structure, in eval mode on the CPU (statistics: identity)."""
     generator = torch.Generator().manual_seed(seed)
     decoders = Decoders(VideoDecoder(VideoVaeConfig.from_metadata(DEMO_VAES[version])),
@@ -76,17 +81,17 @@ def _random_(module: torch.nn.Module, generator: torch.Generator, gain: float = 
         param.copy_(torch.randn(param.shape, generator=generator) * gain / fan_in**0.5)
 
 
-def demo_video_encoder(version: str = "2.0", seed: int = 4) -> VideoEncoder:
+def demo_video_encoder(version: str = DEFAULT_VERSION, seed: int = 4) -> VideoEncoder:
     """A random-weight video VAE encoder of the demo VAE's structure (for image conditioning), eval, on the CPU."""
     encoder = VideoEncoder(VideoVaeConfig.from_metadata(DEMO_VAES[version]))
     _random_(encoder, torch.Generator().manual_seed(seed))
     return encoder.eval()
 
 
-def demo_upsampler(version: str = "2.0", seed: int = 0) -> LatentUpsampler:
+def demo_upsampler(version: str = DEFAULT_VERSION, seed: int = 0) -> LatentUpsampler:
     """A random-weight x2 upsampler of the released form (2.0 rational, 2.3 plain) for 128-channel latents."""
     config = UpsamplerConfig(in_channels=128, mid_channels=32, num_blocks_per_stage=1, spatial_scale=2.0,
-                             rational_resampler=version == "2.0")
+                             rational_resampler=DEMO_RATIONAL_UPSAMPLERS[version])
     upsampler = LatentUpsampler(config)
     _random_(upsampler, torch.Generator().manual_seed(seed))
     return upsampler.eval()

@@ -9,10 +9,12 @@ from ltx2_core.demo.decoders import demo_decoders, demo_upsampler, demo_video_en
 from ltx2_core.demo.text import demo_prompt_encoder
 from ltx2_core.demo.transformer import demo_lora, demo_transformer
 from ltx2_core.pipeline import Models
+from ltx2_core.releases import DEFAULT_VERSION
 from ltx2_core.types import Decoders
 
 
-def demo_models(version: str = "2.0", device: torch.device | str = "cpu", dtype: torch.dtype | None = None) -> Models:
+def demo_models(version: str = DEFAULT_VERSION, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+                ) -> Models:
     """The tiny random-weight models of structure `version`; the distilled LoRA is random too."""
     config = TransformerConfig.tiny(version)
     transformer = demo_transformer(config).to(device=device, dtype=dtype)

@@ -7,7 +7,7 @@ from torch import nn
 
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader.lora import Lora, LoraPair
-from ltx2_core.geometry import audio_latent_length, audio_positions, check_video_size, video_positions
+from ltx2_core.geometry import audio_latent_length, audio_positions, check_video_size, latent_shape, video_positions
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.types import RunConstants, StreamInput, TextEmbeddings
 
@@ -65,7 +65,7 @@ def demo_inputs(
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(shape, generator=generator).to(device=device, dtype=dtype)
 
-    frames, rows, cols = (pixel_frames - 1) // 8 + 1, height // 32, width // 32
+    frames, rows, cols = latent_shape(pixel_frames, height, width)
     audio_tokens = audio_latent_length(pixel_frames, fps)
     caption = cfg.caption_channels
     if text is None:

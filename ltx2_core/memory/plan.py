@@ -36,7 +36,7 @@ import torch
 
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.errors import LTX2Error
-from ltx2_core.geometry import audio_latent_length
+from ltx2_core.geometry import audio_latent_length, floor_size, video_tokens
 from ltx2_core.memory.sizes import SideBytes
 from ltx2_core.quant.fp8 import BLOCK_LINEARS
 
@@ -103,7 +103,7 @@ def transformer_weight_bytes(config: TransformerConfig, dtype: torch.dtype = tor
 
 def tokens(frames: int, height: int, width: int, fps: float = 24.0) -> tuple[int, int]:
     """(video tokens, audio tokens) of a clip."""
-    return ((frames - 1) // 8 + 1) * (height // 32) * (width // 32), audio_latent_length(frames, fps)
+    return video_tokens(frames, height, width), audio_latent_length(frames, fps)
 
 
 def activation_bytes(config: TransformerConfig, frames: int, height: int, width: int, batch: int,
@@ -351,7 +351,7 @@ def _smallest_change(c: _Context) -> str:
         if need(transformer_weight_bytes(c.config, c.dtype, fp8=True), c.height, c.width) <= usable:
             return message + "; quantise the weights to fp8 (fp8 = quantize, --fp8 quantize) to halve them"
     for scale in (0.75, 0.5, 0.25):
-        width, height = max(32, int(c.width * scale) // 32 * 32), max(32, int(c.height * scale) // 32 * 32)
+        width, height = floor_size(c.width * scale), floor_size(c.height * scale)
         if need(w, height, width) <= usable:
             return message + f"; {width}x{height} fits (or fewer frames)"
     return message + "; use a GPU with more memory, or spread the model over several with tensor parallelism"

@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import torch
 
+from ltx2_core.geometry import video_tokens
+
 PROMPTS, PROMPT_TOKENS = 2, 1024  # the positive and negative prompt, padded to the connectors' length
 HIDDEN_COPIES = 3
 IMAGE_WIDTHS = 64
@@ -131,8 +133,7 @@ def image_activation_bytes(images: int, height: int, width: int, dtype: torch.dt
 
 def upsample_activation_bytes(frames: int, height: int, width: int, mid_channels: int, dtype: torch.dtype) -> int:
     """At the upsampled latent's size: height and width are the output's pixels."""
-    return UPSAMPLE_WIDTHS * mid_channels * ((frames - 1) // 8 + 1) * (height // 32) * (width // 32) * \
-        _dtype_bytes(dtype)
+    return UPSAMPLE_WIDTHS * mid_channels * video_tokens(frames, height, width) * _dtype_bytes(dtype)
 
 
 def ram_bytes() -> int | None:

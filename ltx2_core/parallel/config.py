@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ltx2_core.errors import LTX2Error
+from ltx2_core.releases import RELEASED_HEADS
 
 AXES = ("cfg", "sp", "tp")
 HEADROOM = 0.8  # of a device's free memory the weights may take (the rest: activations, decoding)
@@ -67,7 +68,7 @@ class ParallelConfig:
 
 
 def default_layout(devices: int, passes: int, weight_bytes: int, free_bytes: int,
-                   heads: tuple[int, ...] = (32, 32)) -> ParallelConfig:
+                   heads: tuple[int, ...] = RELEASED_HEADS) -> ParallelConfig:
     """A layout for `devices` GPUs of `free_bytes` each: tensor parallel only as far as the weights need to fit
     (HEADROOM of a device), then CFG-parallel over as many passes as the devices allow, the rest Ulysses."""
     tp = 1

@@ -14,6 +14,8 @@ from typing import NamedTuple
 
 import torch
 
+from ltx2_core.releases import RELEASES
+
 PASSES = ("cond", "uncond", "perturbed", "isolated")  # positive; negative prompt; STG; no cross-modal attention
 RESCALE_EPS = 1e-6
 
@@ -74,21 +76,16 @@ def guide(predictions: torch.Tensor, weights: GuidanceWeights, eps: float = RESC
     return (pred * factor).to(predictions.dtype)
 
 
-RELEASED_BLOCKS = 48  # transformer depth of the released 2.0 and 2.3 checkpoints
-# ltx_pipelines/utils/constants.py: steps, STG block and the (video, audio) scales of each release
-_VIDEO = dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0)
-_AUDIO = dict(cfg=7.0, stg=1.0, rescale=0.7, modality=3.0)
-RELEASE_DEFAULTS = {"2.0": (40, 29, _VIDEO, _AUDIO), "2.3": (30, 28, _VIDEO, _AUDIO)}
-
-
 def default_steps(version: str) -> int:
-    """Steps of the released one-stage / stage-1 schedule: 40 for LTX-2.0, 30 for LTX-2.3."""
-    return RELEASE_DEFAULTS[version][0]
+    """Steps of the released one-stage / stage-1 schedule (40 for LTX-2.0, 30 for LTX-2.3)."""
+    return RELEASES[version].steps
 
 
-def default_guidance(version: str, num_layers: int = RELEASED_BLOCKS) -> tuple[GuidanceParams, GuidanceParams]:
-    """The released (video, audio) guidance of a model version. A model shallower than the released 48 blocks
-    (the tiny demo) perturbs its last block instead of block 29 / 28."""
-    _, block, video, audio = RELEASE_DEFAULTS[version]
-    blocks = (min(block, num_layers - 1),)
-    return GuidanceParams(**video, stg_blocks=blocks), GuidanceParams(**audio, stg_blocks=blocks)
+def default_guidance(version: str, num_layers: int | None = None) -> tuple[GuidanceParams, GuidanceParams]:
+    """The released (video, audio) guidance of a model version. A model shallower than the release (the tiny
+    demo, `num_layers` blocks; None: the release's depth) perturbs its last block instead of a deeper STG block."""
+    release = RELEASES[version]
+    last = (release.layers if num_layers is None else num_layers) - 1
+    blocks = tuple(dict.fromkeys(min(block, last) for block in release.stg_blocks))
+    return (GuidanceParams(**release.video_guidance._asdict(), stg_blocks=blocks),
+            GuidanceParams(**release.audio_guidance._asdict(), stg_blocks=blocks))

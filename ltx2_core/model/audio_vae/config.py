@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ltx2_core.errors import ConfigError
+from ltx2_core.geometry import AUDIO_HOP, AUDIO_SAMPLE_RATE
 
 MEL_BINS = 64  # the vocoders' first convolution takes stereo × 64 mel bins (2 × 64 = 128 channels)
 STEREO = 2
@@ -53,8 +54,8 @@ class AudioDecoderConfig:
     res_blocks: int = 2  # ddconfig `num_res_blocks`; the decoder runs one more per level
     latent_channels: int = 8  # ddconfig `z_channels`
     mel_bins: int = 64
-    sample_rate: int = 16000  # of the waveform the mel spectrogram describes
-    hop_length: int = 160  # waveform samples per mel frame
+    sample_rate: int = AUDIO_SAMPLE_RATE  # of the waveform the mel spectrogram describes
+    hop_length: int = AUDIO_HOP  # waveform samples per mel frame
 
     @property
     def latent_mel_bins(self) -> int:
@@ -86,8 +87,8 @@ class AudioDecoderConfig:
             "ch": ddconfig.get("ch", 128), "ch_mult": ddconfig.get("ch_mult", [1, 2, 4]),
             "num_res_blocks": ddconfig.get("num_res_blocks", 2), "z_channels": ddconfig.get("z_channels", 8),
             "out_ch": ddconfig.get("out_ch", 2), "resolution": ddconfig.get("resolution", 256), "mel_bins": mel_bins,
-            "sampling_rate": params.get("sampling_rate", 16000),
-            "hop_length": _object(preprocessing, "stft").get("hop_length", 160),
+            "sampling_rate": params.get("sampling_rate", AUDIO_SAMPLE_RATE),
+            "hop_length": _object(preprocessing, "stft").get("hop_length", AUDIO_HOP),
         }
         problems = _decoder_problems(ddconfig, values)
         if problems:

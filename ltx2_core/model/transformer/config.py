@@ -7,39 +7,19 @@ is reported in one error that names the key, the value found and what is support
 
 from __future__ import annotations
 
-import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ltx2_core.errors import ConfigError, UnknownModelVersionError
-
-
-class ModelVersion(str, enum.Enum):
-    """Model generation; selects defaults (guidance, steps). Architecture flags come from the config itself."""
-
-    V2_0 = "2.0"
-    V2_3 = "2.3"
-
-
-_VERSION_RE = re.compile(r"^2\.(\d+)(?:\D.*)?$")
+from ltx2_core.errors import ConfigError
+from ltx2_core.releases import DEFAULT_VERSION, RELEASES, ModelVersion, parse_version
 
 
 def parse_model_version(value: str | None, section: Mapping[str, Any]) -> ModelVersion:
     """Reads the `model_version` metadata string; without one, infers the generation from the config keys."""
     if value is None or value == "":
         return ModelVersion.V2_3 if section.get("cross_attention_adaln", False) else ModelVersion.V2_0
-    match = _VERSION_RE.match(value.strip())
-    minor = match.group(1) if match else None
-    if minor == "0":
-        return ModelVersion.V2_0
-    if minor == "3":
-        return ModelVersion.V2_3
-    raise UnknownModelVersionError(
-        f"unknown model_version {value!r} in the checkpoint metadata; supported: LTX-2.0 ('2.0…') and LTX-2.3 "
-        "('2.3…'). Use an official LTX-2 / LTX-2.3 checkpoint, or pass an explicit TransformerConfig."
-    )
+    return parse_version(value)
 
 
 # Values the released LTX-2 transformers use and this implementation assumes (the reference checks the same set).
@@ -234,19 +214,19 @@ class TransformerConfig:
         return section
 
     @classmethod
-    def tiny(cls, version: ModelVersion | str = ModelVersion.V2_0, num_layers: int = 3) -> TransformerConfig:
+    def tiny(cls, version: ModelVersion | str = DEFAULT_VERSION, num_layers: int = 3) -> TransformerConfig:
         """A few blocks of small width with the released structure; used by every CPU test and the demo."""
         version = ModelVersion(version)
-        is_23 = version is ModelVersion.V2_3
+        release = RELEASES[version]
         return cls(
             version=version,
             video=StreamConfig(heads=2, head_dim=8, context_dim=16, in_channels=128, out_channels=128,
                                max_pos=(20, 2048, 2048)),
             audio=StreamConfig(heads=2, head_dim=4, context_dim=8, in_channels=128, out_channels=128, max_pos=(20,)),
             num_layers=num_layers,
-            caption_channels=None if is_23 else 12,
-            gated_attention=is_23,
-            cross_attention_adaln=is_23,
+            caption_channels=None if release.caption_before_connector else 12,
+            gated_attention=release.gated_attention,
+            cross_attention_adaln=release.cross_attention_adaln,
             rope_type="split",
             rope_float64=True,
         )

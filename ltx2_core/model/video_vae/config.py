@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ltx2_core.errors import ConfigError
+from ltx2_core.geometry import VIDEO_SPACE_SCALE as SCALE_SPACE, VIDEO_TIME_SCALE as SCALE_TIME
 
 ENCODER_BLOCKS = {"res_x": None, "compress_space_res": (1, 2, 2), "compress_time_res": (2, 1, 1),
                   "compress_all_res": (2, 2, 2)}
 DECODER_BLOCKS = {"res_x": None, "compress_space": (1, 2, 2), "compress_time": (2, 1, 1), "compress_all": (2, 2, 2)}
 PADDING_MODES = ("zeros", "reflect")
 LOG_VARIANCE_CHANNELS = {"uniform": 1, "constant": 1, "per_channel": None, "none": 0}  # extra conv_out channels
-SCALE_TIME, SCALE_SPACE = 8, 32  # pixel frames / pixels per latent cell of the released VAEs
 
 
 @dataclass(frozen=True)

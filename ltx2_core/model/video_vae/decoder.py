@@ -11,9 +11,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ltx2_core.geometry import VIDEO_SPACE_SCALE as SCALE_SPACE, VIDEO_TIME_SCALE as SCALE_TIME
 from ltx2_core.model.statistics import PerChannelStatistics
 from ltx2_core.model.transformer.adaln import TimestepEmbedding
-from ltx2_core.model.video_vae.config import SCALE_SPACE, SCALE_TIME, VideoVaeConfig
+from ltx2_core.model.video_vae.config import VideoVaeConfig
 from ltx2_core.model.video_vae.layers import CausalConv3d, DepthToSpaceUpsample, ResBlockStack, norm_act_into
 
 DECODE_NOISE_SCALE = 0.025

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ltx2_core.geometry import VIDEO_SPACE_SCALE as SCALE_SPACE, VIDEO_TIME_SCALE as SCALE_TIME, is_video_size
 from ltx2_core.model.statistics import PerChannelStatistics
-from ltx2_core.model.video_vae.config import LOG_VARIANCE_CHANNELS, SCALE_SPACE, SCALE_TIME, VideoVaeConfig
+from ltx2_core.model.video_vae.config import LOG_VARIANCE_CHANNELS, VideoVaeConfig
 from ltx2_core.model.video_vae.layers import (
     CausalConv3d,
     ResBlockStack,
@@ -64,6 +65,6 @@ def check_video(video: torch.Tensor, config: VideoVaeConfig) -> None:
     if video.dim() != 5 or video.shape[1] != config.in_channels or not video.is_floating_point():
         raise ValueError(f"video to encode must be a floating tensor {expected}; got {list(video.shape)} {video.dtype}")
     frames, height, width = video.shape[2:]
-    if (frames - 1) % SCALE_TIME or height % SCALE_SPACE or width % SCALE_SPACE or 0 in (height, width):
+    if not is_video_size(frames, height, width):
         raise ValueError(f"video to encode must be {expected}; got {frames} frames of {height}×{width}. Trim the "
                          f"video to 1+{SCALE_TIME}k frames and resize or crop it to multiples of {SCALE_SPACE}.")

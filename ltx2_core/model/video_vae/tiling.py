@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ltx2_core.model.video_vae.config import SCALE_SPACE, SCALE_TIME
+from ltx2_core.geometry import VIDEO_SPACE_SCALE as SCALE_SPACE, VIDEO_TIME_SCALE as SCALE_TIME
 from ltx2_core.model.video_vae.decoder import VideoDecoder
 
 MIN_SPATIAL_TILE, MIN_TEMPORAL_TILE = 64, 16

@@ -1,0 +1,109 @@
+"""What differs between the LTX-2 releases, one frozen `Release` record per version.
+
+Everything a release decides without a file to read lives here: the sampling defaults of its pipelines (steps,
+guidance scales, the perturbed blocks of STG), the sizes of its released transformer that are checked before any
+file is read (blocks, heads), the structure flags of the tiny test / demo transformer, and the default clip sizes of
+the command line. The architecture of a real checkpoint still comes from its metadata (model/transformer/config.py);
+`tests/unit/test_releases.py` checks that each record agrees with the released configs. A new release is one more
+`ModelVersion` member and one more entry in `RELEASES`.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ltx2_core.errors import UnknownModelVersionError
+
+
+class ModelVersion(str, enum.Enum):
+    """Model generation; selects defaults (guidance, steps). Architecture flags come from the config itself."""
+
+    V2_0 = "2.0"
+    V2_3 = "2.3"
+
+
+class GuidanceScales(NamedTuple):
+    """One modality's released guidance scales (`sampling.guidance.GuidanceParams` without the STG blocks)."""
+
+    cfg: float
+    stg: float
+    rescale: float
+    modality: float
+
+
+class ClipSize(NamedTuple):
+    width: int  # pixels, a multiple of 32 (64 for the two-stage pipelines)
+    height: int
+    frames: int  # pixel frames, 8k+1
+
+
+class ClipSizes(NamedTuple):
+    """The default clip of the one-stage pipeline and of the two-stage / distilled ones (sampled at half size)."""
+
+    one_stage: ClipSize
+    two_stage: ClipSize
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release of LTX-2: its defaults and the facts about it that are needed before a checkpoint is read."""
+
+    version: ModelVersion
+    name: str  # as Lightricks names it
+    layers: int  # transformer blocks of the released checkpoints
+    heads: tuple[int, int]  # (video, audio) attention heads: what tensor / sequence parallel degrees must divide
+    # the transformer's structure flags, as `TransformerConfig` reads them from a checkpoint's metadata
+    gated_attention: bool
+    cross_attention_adaln: bool
+    caption_before_connector: bool  # the caption projection runs in the text projection, not in the DiT
+    steps: int  # of the released one-stage / stage-1 schedule
+    stg_blocks: tuple[int, ...]  # the blocks STG perturbs, for video and audio
+    video_guidance: GuidanceScales
+    audio_guidance: GuidanceScales
+    sizes: ClipSizes  # the command line's default clip with a checkpoint
+    demo_sizes: ClipSizes  # ... and with the tiny demo model of this structure
+
+    def default_size(self, demo: bool, two_stage: bool) -> ClipSize:
+        sizes = self.demo_sizes if demo else self.sizes
+        return sizes.two_stage if two_stage else sizes.one_stage
+
+
+# ltx_pipelines/utils/constants.py: the (video, audio) scales of both releases
+_VIDEO = GuidanceScales(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0)
+_AUDIO = GuidanceScales(cfg=7.0, stg=1.0, rescale=0.7, modality=3.0)
+_SIZES = ClipSizes(ClipSize(768, 512, 121), ClipSize(1536, 1024, 121))
+_DEMO_SIZES = ClipSizes(ClipSize(96, 64, 17), ClipSize(128, 128, 17))
+
+RELEASES: dict[ModelVersion, Release] = {
+    ModelVersion.V2_0: Release(
+        ModelVersion.V2_0, "LTX-2", layers=48, heads=(32, 32), gated_attention=False, cross_attention_adaln=False,
+        caption_before_connector=False, steps=40, stg_blocks=(29,), video_guidance=_VIDEO, audio_guidance=_AUDIO,
+        sizes=_SIZES, demo_sizes=_DEMO_SIZES),
+    ModelVersion.V2_3: Release(
+        ModelVersion.V2_3, "LTX-2.3", layers=48, heads=(32, 32), gated_attention=True, cross_attention_adaln=True,
+        caption_before_connector=True, steps=30, stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO,
+        sizes=_SIZES, demo_sizes=_DEMO_SIZES),
+}
+
+# the release where none is named: the demo model's structure, the guidance node's widget values
+DEFAULT_VERSION = ModelVersion.V2_0
+
+# every head count of a released model: the layout checks made before a model is chosen (the parallelism widget)
+RELEASED_HEADS: tuple[int, ...] = tuple(dict.fromkeys(h for r in RELEASES.values() for h in r.heads))
+
+_VERSION_RE = re.compile(r"^(\d+\.\d+)(?:\D.*)?$")  # '2.3', '2.3.0', '2.3.1-distilled' -> '2.3'
+
+
+def parse_version(value: str) -> ModelVersion:
+    """The release a checkpoint's `model_version` metadata string names (UnknownModelVersionError otherwise)."""
+    match = _VERSION_RE.match(value.strip())
+    if match and match.group(1) in RELEASES:
+        return ModelVersion(match.group(1))
+    supported = " and ".join(f"LTX-{v.value} ('{v.value}…')" for v in RELEASES)
+    raise UnknownModelVersionError(
+        f"unknown model_version {value!r} in the checkpoint metadata; supported: {supported}. Use an official "
+        f"{' / '.join(r.name for r in RELEASES.values())} checkpoint, or pass an explicit TransformerConfig."
+    )
