@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NamedTuple
 
 from ltx2_core.errors import UnknownModelVersionError
@@ -77,7 +79,7 @@ _AUDIO = GuidanceScales(cfg=7.0, stg=1.0, rescale=0.7, modality=3.0)
 _SIZES = ClipSizes(ClipSize(768, 512, 121), ClipSize(1536, 1024, 121))
 _DEMO_SIZES = ClipSizes(ClipSize(96, 64, 17), ClipSize(128, 128, 17))
 
-RELEASES: dict[ModelVersion, Release] = {
+RELEASES: Mapping[ModelVersion, Release] = MappingProxyType({
     ModelVersion.V2_0: Release(
         ModelVersion.V2_0, "LTX-2", layers=48, heads=(32, 32), gated_attention=False, cross_attention_adaln=False,
         caption_before_connector=False, steps=40, stg_blocks=(29,), video_guidance=_VIDEO, audio_guidance=_AUDIO,
@@ -86,7 +88,7 @@ RELEASES: dict[ModelVersion, Release] = {
         ModelVersion.V2_3, "LTX-2.3", layers=48, heads=(32, 32), gated_attention=True, cross_attention_adaln=True,
         caption_before_connector=True, steps=30, stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO,
         sizes=_SIZES, demo_sizes=_DEMO_SIZES),
-}
+})
 
 # the release where none is named: the demo model's structure, the guidance node's widget values
 DEFAULT_VERSION = ModelVersion.V2_0
