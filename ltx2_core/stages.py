@@ -109,8 +109,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     states = []
     for stream in (video, audio):
         if stream.attention is not None:
-            raise ValueError(f"a condition of the {stream.modality} set an attention mask, which the transformer "
-                             "does not take in this version; sample without that condition")
+            raise ValueError(f"a condition of the {stream.modality} stream set an attention mask, which the "
+                             "transformer does not take in this version; sample without that condition")
         noise = torch.randn((1, stream.clean.shape[1], 128), generator=generator, device=param.device,
                             dtype=param.dtype)
         states.append(noised_state(stream.clean.expand_as(noise), noise, noise_scale, stream.mask))

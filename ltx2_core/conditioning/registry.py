@@ -1,8 +1,8 @@
 """The condition kinds a sampling stage accepts, and applying them to a stream.
 
 A new kind of condition (audio held at times, a control video, a retake mask, ...) is one module with a class that
-follows `Condition` (`ltx2_core.conditioning.stream`) plus one line in `CONDITIONS`; the stages, the pipeline and
-the workers pass conditions through without knowing their kinds.
+follows `Condition` (`ltx2_core.conditioning.stream`) plus one line in `CONDITIONS`; `stages.sample` and the
+pipeline pass conditions through without knowing their kinds.
 """
 
 from __future__ import annotations
