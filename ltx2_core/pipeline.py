@@ -26,7 +26,7 @@ from typing import NamedTuple, Protocol
 import torch
 
 from ltx2_core.compile import CudaGraphStep
-from ltx2_core.conditioning.images import EncodedCondition, ImageCondition, encode_conditions
+from ltx2_core.conditioning import Condition, ImageCondition, encode_conditions
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.geometry import check_video_size
 from ltx2_core.loader.lora import Lora, check_lora, fused_loras
@@ -175,7 +175,7 @@ class StageSampler(Protocol):
                  sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
                  video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
                  loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
-                 stage: str = "denoise", conditions: Sequence[EncodedCondition] = ()) -> AVLatent: ...
+                 stage: str = "denoise", conditions: Sequence[Condition] = ()) -> AVLatent: ...
 
 
 class LocalSampler:
@@ -193,7 +193,7 @@ class LocalSampler:
                  sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
                  video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
                  loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
-                 stage: str = "denoise", conditions: Sequence[EncodedCondition] = ()) -> AVLatent:
+                 stage: str = "denoise", conditions: Sequence[Condition] = ()) -> AVLatent:
         with fused_loras(self.model, loras) if loras else contextlib.nullcontext():
             return sample(self.model, positive, negative, latent, sigmas, generator, noise_scale=noise_scale,
                           video_guidance=video_guidance, audio_guidance=audio_guidance,

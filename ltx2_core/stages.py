@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import torch
 
-from ltx2_core.conditioning.images import EncodedCondition, condition_video
+from ltx2_core.conditioning import Condition, condition_audio, condition_video
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.geometry import (
     audio_latent_length,
@@ -95,30 +95,37 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
            video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
            step: Step = guided_step, progress: Progress | None = None, observe: Observer | None = None,
            passes_per_forward: int | None = None, runner: RunnerFactory | None = None,
-           stage: str = "denoise", conditions: Sequence[EncodedCondition] = ()) -> AVLatent:
+           stage: str = "denoise", conditions: Sequence[Condition] = ()) -> AVLatent:
     """Noises `latent` to `noise_scale` (1: pure noise; the first sigma when refining) and denoises it over
     `sigmas` with the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the pass runner, e.g.
-    CFG-parallel). `conditions`: encoded images held at their frames (`ltx2_core.conditioning.images`). One NaN/inf check
-    after the last step (NonFiniteError naming `stage`)."""
+    CFG-parallel). `conditions`: what is held during sampling (encoded images at frames, ...), each applied to the
+    state of its stream (`ltx2_core.conditioning`). One NaN/inf check after the last step (NonFiniteError naming
+    `stage`)."""
     param = model.scale_shift_table  # never quantised: the compute device and dtype (any linear may be fp8)
     frames, rows, cols = latent.video.shape[2:]
     video = condition_video(patchify_video(latent.video).to(device=param.device, dtype=param.dtype),
                             video_positions(frames, rows, cols, latent.fps, device=param.device), conditions,
                             latent.fps)
-    audio = patchify_audio(latent.audio).to(device=param.device, dtype=param.dtype)
+    audio = condition_audio(patchify_audio(latent.audio).to(device=param.device, dtype=param.dtype),
+                            audio_positions(latent.audio.shape[2]), conditions, latent.fps)
     states = []
-    for clean, mask in ((video.clean, video.mask), (audio, None)):
-        noise = torch.randn((1, clean.shape[1], 128), generator=generator, device=param.device, dtype=param.dtype)
-        states.append(noised_state(clean.expand_as(noise), noise, noise_scale, mask))
-    plan = guided_plan(model, positive, negative, video.positions, audio_positions(latent.audio.shape[2]),
-                       video_guidance, audio_guidance, passes_per_forward=passes_per_forward, runner=runner)
+    for stream in (video, audio):
+        if stream.attention is not None:
+            raise ValueError(f"a condition of the {stream.modality} stream set an attention mask, which the "
+                             "transformer does not take in this version; sample without that condition")
+        noise = torch.randn((1, stream.clean.shape[1], 128), generator=generator, device=param.device,
+                            dtype=param.dtype)
+        states.append(noised_state(stream.clean.expand_as(noise), noise, noise_scale, stream.mask))
+    plan = guided_plan(model, positive, negative, video.positions, audio.positions, video_guidance,
+                       audio_guidance, passes_per_forward=passes_per_forward, runner=runner)
     video_state, audio_state = denoise(plan, *states, sigmas.to(param.device), step=step, progress=progress,
                                        observe=observe)
-    video_tokens = video_state.latent[:, : video.tokens]  # appended keyframe tokens are dropped
-    check_finite(stage, {"video latents": video_tokens, "audio latents": audio_state.latent}, SAMPLING_CAUSES,
+    video_tokens = video_state.latent[:, : video.tokens]  # appended guiding tokens are dropped
+    audio_tokens = audio_state.latent[:, : audio.tokens]
+    check_finite(stage, {"video latents": video_tokens, "audio latents": audio_tokens}, SAMPLING_CAUSES,
                  "Nothing was decoded or written.")
     return AVLatent(unpatchify_video(video_tokens, frames, rows, cols),
-                    unpatchify_audio(audio_state.latent, AUDIO_CHANNELS), latent.fps)
+                    unpatchify_audio(audio_tokens, AUDIO_CHANNELS), latent.fps)
 
 
 def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -> AVLatent:

@@ -1,1 +1,19 @@
-"""Conditions applied to the video or audio stream state of a sampling stage (images held at frames, ...)."""
+"""Conditions applied to the video or audio stream state of a sampling stage (images held at frames, ...): the
+`Condition` protocol and the stream state (`stream`), one module per kind (`images`), the kinds a stage accepts
+(`registry`)."""
+
+from ltx2_core.conditioning.images import EncodedImage, ImageCondition, encode_conditions
+from ltx2_core.conditioning.registry import (
+    CONDITIONS,
+    apply_conditions,
+    condition_audio,
+    condition_kind,
+    condition_video,
+)
+from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream, Modality
+
+__all__ = [
+    "AUDIO", "CONDITIONS", "VIDEO", "Condition", "ConditionedStream", "EncodedImage", "ImageCondition", "Modality",
+    "apply_conditions", "condition_audio", "condition_kind", "condition_video",
+    "encode_conditions",
+]

@@ -5,10 +5,11 @@ Preparing an image: read as RGB uint8; an H.264 round trip at `crf` (PyAV, libx2
 even size; 0 skips it), which makes a still look like a video frame; bilinear resize (no antialias) so it covers
 the generation size, centre crop; values to [-1, 1]; the video VAE encoder (all images of a request in one batch).
 
-Conditioning the sampler: an image at pixel frame 0 replaces latent frame 0 (its tokens become the clean latent,
-with denoise mask 1 − strength: strength 1 keeps them exactly); an image at any other frame is a guiding keyframe,
-its tokens appended after the video tokens with positions [f, f + 8) / fps in time and the grid's in space, mask
-1 − strength, attending to and attended by every token, and dropped after the last step.
+Conditioning the sampler (each `EncodedImage` is a `Condition` of the video stream): an image at pixel frame 0
+replaces latent frame 0 (its tokens become the clean latent, with denoise mask 1 − strength: strength 1 keeps them
+exactly); an image at any other frame is a guiding keyframe, its tokens appended after the video tokens with
+positions [f, f + 8) / fps in time and the grid's in space, mask 1 − strength, attending to and attended by every
+token, and dropped after the last step. Applied in order, so a later frame-0 image wins.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ltx2_core.conditioning.stream import VIDEO, ConditionedStream
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, VIDEO_TIME_SCALE, patchify_video
 
 DEFAULT_IMAGE_CRF = 33  # ltx_pipelines/utils/constants.py DEFAULT_IMAGE_CRF
@@ -133,59 +135,38 @@ def prepare_image(condition: ImageCondition, height: int, width: int, device: to
     return (x / 127.5 - 1.0).to(dtype)
 
 
-class EncodedCondition(NamedTuple):
-    """An encoded image: latent (1, 128, 1, H/32, W/32), its pixel frame and strength."""
+class EncodedImage(NamedTuple):
+    """An encoded image held at a pixel frame (a `Condition` of the video): latent (1, 128, 1, H/32, W/32), its
+    pixel frame and strength. Frame 0 holds the first latent frame's tokens; any other frame appends keyframe
+    tokens (module docstring)."""
 
     latent: torch.Tensor
     frame: int
     strength: float
+    modality = VIDEO
+
+    def apply(self, stream: ConditionedStream) -> ConditionedStream:
+        image = patchify_video(self.latent.to(device=stream.clean.device, dtype=stream.clean.dtype))
+        if self.frame == 0:
+            return stream.hold(0, image, 1.0 - self.strength)
+        rows, cols = self.latent.shape[3:]
+        # the reference builds a keyframe's mask in the latent's dtype (bf16 in real runs)
+        mask = torch.full((1, image.shape[1], 1), 1.0 - self.strength, dtype=image.dtype,
+                          device=stream.clean.device).float()
+        positions = keyframe_positions(self.frame, rows, cols, stream.fps, stream.clean.device)
+        return stream.append(image, mask, positions)
 
 
 @torch.no_grad()
 def encode_conditions(conditions: Sequence[ImageCondition], encoder: torch.nn.Module, height: int,
-                      width: int) -> list[EncodedCondition]:
+                      width: int) -> list[EncodedImage]:
     """Every image prepared at height × width and encoded in one batch by the video VAE encoder."""
     if not conditions:
         return []
     param = next(encoder.parameters())
     images = torch.cat([prepare_image(c, height, width, param.device, param.dtype) for c in conditions])
     latents = encoder(images)
-    return [EncodedCondition(latents[i:i + 1], c.frame, float(c.strength)) for i, c in enumerate(conditions)]
-
-
-class ConditionedVideo(NamedTuple):
-    """The video stream with its conditioning: clean tokens (1, T + K, C), mask (1, T + K, 1) fp32, positions
-    (1, 3, T + K, 2); the first `tokens` are the video's."""
-
-    clean: torch.Tensor
-    mask: torch.Tensor | None
-    positions: torch.Tensor
-    tokens: int
-
-
-def condition_video(clean: torch.Tensor, positions: torch.Tensor, conditions: Sequence[EncodedCondition],
-                    fps: float) -> ConditionedVideo:
-    """Frame-0 images replace the first latent frame's tokens, the others are appended as keyframes (module
-    docstring); in order, so a later frame-0 image wins. No conditions: the inputs unchanged, no mask."""
-    tokens = clean.shape[1]
-    if not conditions:
-        return ConditionedVideo(clean, None, positions, tokens)
-    clean = clean.clone()
-    mask = torch.ones(*clean.shape[:2], 1, device=clean.device)
-    for condition in conditions:
-        image = patchify_video(condition.latent.to(device=clean.device, dtype=clean.dtype))
-        if condition.frame == 0:
-            clean[:, : image.shape[1]] = image
-            mask[:, : image.shape[1]] = 1.0 - condition.strength
-            continue
-        rows, cols = condition.latent.shape[3:]
-        # the reference builds a keyframe's mask in the latent's dtype (bf16 in real runs)
-        key_mask = torch.full((1, image.shape[1], 1), 1.0 - condition.strength, dtype=image.dtype,
-                              device=clean.device).float()
-        clean = torch.cat([clean, image], dim=1)
-        mask = torch.cat([mask, key_mask], dim=1)
-        positions = torch.cat([positions, keyframe_positions(condition.frame, rows, cols, fps, clean.device)], dim=2)
-    return ConditionedVideo(clean, mask, positions, tokens)
+    return [EncodedImage(latents[i:i + 1], c.frame, float(c.strength)) for i, c in enumerate(conditions)]
 
 
 def keyframe_positions(frame: int, rows: int, cols: int, fps: float,

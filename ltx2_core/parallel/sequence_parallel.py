@@ -39,6 +39,21 @@ class _Layout:
         self.key_mask = None if self.padded == tokens else (
             torch.arange(self.padded, device=device) < tokens).view(1, 1, 1, -1)
 
+    def attention_mask(self, mask: torch.Tensor | None, video_queries: bool) -> torch.Tensor | None:
+        """The mask for attention over the padded video keys: `mask` (bool, (.., queries, video tokens), over the
+        real tokens as `AttentionFunction` takes it) with the padding keys shut out and, when the queries are the
+        padded video tokens, padding queries that attend to every key (their rows are dropped); no mask: the key
+        mask."""
+        if mask is None:
+            return self.key_mask
+        if self.padded == self.tokens:
+            return mask
+        missing = self.padded - self.tokens
+        mask = F.pad(mask, (0, missing), value=False)
+        if video_queries and mask.shape[-2] == self.tokens:
+            mask = F.pad(mask, (0, 0, 0, missing), value=True)
+        return mask
+
     @property
     def local(self) -> slice:
         size = self.padded // self.world
@@ -69,14 +84,15 @@ class UlyssesAttention:
     def __init__(self, layout: _Layout) -> None:
         self.layout = layout
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 mask: torch.Tensor | None = None) -> torch.Tensor:
         world, group = self.layout.world, self.layout.group
         batch, local, heads, dim = q.shape
         qkv = torch.stack([q, k, v]).unflatten(3, (world, heads // world))  # (3, B, Tl, sp, H/sp, d)
         sent = qkv.permute(3, 0, 1, 2, 4, 5).contiguous()  # by destination rank (head share)
         got = funcol.all_to_all_single(sent, None, None, group)  # by source rank (token share)
         q, k, v = got.permute(1, 2, 0, 3, 4, 5).reshape(3, batch, world * local, heads // world, dim)
-        out = _attention(q, k, v, self.layout.key_mask)  # (B, T, H/sp, d)
+        out = _attention(q, k, v, self.layout.attention_mask(mask, video_queries=True))  # (B, T, H/sp, d)
         sent = out.unflatten(1, (world, local)).permute(1, 0, 2, 3, 4).contiguous()  # by token owner
         got = funcol.all_to_all_single(sent, None, None, group)  # by head share
         return got.permute(1, 2, 0, 3, 4).reshape(batch, local, heads, dim)
@@ -88,9 +104,10 @@ class GatheredKeysAttention:
     def __init__(self, layout: _Layout) -> None:
         self.layout = layout
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 mask: torch.Tensor | None = None) -> torch.Tensor:
         kv = _gather_tokens(torch.stack([k, v]), 2, self.layout.group)
-        return _attention(q, kv[0], kv[1], self.layout.key_mask)
+        return _attention(q, kv[0], kv[1], self.layout.attention_mask(mask, video_queries=False))
 
 
 class LocalTokensRun:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from ltx2_core.conditioning.images import EncodedCondition
+from ltx2_core.conditioning import Condition
 from ltx2_core.loader.lora import Lora
 from ltx2_core.pipeline import Models, Request, StageProgress, generate
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
@@ -49,7 +49,7 @@ class WorkerSampler:
                  sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
                  video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
                  loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
-                 stage: str = "denoise", conditions: Sequence[EncodedCondition] = ()) -> AVLatent:
+                 stage: str = "denoise", conditions: Sequence[Condition] = ()) -> AVLatent:
         files = tuple((_file_of(lora), float(strength)) for lora, strength in (*self.loras, *loras))
         held = tuple(c._replace(latent=c.latent.cpu()) for c in conditions)
         job = StageJob(latent.video.cpu(), latent.audio.cpu(), latent.fps, positive.to("cpu"),

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from ltx2_core.compile import compile_blocks
-from ltx2_core.conditioning.images import EncodedCondition
+from ltx2_core.conditioning import Condition
 from ltx2_core.loader.lora import Lora, load_lora, shard_lora
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model_files import ModelFiles
@@ -69,7 +69,7 @@ class StageJob(NamedTuple):
     stage: str = "denoise"
     compile: bool = False
     preview: tuple[torch.Tensor, torch.Tensor] | None = None  # rgb_projection: rank 0 sends a preview per step
-    conditions: tuple[EncodedCondition, ...] = ()  # encoded images held at their frames (CPU)
+    conditions: tuple[Condition, ...] = ()  # held during sampling (encoded images at frames, ...; CPU)
 
 
 class Channel(Protocol):

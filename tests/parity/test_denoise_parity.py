@@ -185,7 +185,7 @@ def test_four_guided_steps_with_images_match_the_reference_pipeline(images, one_
     """Conditioning as `combined_image_conditionings` builds it: frame 0 replaces the first latent frame, any
     other frame is an appended keyframe; the same encoded latents (random here) on both sides."""
     import_ltx_pipelines()
-    from ltx2_core.conditioning.images import EncodedCondition
+    from ltx2_core.conditioning.images import EncodedImage
     from ltx2_core.stages import empty_latent, sample
 
     ours, ref = _models("2.0")
@@ -194,7 +194,7 @@ def test_four_guided_steps_with_images_match_the_reference_pipeline(images, one_
     audio_guidance = GuidanceParams(cfg=7.0, stg=1.0, stg_blocks=(STG_BLOCK,), rescale=0.7, modality=3.0)
     g = torch.Generator().manual_seed(21)
     latents = [torch.randn(1, 128, 1, HEIGHT // 32, WIDTH // 32, generator=g) for _ in images]
-    conditions = [EncodedCondition(latent, frame, strength) for latent, (frame, strength) in zip(latents, images)]
+    conditions = [EncodedImage(latent, frame, strength) for latent, (frame, strength) in zip(latents, images)]
     theirs = _reference_items(conditions)
     sigmas = ltx2_sigmas(4)
     got = sample(ours, positive, negative, empty_latent(WIDTH, HEIGHT, FRAMES, FPS), sigmas,
@@ -211,7 +211,7 @@ def test_stage_two_refine_with_images_matches_the_reference(one_thread):
     """Stage 2 with the images re-applied at full size: the upsampled latent re-noised to 0.909375 except where the
     images hold it, 3 unguided steps."""
     import_ltx_pipelines()
-    from ltx2_core.conditioning.images import EncodedCondition
+    from ltx2_core.conditioning.images import EncodedImage
     from ltx2_core.stages import AVLatent, sample
 
     ours, ref = _models("2.3")
@@ -220,7 +220,7 @@ def test_stage_two_refine_with_images_matches_the_reference(one_thread):
     initial = _upsampled_latent(g)
     frames, rows, cols = FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32
     first, last = (torch.randn(1, 128, 1, rows, cols, generator=g) for _ in range(2))
-    conditions = [EncodedCondition(first, 0, 1.0), EncodedCondition(last, FRAMES - 1, 0.8)]
+    conditions = [EncodedImage(first, 0, 1.0), EncodedImage(last, FRAMES - 1, 0.8)]
     theirs = _reference_items(conditions)
     sigmas = sigma_table(STAGE2_SIGMAS)
     latent = AVLatent(unpatchify_video(initial[0], frames, rows, cols), unpatchify_audio(initial[1], 8), FPS)

@@ -9,7 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
-from ltx2_core.conditioning.images import EncodedCondition, ImageCondition, condition_video, h264_round_trip, prepare_image
+from ltx2_core.conditioning import EncodedImage, ImageCondition, condition_video
+from ltx2_core.conditioning.images import h264_round_trip, prepare_image
 from ltx2_core.geometry import patchify_video, video_positions
 from support.reference import import_ltx_pipelines
 
@@ -57,8 +58,8 @@ def test_a_replacement_and_a_keyframe_build_the_references_state():
                  VideoConditionByKeyframeIndex(keyframes=key, frame_idx=16, strength=0.3)):
         state = item.apply_to(state, tools)
     clean = torch.zeros(1, 4 * 2 * 3, 128)
-    ours = condition_video(clean, video_positions(4, 2, 3, fps), [EncodedCondition(first, 0, 0.8),
-                                                                   EncodedCondition(key, 16, 0.3)], fps)
+    ours = condition_video(clean, video_positions(4, 2, 3, fps), [EncodedImage(first, 0, 0.8),
+                                                                   EncodedImage(key, 16, 0.3)], fps)
     torch.testing.assert_close(ours.clean, state.clean_latent, atol=0, rtol=0)  # pure copies of the latents
     torch.testing.assert_close(ours.mask, state.denoise_mask.float(), atol=1e-7, rtol=0)
     torch.testing.assert_close(ours.positions, state.positions.float(), atol=1e-6, rtol=0)

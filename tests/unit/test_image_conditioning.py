@@ -10,14 +10,8 @@ import torch
 from PIL import Image
 
 from ltx2_core import TransformerConfig
-from ltx2_core.conditioning.images import (
-    EncodedCondition,
-    ImageCondition,
-    condition_video,
-    h264_round_trip,
-    keyframe_positions,
-    prepare_image,
-)
+from ltx2_core.conditioning import EncodedImage, ImageCondition, condition_video
+from ltx2_core.conditioning.images import h264_round_trip, keyframe_positions, prepare_image
 from ltx2_core.demo import demo_transformer
 from ltx2_core.geometry import patchify_video, video_positions
 from ltx2_core.sampling import ltx2_sigmas
@@ -45,17 +39,17 @@ def _run(model, conditions, seed=3):
 
 def test_frame_zero_at_strength_one_is_held_exactly(model):
     image = torch.randn(1, 128, 1, 2, 3)
-    out = _run(model, [EncodedCondition(image, 0, 1.0)])
+    out = _run(model, [EncodedImage(image, 0, 1.0)])
     assert torch.equal(out.video[:, :, :1], image)  # mask 0: noise·0 + clean, x0 blended to clean, velocity 0
     free = _run(model, [])
     assert (out.video[:, :, 1:] - free.video[:, :, 1:]).abs().max() > 1e-3  # and it steers the other frames
-    half = _run(model, [EncodedCondition(image, 0, 0.5)])
+    half = _run(model, [EncodedImage(image, 0, 0.5)])
     assert (half.video[:, :, :1] - image).abs().max() > 1e-3  # strength 0.5 lets it change
 
 
 def test_a_keyframe_guides_the_run_and_its_tokens_are_dropped(model):
     image = torch.randn(1, 128, 1, 2, 3)
-    keyed = _run(model, [EncodedCondition(image, 16, 1.0)])
+    keyed = _run(model, [EncodedImage(image, 16, 1.0)])
     free = _run(model, [])
     assert keyed.video.shape == free.video.shape and keyed.audio.shape == free.audio.shape
     assert (keyed.video - free.video).abs().max() > 1e-3
@@ -65,7 +59,7 @@ def test_masks_and_positions_of_a_replacement_and_a_keyframe():
     clean = torch.zeros(1, 3 * 2 * 3, 128)
     positions = video_positions(3, 2, 3, 24.0)
     first, key = torch.randn(1, 128, 1, 2, 3), torch.randn(1, 128, 1, 2, 3)
-    video = condition_video(clean, positions, [EncodedCondition(first, 0, 0.8), EncodedCondition(key, 12, 0.3)],
+    video = condition_video(clean, positions, [EncodedImage(first, 0, 0.8), EncodedImage(key, 12, 0.3)],
                             24.0)
     assert video.tokens == 18 and video.clean.shape[1] == 24 and video.positions.shape[2] == 24
     assert torch.equal(video.clean[:, :6], patchify_video(first)) and torch.equal(video.clean[:, 18:],
@@ -122,6 +116,6 @@ def test_conditioned_steps_keep_zero_host_syncs(model):
     video_guidance, audio_guidance = default_guidance("2.0", model.config.num_layers)
     sample(model, _text(model), _text(model, 1), empty_latent(96, 64, 17, 24.0), ltx2_sigmas(3),
            torch.Generator().manual_seed(0), video_guidance=video_guidance, audio_guidance=audio_guidance,
-           step=counted, conditions=[EncodedCondition(image, 0, 0.9), EncodedCondition(image, 16, 1.0)])
+           step=counted, conditions=[EncodedImage(image, 0, 0.9), EncodedImage(image, 16, 1.0)])
     assert len(censuses) == 3 and all(c.syncs() == {} and c.transfers() == 0 for c in censuses)
     assert len(set(shapes)) == 1 and shapes[0][1] == 3 * 2 * 3 + 2 * 3  # video + keyframe tokens, every step

@@ -7,7 +7,7 @@ under tensor parallelism work without changing this code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -17,12 +17,23 @@ from ltx2_core.model.transformer.rope import apply_rope
 from ltx2_core.types import Rope
 
 
-AttentionFunction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+class AttentionFunction(Protocol):
+    """The attention proper on (B, tokens, heads, head_dim) q, k, v -> (B, q tokens, heads, head_dim).
+
+    mask: bool, broadcastable to (B, 1, q tokens, k tokens), True where a query attends to a key, over all tokens
+    of the sequence (a parallel pass that splits the tokens cuts or pads it itself); None: every query attends to
+    every key. Same for every head, so splitting the heads (tensor or sequence parallel) leaves it as it is.
+    """
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                 mask: torch.Tensor | None = None) -> torch.Tensor: ...
 
 
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Scaled dot-product attention on (B, tokens, heads, head_dim) -> (B, q tokens, heads, head_dim)."""
-    return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Scaled dot-product attention on (B, tokens, heads, head_dim) -> (B, q tokens, heads, head_dim); `mask` as
+    in `AttentionFunction`."""
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
+    return out.transpose(1, 2)
 
 
 class QKNorm(nn.Module):
@@ -81,12 +92,14 @@ class Attention(nn.Module):
         keep: torch.Tensor | None = None,
         passthrough: bool = False,
         kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x (B, T, query_dim), context (B, S, context_dim) or None (self-attention) -> (B, T, query_dim).
 
         keep: (B, 1, 1) per-sample blend, 1 = attention output, 0 = V passthrough (STG); None = attention for all.
         passthrough: every sample takes the V passthrough, so the q/k path is skipped.
         kv: the context's `keys_values`, computed once beforehand (then `context` is not read).
+        mask: which tokens attend to which (`AttentionFunction`); None: all to all.
         """
         context = x if context is None else context
         k, v = kv if kv is not None else (None, self.to_v(context))
@@ -94,7 +107,7 @@ class Attention(nn.Module):
             out = v
         else:
             k = k if k is not None else self.k_norm(self.to_k(context))
-            out = self._attend(x, k, v, rope, k_rope if k_rope is not None else rope)
+            out = self._attend(x, k, v, rope, k_rope if k_rope is not None else rope, mask)
             if keep is not None:
                 out = torch.lerp(v, out, keep)
         if self.to_gate_logits is not None:
@@ -103,7 +116,8 @@ class Attention(nn.Module):
         return self.to_out[0](out)
 
     def _attend(
-        self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rope: Rope | None, k_rope: Rope | None
+        self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rope: Rope | None, k_rope: Rope | None,
+        mask: torch.Tensor | None,
     ) -> torch.Tensor:
         q = self.q_norm(self.to_q(x)).unflatten(-1, (-1, self.head_dim))  # (B, T, heads, head_dim)
         k = k.unflatten(-1, (-1, self.head_dim))
@@ -111,4 +125,4 @@ class Attention(nn.Module):
         if rope is not None:
             q = apply_rope(q, rope, self.rope_type)
             k = apply_rope(k, k_rope, self.rope_type)
-        return self.attend(q, k, v).flatten(-2)
+        return self.attend(q, k, v, mask).flatten(-2)

@@ -1,0 +1,51 @@
+"""The condition kinds a sampling stage accepts, and applying them to a stream.
+
+A new kind of condition (audio held at times, a control video, a retake mask, ...) is one module with a class that
+follows `Condition` (`ltx2_core.conditioning.stream`) plus one line in `CONDITIONS`; `stages.sample` and the
+pipeline pass conditions through without knowing their kinds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ltx2_core.conditioning.images import EncodedImage
+from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream
+
+CONDITIONS: dict[str, type[Condition]] = {
+    "image": EncodedImage,  # an encoded image held at a pixel frame (image-to-video, keyframes)
+}
+
+
+def condition_kind(condition: Condition) -> str:
+    """The registered name of `condition`'s kind; TypeError naming the known kinds for anything else (before any
+    model work, so a stray object never reaches the sampler)."""
+    for name, kind in CONDITIONS.items():
+        if type(condition) is kind:
+            return name
+    raise TypeError(f"{type(condition).__name__} is not a registered condition kind (known: "
+                    f"{', '.join(CONDITIONS)}); add its class to ltx2_core.conditioning.registry.CONDITIONS")
+
+
+def apply_conditions(stream: ConditionedStream, conditions: Sequence[Condition]) -> ConditionedStream:
+    """`stream` with the conditions of its modality applied in order (a later one wins where they overlap); the
+    others are skipped. No condition of this modality: the stream unchanged (no mask, nothing appended)."""
+    for condition in conditions:
+        condition_kind(condition)
+        if condition.modality == stream.modality:
+            stream = condition.apply(stream)
+    return stream
+
+
+def condition_video(clean: torch.Tensor, positions: torch.Tensor, conditions: Sequence[Condition],
+                    fps: float) -> ConditionedStream:
+    """The video tokens (1, F'·H'·W', 128) at their positions (1, 3, tokens, 2) with the video's conditions."""
+    return apply_conditions(ConditionedStream.start(VIDEO, clean, positions, fps), conditions)
+
+
+def condition_audio(clean: torch.Tensor, positions: torch.Tensor, conditions: Sequence[Condition],
+                    fps: float) -> ConditionedStream:
+    """The audio tokens (1, T, 128) at their positions (1, 1, T, 2) with the audio's conditions."""
+    return apply_conditions(ConditionedStream.start(AUDIO, clean, positions, fps), conditions)
