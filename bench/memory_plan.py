@@ -49,7 +49,7 @@ from ltx2_core.model.text.projection import TextProjection  # noqa: E402
 from ltx2_core.model.video_vae.config import VideoVaeConfig  # noqa: E402
 from ltx2_core.model.video_vae.decoder import VideoDecoder  # noqa: E402
 from ltx2_core.model.text.config import TextConfig  # noqa: E402
-from ltx2_core.quant.fp8 import quantize_blocks  # noqa: E402
+from ltx2_core.quant.policy import quantize_blocks  # noqa: E402
 from ltx2_core.model.transformer import LTX2Transformer  # noqa: E402
 from support.configs import RELEASED_2_0, RELEASED_2_3, RELEASED_VAE_2_0, RELEASED_VAE_2_3  # noqa: E402
 

@@ -29,7 +29,7 @@ from ltx2_core.memory.plan import (
     plan_memory,
     transformer_weight_bytes,
 )
-from ltx2_core.quant.fp8 import quantize_blocks
+from ltx2_core.quant.policy import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, guided_step, ltx2_sigmas, noised_state
 from ltx2_core.sampling.denoise import StepPlan

@@ -26,9 +26,8 @@ from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
-from ltx2_core.quant.files import is_fp8_checkpoint
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
-from ltx2_core.loader.transformer import FP8_MODES
+from ltx2_core.quant.policy import FP8_MODES, stores_quantised
 from ltx2_core.memory.sizes import ram_bytes, side_bytes
 from ltx2_core.memory.plan import GB, TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
 from ltx2_core.model.video_vae.tiling import TilingConfig
@@ -221,8 +220,7 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     source = "budget" if args.memory_budget else f"free on {args.device}"
     config = files.transformer_config()
     dtype = DTYPES[args.dtype] if args.dtype else (torch.float32 if files.checkpoint is None else torch.bfloat16)
-    fp8 = files.fp8 == "quantize" or (files.fp8 == "auto" and files.checkpoint is not None and
-                                      is_fp8_checkpoint(files.checkpoint))
+    fp8 = stores_quantised(files.fp8, files.checkpoint)
     weights = transformer_weight_bytes(config, dtype, fp8=fp8)
     passes = len(active_passes(*guidance_for(request, config)))
     common = dict(fps=request.fps, dtype=dtype, fp8_available=not fp8, stream_all=args.memory == "stream",

@@ -28,7 +28,7 @@ from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.memory.offload import place_models
 from ltx2_core.memory.plan import MemoryPlan
-from ltx2_core.quant.fp8 import quantize_blocks
+from ltx2_core.quant.policy import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
 from ltx2_core.types import Decoders
@@ -47,7 +47,7 @@ class ModelFiles:
     distilled_lora: str | None = None
     loras: tuple[tuple[str, float], ...] = field(default_factory=tuple)
     version: str = "2.0"
-    fp8: str = "auto"  # the transformer's weights: see loader.weights.FP8_MODES
+    fp8: str = "auto"  # the transformer's weights: see quant.policy.FP8_MODES
 
     @property
     def label(self) -> str:

@@ -17,8 +17,7 @@ from ltx2_core import (
     load_vocoder,
 )
 from ltx2_core.loader import read_header, transformer_config
-from ltx2_core.quant.files import is_fp8_checkpoint
-from ltx2_core.loader.transformer import FP8_MODES
+from ltx2_core.quant.policy import FP8_MODES, stores_quantised
 from ltx2_core.memory.offload import offload
 from ltx2_core.memory.sizes import SideBytes, ram_bytes, text_and_image_bytes
 from ltx2_core.memory.plan import (
@@ -154,7 +153,7 @@ def _memory_plan(path: str, memory: str, device: torch.device, dtype: torch.dtyp
     if memory == "resident" or (memory == "auto" and device.type != "cuda"):
         return None
     config = transformer_config(read_header(path))
-    quantised = fp8 == "quantize" or (fp8 == "auto" and is_fp8_checkpoint(path))
+    quantised = stores_quantised(fp8, path)
     weights = transformer_weight_bytes(config, dtype or torch.bfloat16, fp8=quantised)
     cuda = device.type == "cuda"
     free = torch.cuda.mem_get_info(device)[0] if cuda else ram_bytes() or 0  # stream on the CPU: its RAM

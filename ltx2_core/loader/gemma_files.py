@@ -23,10 +23,10 @@ import torch
 
 from ltx2_core.errors import CheckpointError, KeyMismatchError, NotSafetensorsError, ShapeMismatchError
 from ltx2_core.loader.checkpoint import check_tensors
-from ltx2_core.quant.files import Fp8Plan, apply_fp8_plan, fp8_plan, unscaled_state
 from ltx2_core.loader.safetensors_file import SafetensorsFile, folder_listing, read_header, read_tensors
 from ltx2_core.model.text import gemma3 as gemma
 from ltx2_core.model.text.tokenizer import PromptTokenizer
+from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 
 # where the language model sits in each layout, most specific first
 LM_PREFIXES = ("model.language_model.", "language_model.model.", "model.")
@@ -80,19 +80,16 @@ def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype
     """`transformers.Gemma3TextModel` holding the file's weights (cast to `dtype`), checked before any read."""
     config = gemma.text_config(source.config)
     model = gemma.build_on_meta(config)
-    plans = [fp8_plan(file, keys | ({"scaled_fp8": "scaled_fp8"} if "scaled_fp8" in file.tensors else {}),
-                      allow_nvfp4=True) for file, keys in source.shards]
-    merged = Fp8Plan({k: v for p in plans for k, v in p.layers.items()},
-                     frozenset().union(*(p.unscaled for p in plans)), {},
-                     {k: v for p in plans for k, v in p.nvfp4.items()})
+    plans = [read_formats(file, keys, weight_only=True) for file, keys in source.shards]
+    merged = StoredFormats.union(plans)
     # fp8 and nvfp4 layers stay quantised and are dequantised one at a time, as ComfyUI runs its quantised text
     # encoders (no fp8/fp4 matmul)
-    expected = apply_fp8_plan(model, merged, source.path, scaled_mm=False)
+    expected = install_layers(model, merged, source.path, matmul=False)
     found = {key: file_key for plan in plans for key, file_key in plan.keys.items()}
     for (file, _), plan in zip(source.shards, plans):
         _check_dtypes(file, {k: fk for k, fk in plan.keys.items() if k not in plan.kept})
     _check_union(source, found, expected)
-    state: dict[str, torch.Tensor] = unscaled_state(merged, device)
+    state: dict[str, torch.Tensor] = default_scales(merged, device)
     for (file, _), plan in zip(source.shards, plans):
         state |= read_tensors(file, plan.keys, device=device, dtype=dtype, keep=plan.kept)
     model.load_state_dict(state, strict=True, assign=True)

@@ -25,8 +25,7 @@ from torch import nn
 
 from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
-from ltx2_core.quant.fp8 import dequantize, fp8_modules, quantize
-from ltx2_core.memory.streaming import settle_streaming
+from ltx2_core.quant.registry import quantised_modules
 
 log = logging.getLogger(__name__)
 
@@ -142,20 +141,26 @@ def fuse_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> list[st
     return _fuse(model, _deltas(model, loras))
 
 
+def _settle(model: nn.Module) -> None:
+    """Streamed blocks (`memory.streaming`, which keeps its streamer as `model.block_streamer`) are updated in host
+    memory once no copy of them is in flight; asked by attribute, as memory/ sits above the loader."""
+    streamer = getattr(model, "block_streamer", None)
+    if streamer is not None:
+        streamer.settle()
+
+
 def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]]) -> list[str]:
-    """fp8 weights are dequantised, updated and quantised again with a fresh scale. Streamed blocks are updated in
-    host memory once no copy of them is in flight."""
-    settle_streaming(model)
-    params, fp8 = dict(model.named_parameters()), fp8_modules(model)
+    """A quantised weight is dequantised, updated and stored back by its format's LoRA rule (fp8: quantised again
+    with a fresh scale)."""
+    _settle(model)
+    params, quantised = dict(model.named_parameters()), quantised_modules(model)
     for target, updates in deltas.items():
-        weight, owner = params[target], fp8.get(target.rsplit(".", 1)[0])
-        total = dequantize(weight, owner.weight_scale, torch.float32) if owner is not None else weight.float()
+        weight, owner = params[target], quantised.get(target.rsplit(".", 1)[0])
+        total = owner.format.dequantize(owner.module, torch.float32) if owner is not None else weight.float()
         for pair, strength in updates:
             total.addmm_(pair.up.to(weight.device), pair.down.to(weight.device), alpha=strength * pair.scale)
         if owner is not None:
-            q, scale = quantize(total)
-            weight.copy_(q)
-            owner.weight_scale.copy_(scale)
+            owner.format.fuse_(owner.module, total)
         else:
             weight.copy_(total)
     return sorted(deltas)
@@ -167,7 +172,9 @@ def fused_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> Iterat
     restored afterwards, also when the block fails."""
     deltas = _deltas(model, loras)
     state = dict(model.named_parameters()) | dict(model.named_buffers())
-    scales = [f"{t.rsplit('.', 1)[0]}.weight_scale" for t in deltas]  # what fusing into an fp8 weight also changes
+    quantised = quantised_modules(model)  # fusing into a quantised weight also changes its scales
+    owners = [(t.rsplit(".", 1)[0], quantised.get(t.rsplit(".", 1)[0])) for t in deltas]
+    scales = [f"{name}.{scale}" for name, owner in owners if owner is not None for scale in owner.format.scales]
     touched = [*deltas, *(name for name in scales if name in state)]
     originals = {name: state[name].detach().to("cpu", copy=True) for name in touched}
     try:
@@ -175,7 +182,7 @@ def fused_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> Iterat
             _fuse(model, deltas)
         yield model
     finally:
-        settle_streaming(model)
+        _settle(model)
         with torch.no_grad():
             for name, original in originals.items():
                 state[name].copy_(original)

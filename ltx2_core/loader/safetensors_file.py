@@ -126,12 +126,11 @@ def _entry(path: Path, name: str, info: object, data_bytes: int) -> TensorEntry:
         dtype, shape, (start, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
     except (TypeError, KeyError, ValueError) as exc:
         raise CorruptCheckpointError(f"{path}: header entry {name!r} is malformed ({info!r})") from exc
-    if dtype == "F8_E8M0":
-        from ltx2_core.quant.files import SUPPORTED
-
+    if dtype == "F8_E8M0":  # a dtype this reader cannot size; the formats that load are listed by ltx2_core.quant
         raise UnsupportedQuantizationError(
             f"{path}: tensor {name!r} is F8_E8M0, the block scales of MXFP8: this package does not load MXFP8 "
-            f"(F8_E8M0 block scales) files; it loads {SUPPORTED}. Use the official bf16 or fp8 checkpoint instead")
+            "(F8_E8M0 block scales) files; its fp8 is float8_e4m3fn with per-tensor scales (the official *-fp8 "
+            "files, ComfyUI's fp8_scaled). Use the official bf16 or fp8 checkpoint instead")
     if dtype not in DTYPE_BYTES:
         raise CorruptCheckpointError(f"{path}: tensor {name!r} has unknown dtype {dtype!r}")
     if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):

@@ -14,13 +14,13 @@ import torch
 
 from ltx2_core.errors import CheckpointError, ConfigError, MissingConfigError
 from ltx2_core.loader.checkpoint import check_tensors, config_metadata, transformer_config
-from ltx2_core.quant.files import Fp8Plan, apply_fp8_plan, fp8_plan, unscaled_state
 from ltx2_core.loader.gemma_files import GemmaSource, find_gemma, load_gemma
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.memory.offload import stream_text_encoder
 from ltx2_core.model.text.encoder import PromptEncoder, check_prompt_length
 from ltx2_core.model.text.projection import TextProjection
 from ltx2_core.model.text.config import TextConfig
+from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 
 TEXT_KEY_PREFIXES = {
     "text_embedding_projection.": "feature_extractor.",
@@ -74,7 +74,7 @@ def check_compatible(gemma: GemmaSource, checkpoint: SafetensorsFile) -> None:
         )
 
 
-def _projection_on_meta(checkpoint: SafetensorsFile, gemma: GemmaSource) -> tuple[TextProjection, Fp8Plan]:
+def _projection_on_meta(checkpoint: SafetensorsFile, gemma: GemmaSource) -> tuple[TextProjection, StoredFormats]:
     """The projection built on `meta` and its key map (with the linears an fp8 file stores in fp8, e.g. ComfyUI's
     fp8_scaled connectors), validated against the file (nothing read yet)."""
     check_compatible(gemma, checkpoint)
@@ -85,16 +85,16 @@ def _projection_on_meta(checkpoint: SafetensorsFile, gemma: GemmaSource) -> tupl
         raise type(exc)(f"{checkpoint.path}: {exc}") from exc
     with torch.device("meta"):
         projection = TextProjection(config, gemma.hidden_size, gemma.num_hidden_states)
-    plan = fp8_plan(checkpoint, text_keys(checkpoint.tensors))
-    expected = apply_fp8_plan(projection, plan, checkpoint.path)
+    plan = read_formats(checkpoint, text_keys(checkpoint.tensors))
+    expected = install_layers(projection, plan, checkpoint.path)
     check_tensors(checkpoint, plan.keys, expected, component="text projection and connectors")
     return projection, plan
 
 
-def _fill(projection: TextProjection, checkpoint: SafetensorsFile, plan: Fp8Plan,
+def _fill(projection: TextProjection, checkpoint: SafetensorsFile, plan: StoredFormats,
           device: torch.device | str, dtype: torch.dtype | None) -> TextProjection:
     state = read_tensors(checkpoint, plan.keys, device=device, dtype=dtype, keep=plan.kept)
-    projection.load_state_dict(state | unscaled_state(plan, device), strict=True, assign=True)
+    projection.load_state_dict(state | default_scales(plan, device), strict=True, assign=True)
     return projection.eval().requires_grad_(False)
 
 

@@ -9,14 +9,12 @@ import torch
 
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader.checkpoint import check_tensors, transformer_config, transformer_keys
-from ltx2_core.quant.files import apply_fp8_plan, fp8_plan, unscaled_state
 from ltx2_core.loader.layouts import transformer_layout
 from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora, shard_lora
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
-from ltx2_core.quant.fp8 import dequantize_model, quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
-
-FP8_MODES = ("auto", "quantize", "dequantize")
+from ltx2_core.quant.files import default_scales, install_layers, read_formats
+from ltx2_core.quant.policy import apply_mode, check_mode, check_sharded
 
 
 def load_transformer(
@@ -37,33 +35,29 @@ def load_transformer(
     `loras` ((file or Lora, strength) pairs) are checked against the model before loading and fused after.
     `parallelize` (e.g. `ltx2_core.parallel.tensor_parallel` with a group) runs on the meta model once it is
     checked; this rank then reads only its shard of each parameter it names, and the LoRAs are fused into the shards.
-    `fp8` (see FP8_MODES): "auto" keeps an fp8 file's weights in fp8 (`FP8Linear`, see `loader.fp8_files` for the
-    layouts) and a bf16 file's in `dtype`; "quantize" also quantises a bf16 file's block linears to fp8 (half the
-    weight memory); "dequantize" turns an fp8 file's weights into `dtype` (default bf16).
+    `fp8` (see `quant.policy.FP8_MODES`): "auto" keeps a quantised file's weights in their format (e.g.
+    `FP8Linear`, see `quant.files` for the layouts) and a bf16 file's in `dtype`; "quantize" also quantises a bf16
+    file's block linears to fp8 (half the weight memory); "dequantize" turns a quantised file's weights into
+    `dtype` (default bf16).
     """
-    if fp8 not in FP8_MODES:
-        raise ValueError(f"fp8 must be one of {', '.join(FP8_MODES)}, got {fp8!r}")
+    check_mode(fp8)
     file = read_header(path)
     layout = transformer_layout(file)
     config = config or transformer_config(file)
     with torch.device("meta"):
         model = LTX2Transformer(config)
-    plan = fp8_plan(file, transformer_keys(file.tensors, layout.prefix))
-    if parallelize is not None and fp8 == "quantize":
-        raise ValueError(f"{file.path}: fp8='quantize' does not combine with tensor parallelism; load the official "
-                         "fp8 file instead (its shards stay fp8), or leave fp8 at auto")
-    keys, expected = plan.keys, apply_fp8_plan(model, plan, file.path)
+    stored = read_formats(file, transformer_keys(file.tensors, layout.prefix))
+    if parallelize is not None:
+        check_sharded(fp8, file.path)
+    keys, expected = stored.keys, install_layers(model, stored, file.path)
     check_tensors(file, keys, expected, component="transformer")
     loras = [(lora if isinstance(lora, Lora) else load_lora(lora), strength) for lora, strength in loras]
     for lora, _ in loras:
         check_lora(model, lora)
     shards = parallelize(model) if parallelize is not None else {}
-    state = read_tensors(file, keys, device=device, dtype=dtype, shards=shards, keep=plan.kept)
-    state |= unscaled_state(plan, device)
+    state = read_tensors(file, keys, device=device, dtype=dtype, shards=shards, keep=stored.kept)
+    state |= default_scales(stored, device)
     model.load_state_dict(state, strict=True, assign=True)
-    if fp8 == "dequantize":
-        dequantize_model(model, dtype or torch.bfloat16)
-    elif fp8 == "quantize":
-        quantize_blocks(model)
+    apply_mode(model, fp8, dtype)
     fuse_loras(model, [(shard_lora(lora, shards), strength) for lora, strength in loras])
     return model.eval()

@@ -38,7 +38,7 @@ from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.errors import LTX2Error
 from ltx2_core.geometry import audio_latent_length, floor_size, video_tokens
 from ltx2_core.memory.sizes import SideBytes
-from ltx2_core.quant.fp8 import BLOCK_LINEARS
+from ltx2_core.quant.policy import QUANTIZE_TO, weight_bytes
 
 GB = 1e9
 HEADROOM = 0.92  # of the free memory the plan may use (the allocator's fragmentation, CUDA's own buffers)
@@ -77,8 +77,9 @@ class WeightBytes(NamedTuple):
 
 def transformer_weight_bytes(config: TransformerConfig, dtype: torch.dtype = torch.bfloat16, fp8: bool = False,
                              tp: int = 1) -> WeightBytes:
-    """Weight bytes of the transformer in `dtype`, its block linears in fp8 (one byte, plus a 4-byte scale) when
-    `fp8`, the blocks' matrices divided over `tp` ranks (their vectors and the non-block weights replicated)."""
+    """Weight bytes of the transformer in `dtype`, the linears the quantisation policy names in fp8 (one byte, plus a
+    4-byte scale: `quant.policy.QUANTIZE_TO`) when `fp8`, the blocks' matrices divided over `tp` ranks (their
+    vectors and the non-block weights replicated)."""
     from ltx2_core.model.transformer import LTX2Transformer
 
     with torch.device("meta"):
@@ -88,11 +89,8 @@ def transformer_weight_bytes(config: TransformerConfig, dtype: torch.dtype = tor
     def bytes_of(prefix: str, module: torch.nn.Module) -> int:
         total = 0
         for name, param in module.named_parameters():
-            full = f"{prefix}{name}"
-            quantised = fp8 and full.endswith(".weight") and full[: -len(".weight")].endswith(BLOCK_LINEARS)
-            per = 1 if quantised else size
             shard = tp if param.dim() == 2 and tp > 1 else 1
-            total += param.numel() * per // shard + (4 if quantised else 0)
+            total += weight_bytes(f"{prefix}{name}", param.numel(), size, shard, QUANTIZE_TO if fp8 else None)
         return total
 
     block = bytes_of("transformer_blocks.0.", model.transformer_blocks[0])

@@ -188,10 +188,3 @@ def stream_blocks(model: nn.Module, device: torch.device | str, resident: int = 
     streamer = BlockStreamer(model, device, resident, blocks, pin)
     object.__setattr__(model, "block_streamer", streamer)  # not a submodule: no state dict entries
     return streamer
-
-
-def settle_streaming(model: nn.Module) -> None:
-    """`BlockStreamer.settle` of a streamed model (nothing for a resident one)."""
-    streamer = getattr(model, "block_streamer", None)
-    if streamer is not None:
-        streamer.settle()

@@ -19,10 +19,10 @@ import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 from torch import nn
 
-from ltx2_core.quant.fp8 import FP8, FP8Linear, dequantize
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.model.transformer.attention import Attention
+from ltx2_core.quant.registry import format_of
 from ltx2_core.types import Rope, RunConstants
 
 ATTENTIONS = ("attn1", "attn2", "audio_attn1", "audio_attn2", "audio_to_video_attn", "video_to_audio_attn")
@@ -51,20 +51,22 @@ def column_parallel_(linear: nn.Linear, rows: slice) -> None:
 
 
 class RowParallelLinear(nn.Module):
-    """The input features `cols` of a linear layer: partial products all-reduced, the bias added once after. An fp8
-    layer (FP8Linear) keeps its fp8 shard and per-tensor scale (its state-dict names) and is dequantised per call."""
+    """The input features `cols` of a linear layer: partial products all-reduced, the bias added once after. A
+    quantised layer keeps its shard in its format with the scales its format's TP rule keeps whole (their state-dict
+    names, e.g. fp8's per-tensor scale) and is dequantised per call."""
 
     def __init__(self, linear: nn.Linear, cols: slice, group: dist.ProcessGroup) -> None:
         super().__init__()
         self.weight = _param(linear.weight[:, cols])
         self.bias = None if linear.bias is None else _param(linear.bias)
         self.group = group
-        if isinstance(linear, FP8Linear):
-            self.register_buffer("weight_scale", linear.weight_scale)
-            self.register_buffer("input_scale", linear.input_scale)
+        fmt = format_of(linear)
+        for name, scale in ({} if fmt is None else fmt.shard_scales(linear)).items():
+            self.register_buffer(name, scale)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.weight if self.weight.dtype != FP8 else dequantize(self.weight, self.weight_scale, x.dtype)
+        fmt = format_of(self)  # asked per call: `dequantize_model` may turn the shard into a plain one
+        weight = self.weight if fmt is None else fmt.dequantize(self, x.dtype)
         out = funcol.all_reduce(F.linear(x, weight), "sum", self.group)
         return out if self.bias is None else out + self.bias.to(out.dtype)
 

@@ -1,26 +1,30 @@
 """fp8 weights: `float8_e4m3fn` storage with a per-tensor fp32 dequantisation scale, w ≈ q · weight_scale, the
-layout of the official LTX-2 fp8 checkpoints and of ComfyUI's fp8_scaled files (which `loader.fp8_files` reads).
+layout of the official LTX-2 fp8 checkpoints and of ComfyUI's fp8_scaled files; `FP8_FORMAT` is its `WeightFormat`.
 
 `FP8Linear` keeps its weight in fp8 (half the bytes of bf16). Its forward multiplies on fp8 tensor cores
 (`torch._scaled_mm`: the input quantised per tensor with the file's `input_scale`, or with amax/448 computed on the
 device, never read on the host) where the device has them (CUDA compute capability ≥ 8.9) and both matrix sides are
 multiples of 16; elsewhere (CPU, Ampere, odd shapes) it dequantises the weight for that one call. A LoRA is fused by
-dequantising, adding the update and quantising again with a fresh scale (`fuse_delta_`).
+dequantising, adding the update and quantising again with a fresh scale; under tensor parallelism a rank keeps its
+slice of the weight in fp8 and the per-tensor scales whole.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ltx2_core.loader.safetensors_file import SafetensorsFile
+
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max  # 448
 _TINY = torch.finfo(torch.float32).tiny
-# the block linears the releases quantise (ltx-core's fp8 policy): attention projections and feed-forwards
-BLOCK_LINEARS = (".to_q", ".to_k", ".to_v", ".to_out.0", "ff.net.0.proj", "ff.net.2")  # video and audio FF
+_LEGACY_MARKER = "scaled_fp8"  # ComfyUI's older fp8 files, with their scales under older names
+_LEGACY = {".scale_weight": ".weight_scale", ".scale_input": ".input_scale"}
 
 
 def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,13 +82,6 @@ class FP8Linear(nn.Linear):
     def dequantized(self, dtype: torch.dtype) -> torch.Tensor:
         return dequantize(self.weight, self.weight_scale, dtype)
 
-    @torch.no_grad()
-    def fuse_delta_(self, delta: torch.Tensor) -> None:
-        """weight ← quantize(dequantized weight + delta), with a fresh scale."""
-        q, scale = quantize(self.dequantized(torch.float32) + delta.float())
-        self.weight.copy_(q)
-        self.weight_scale.copy_(scale)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         use = self.scaled_mm if self.scaled_mm is not None else _has_fp8_tensor_cores(x.device)
         if use and self.in_features % 16 == 0 and self.out_features % 16 == 0:
@@ -106,41 +103,53 @@ class FP8Linear(nn.Linear):
         return out.reshape(*x.shape[:-1], self.out_features)
 
 
+class Fp8Format:
+    """float8_e4m3fn with per-tensor scales as a `WeightFormat` (see `quant.format`)."""
+
+    name, label, dtype, by_dtype, weight_only = "float8_e4m3fn", "fp8", "F8_E4M3", True, False
+    loads = "float8_e4m3fn with per-tensor scales (the official *-fp8 files, ComfyUI's fp8_scaled)"
+    scales = ("weight_scale", "input_scale")
+
+    def rename(self, file: SafetensorsFile, keys: dict[str, str]) -> dict[str, str]:
+        # the marker sits under the DiT's prefix (a model key) or at the root of a text encoder file
+        if keys.pop(_LEGACY_MARKER, None) is None and _LEGACY_MARKER not in file.tensors:
+            return keys
+        for key in list(keys):
+            for old, new in _LEGACY.items():
+                if key.endswith(old):
+                    keys[key[: -len(old)] + new] = keys.pop(key)
+        return keys
+
+    def defaults(self, present: Collection[str]) -> dict[str, float]:
+        return {} if "weight_scale" in present else {"weight_scale": 1.0}  # a plain cast: scale 1
+
+    def layer(self, linear: nn.Linear, present: Collection[str], matmul: bool | None = None) -> FP8Linear:
+        fp8 = FP8Linear.like(linear, "input_scale" in present)
+        fp8.scaled_mm = matmul
+        return fp8
+
+    def owns(self, module: nn.Module) -> bool:
+        return isinstance(getattr(module, "weight", None), torch.Tensor) and module.weight.dtype == FP8 \
+            and getattr(module, "weight_scale", None) is not None
+
+    def dequantize(self, module: nn.Module, dtype: torch.dtype) -> torch.Tensor:
+        return dequantize(module.weight, module.weight_scale, dtype)
+
+    def weight_bytes(self, count: int) -> int:
+        return count + 4  # one byte a weight, one fp32 scale
+
+    def shard_scales(self, module: nn.Module) -> dict[str, torch.Tensor | None]:
+        return {"weight_scale": module.weight_scale, "input_scale": getattr(module, "input_scale", None)}
+
+    def fuse_(self, module: nn.Module, weight: torch.Tensor) -> None:
+        q, scale = quantize(weight)  # a fresh scale: the update may widen the range
+        module.weight.copy_(q)
+        module.weight_scale.copy_(scale)
+
+
+FP8_FORMAT = Fp8Format()
+
+
 def fp8_modules(model: nn.Module) -> dict[str, nn.Module]:
     """The modules holding an fp8 `weight` with its `weight_scale`: FP8Linear, and its row-parallel shards."""
-    return {name: m for name, m in model.named_modules() if isinstance(getattr(m, "weight", None), torch.Tensor)
-            and m.weight.dtype == FP8 and getattr(m, "weight_scale", None) is not None}
-
-
-def replace_module(model: nn.Module, name: str, module: nn.Module) -> None:
-    parent, _, child = name.rpartition(".")
-    setattr(model.get_submodule(parent) if parent else model, child, module)
-
-
-@torch.no_grad()
-def quantize_blocks(model: nn.Module) -> int:
-    """Quantises the block linears the releases quantise (BLOCK_LINEARS under `transformer_blocks.`) in place:
-    fp8 at load from a bf16 file. Returns how many were quantised."""
-    names = [name for name, m in model.named_modules() if type(m) is nn.Linear and
-             name.startswith("transformer_blocks.") and name.endswith(BLOCK_LINEARS)]
-    for name in names:
-        replace_module(model, name, FP8Linear.from_linear(model.get_submodule(name)))
-    return len(names)
-
-
-@torch.no_grad()
-def dequantize_model(model: nn.Module, dtype: torch.dtype) -> int:
-    """Every FP8Linear back to an `nn.Linear` in `dtype` (e.g. for a device without memory pressure)."""
-    modules = fp8_modules(model)
-    for name, fp8 in modules.items():
-        weight = nn.Parameter(dequantize(fp8.weight, fp8.weight_scale, dtype), requires_grad=False)
-        if not isinstance(fp8, FP8Linear):  # a row-parallel shard: dequantised in place
-            fp8.weight = weight
-            fp8.weight_scale = fp8.input_scale = None
-            continue
-        linear = nn.Linear(fp8.in_features, fp8.out_features, fp8.bias is not None, device="meta")
-        linear.weight = weight
-        if fp8.bias is not None:
-            linear.bias = nn.Parameter(fp8.bias.detach().to(dtype), requires_grad=False)
-        replace_module(model, name, linear)
-    return len(modules)
+    return {name: m for name, m in model.named_modules() if FP8_FORMAT.owns(m)}

@@ -9,15 +9,22 @@ Per quantised linear (`comfy_quant` format "nvfp4"):
 * `weight_scale_2`: fp32, 0-d, per tensor;  `input_scale` (optional) is only used by fp4 matmuls, not here.
 
 w[r, 16·b + k] = E2M1(nibble) · weight_scale_2 · weight_scale[r, b].
+
+`NVFP4_FORMAT` is its `WeightFormat`: weight-only (no fp4 matmul, no tensor-parallel split of the tiled block scales,
+no LoRA rule), so only text encoders load it.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Collection
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ltx2_core.errors import UnsupportedQuantizationError
+from ltx2_core.loader.safetensors_file import SafetensorsFile
 
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 BLOCK = 16
@@ -92,3 +99,39 @@ class NVFP4Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.to(x.dtype)
         return F.linear(x, self.dequantized(x.dtype), bias)
+
+
+class Nvfp4Format:
+    """ComfyUI's NVFP4 as a `WeightFormat` (see `quant.format`); marked per layer only, as U8 also holds markers."""
+
+    name, label, dtype, by_dtype, weight_only = "nvfp4", "fp4-mixed", "U8", False, True
+    loads = "for text encoders also ComfyUI's nvfp4 (fp4_mixed)"
+    scales = ("weight_scale", "weight_scale_2", "input_scale")
+
+    def rename(self, file: SafetensorsFile, keys: dict[str, str]) -> dict[str, str]:
+        return keys
+
+    def defaults(self, present: Collection[str]) -> dict[str, float]:
+        return {}
+
+    def layer(self, linear: nn.Linear, present: Collection[str], matmul: bool | None = None) -> NVFP4Linear:
+        return NVFP4Linear.like(linear, "input_scale" in present)  # always dequantised: no fp4 matmul here
+
+    def owns(self, module: nn.Module) -> bool:
+        return isinstance(module, NVFP4Linear)
+
+    def dequantize(self, module: nn.Module, dtype: torch.dtype) -> torch.Tensor:
+        return module.dequantized(dtype)
+
+    def weight_bytes(self, count: int) -> int:
+        return count // 2 + count // BLOCK + 4  # two values a byte, an fp8 scale per block, one fp32 scale
+
+    def shard_scales(self, module: nn.Module) -> dict[str, torch.Tensor | None]:
+        raise UnsupportedQuantizationError("nvfp4 weights are not split by tensor parallelism (their block scales "
+                                           "are tiled); load a bf16 or fp8 file for a tensor-parallel run")
+
+    def fuse_(self, module: nn.Module, weight: torch.Tensor) -> None:
+        raise UnsupportedQuantizationError("a LoRA is not fused into nvfp4 weights; load a bf16 or fp8 file")
+
+
+NVFP4_FORMAT = Nvfp4Format()

@@ -10,7 +10,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ltx2_core.quant.fp8 import BLOCK_LINEARS, FP8, quantize
+from ltx2_core.quant.fp8 import FP8, quantize
+from ltx2_core.quant.policy import BLOCK_LINEARS
 
 PREFIX = "model.diffusion_model."
 LAYOUTS = ("official", "comfyui", "comfyui-legacy", "unscaled")

@@ -31,7 +31,7 @@ from ltx2_core.memory.plan import (
     plan_run,
     transformer_weight_bytes,
 )
-from ltx2_core.quant.fp8 import quantize_blocks
+from ltx2_core.quant.policy import quantize_blocks
 from ltx2_core.memory.streaming import move_module
 from ltx2_core.model.text import gemma3 as gemma_lm
 from ltx2_core.model.text.encoder import PromptEncoder

@@ -11,7 +11,7 @@ import torch
 
 from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_inputs, demo_transformer
-from ltx2_core.quant.fp8 import quantize_blocks
+from ltx2_core.quant.policy import quantize_blocks
 from ltx2_core.memory.streaming import stream_blocks
 from support.census import OpCensus
 

@@ -1,0 +1,54 @@
+"""The quantised formats this package loads, and the questions asked of all of them at once.
+
+Adding a format: one module implementing `quant.format.WeightFormat` and one line in `FORMATS`. Everything else
+(detection, the loaders, tensor parallelism, the memory plan, LoRA fusion) reaches formats through the functions
+here, which read `FORMATS` when called.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from torch import nn
+
+from ltx2_core.loader.safetensors_file import SafetensorsFile
+from ltx2_core.quant.format import WeightFormat
+from ltx2_core.quant.fp8 import FP8_FORMAT
+from ltx2_core.quant.nvfp4 import NVFP4_FORMAT
+
+FORMATS: tuple[WeightFormat, ...] = (FP8_FORMAT, NVFP4_FORMAT)
+
+
+class QuantModule(NamedTuple):
+    """A module holding a quantised weight, and its format."""
+
+    module: nn.Module
+    format: WeightFormat
+
+
+def supported() -> str:
+    """What loads, for the messages that refuse a file."""
+    return "bf16/fp16/fp32 checkpoints and " + ", and ".join(f.loads for f in FORMATS)
+
+
+def by_name(name: str) -> WeightFormat | None:
+    """The format a file declares as `name` (comfy_quant / _quantization_metadata), None when none is loaded."""
+    return next((f for f in FORMATS if f.name == name), None)
+
+
+def format_of(module: nn.Module) -> WeightFormat | None:
+    """The format of the weight `module` holds (None: not quantised)."""
+    return next((f for f in FORMATS if f.owns(module)), None)
+
+
+def quantised_modules(model: nn.Module) -> dict[str, QuantModule]:
+    """Every module of `model` holding a quantised weight (layers and their tensor-parallel shards), by name."""
+    found = {name: QuantModule(m, format_of(m)) for name, m in model.named_modules()}
+    return {name: q for name, q in found.items() if q.format is not None}
+
+
+def detect(file: SafetensorsFile) -> WeightFormat | None:
+    """The format a file's weights are stored in, from the header's dtypes alone (the formats recognised by dtype;
+    marked-only ones need the per-layer plan of `quant.files`); None: no quantised weight."""
+    dtypes = {entry.dtype for entry in file.tensors.values()}
+    return next((f for f in FORMATS if f.by_dtype and f.dtype in dtypes), None)
