@@ -110,10 +110,6 @@ class Sources:
     def __contains__(self, component: object) -> bool:
         return component in self.parts
 
-    def files(self) -> tuple[Path, ...]:
-        """The distinct files, in component order."""
-        return tuple(dict.fromkeys(source.path for source in self.parts.values()))
-
 
 def component_source(source: PathLike | Source, component: Component) -> Source:
     """A loader's argument as a `Source`: a `Source` as given; a path as `component` of a bundled checkpoint, or as

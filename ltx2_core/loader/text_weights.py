@@ -47,9 +47,10 @@ def text_keys(sources: Sources, file: SafetensorsFile) -> dict[str, str]:
 
 
 def text_config(file: SafetensorsFile) -> TextConfig:
-    section = config_metadata(file).get(SECTIONS[Component.TEXT_CONNECTORS])
+    name = SECTIONS[Component.TEXT_CONNECTORS]
+    section = config_metadata(file).get(name)
     if section is None:
-        raise MissingConfigError(f"{file.path}: the 'config' metadata has no 'transformer' section; is this an "
+        raise MissingConfigError(f"{file.path}: the 'config' metadata has no '{name}' section; is this an "
                                  "LTX-2 model checkpoint?")
     try:
         return TextConfig.from_metadata(section)
