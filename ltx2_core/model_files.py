@@ -25,6 +25,7 @@ from ltx2_core.loader import (
     load_vocoder,
 )
 from ltx2_core.loader.safetensors_file import Shard
+from ltx2_core.loader.sources import Component, Sources
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.memory.offload import place_models
 from ltx2_core.memory.plan import MemoryPlan
@@ -75,11 +76,16 @@ class ModelFiles:
             if path is not None:
                 _check_path(flag, path)
 
+    def sources(self) -> Sources:
+        """Where each component's weights are: the model's from the bundled `checkpoint`, the upsampler from its
+        own file (needs a checkpoint; the demo has no files)."""
+        return Sources.bundled(self.checkpoint).with_files({Component.UPSAMPLER: self.upsampler})
+
     def transformer_config(self) -> TransformerConfig:
         """The DiT's config, from the checkpoint's header only (or the demo's)."""
         if self.checkpoint is None:
             return TransformerConfig.tiny(self.version)
-        return transformer_config(read_header(self.checkpoint))
+        return transformer_config(read_header(self.sources()[Component.TRANSFORMER].path))
 
     def load_transformer(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
                          parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None
@@ -87,8 +93,8 @@ class ModelFiles:
         """The transformer alone (with `loras` fused), sharded by `parallelize` as in `load`."""
         if self.checkpoint is None:
             return self.load(device, dtype, parallelize).transformer
-        return load_transformer(self.checkpoint, loras=self.loras, parallelize=parallelize, device=device,
-                                dtype=dtype, fp8=self.fp8)
+        return load_transformer(self.sources()[Component.TRANSFORMER], loras=self.loras, parallelize=parallelize,
+                                device=device, dtype=dtype, fp8=self.fp8)
 
     def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
              parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None,
@@ -115,19 +121,22 @@ class ModelFiles:
             return models
         load = dict(device=device, dtype=dtype)
         visiting = dict(device="cpu" if plan is not None else device, dtype=dtype)  # they visit the device (plan)
-        transformer = load_transformer(self.checkpoint, loras=self.loras, parallelize=parallelize, fp8=self.fp8,
-                                       device="cpu" if streamed else device, dtype=dtype)
+        sources = self.sources()
+        transformer = load_transformer(sources[Component.TRANSFORMER], loras=self.loras, parallelize=parallelize,
+                                       fp8=self.fp8, device="cpu" if streamed else device, dtype=dtype)
         return Models(
             transformer=transformer,
             # with a memory plan on a GPU, Gemma's layers stay in host memory and stream in while it encodes
-            prompt_encoder=load_prompt_encoder(self.text_encoder, self.checkpoint, **load,
+            prompt_encoder=load_prompt_encoder(self.text_encoder, sources, **load,
                                                stream_layers=plan is not None and torch.device(device).type == "cuda",
                                                pin=plan is None or plan.pin),
-            decoders=Decoders(load_video_decoder(self.checkpoint, **load), load_audio_decoder(self.checkpoint, **load),
-                              load_vocoder(self.checkpoint, device=device)),  # fp32: small and precision-bound
-            upsampler=load_upsampler(self.upsampler, **visiting) if self.upsampler else None,
+            decoders=Decoders(load_video_decoder(sources[Component.VIDEO_DECODER], **load),
+                              load_audio_decoder(sources[Component.AUDIO_DECODER], **load),
+                              # fp32: small and precision-bound
+                              load_vocoder(sources[Component.VOCODER], device=device)),
+            upsampler=load_upsampler(sources[Component.UPSAMPLER], **visiting) if self.upsampler else None,
             distilled_lora=load_lora(self.distilled_lora) if self.distilled_lora else None,
-            video_encoder=load_video_encoder(self.checkpoint, **visiting),
+            video_encoder=load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
         )
 
 

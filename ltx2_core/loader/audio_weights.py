@@ -1,39 +1,37 @@
-"""The audio decoder and the vocoder of a single-file LTX-2 checkpoint (spec §4, §8), checked before loading.
+"""The audio decoder and the vocoder (spec §4, §8), from their sources, checked before loading.
 
-File layout: `audio_vae.decoder.*` + `audio_vae.per_channel_statistics.{mean,std}-of-means` (decoder) and `vocoder.*`
-(LTX-2.0: the HiFi-GAN's own names; LTX-2.3: `vocoder.vocoder.*`, `vocoder.bwe_generator.*`, `vocoder.mel_stft.*`,
-from which exactly one `vocoder.` is stripped). Configs come from the `audio_vae` and `vocoder` metadata sections.
+Inside its component the audio decoder is `decoder.*` + `per_channel_statistics.{mean,std}-of-means` (bundled under
+`audio_vae.`); the vocoder is everything under its prefix (bundled: `vocoder.`; LTX-2.0: the HiFi-GAN's own names;
+LTX-2.3: `vocoder.*`, `bwe_generator.*`, `mel_stft.*`, so 2.3's `vocoder.vocoder.x` loads as `vocoder.x`). Configs
+come from the `audio_vae` and `vocoder` metadata sections.
 """
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-from ltx2_core.loader.components import load_bundled
+from ltx2_core.loader.components import load_component
+from ltx2_core.loader.sources import Component, PathLike, Source, component_source
 from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, Vocoder, VocoderConfig, build_vocoder
 
-AUDIO_DECODER_PREFIX = "audio_vae.decoder."
-AUDIO_STATISTICS_PREFIX = "audio_vae.per_channel_statistics."
-VOCODER_PREFIX = "vocoder."
+AUDIO_DECODER = "decoder."
+AUDIO_STATISTICS = "per_channel_statistics."
 
 
 def load_audio_decoder(
-    path: str | os.PathLike, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+    source: PathLike | Source, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
 ) -> AudioDecoder:
-    """The checkpoint's audio VAE decoder with its latent statistics; `dtype` casts floating tensors while loading."""
-    return load_bundled(path, "audio_vae", AudioDecoderConfig.from_metadata, AudioDecoder,
-                        {AUDIO_DECODER_PREFIX: ""}, "audio decoder", statistics_prefix=AUDIO_STATISTICS_PREFIX,
-                        device=device, dtype=dtype)
+    """The audio VAE decoder with its latent statistics; `dtype` casts floating tensors while loading. `source`: a
+    `Source` or the bundled checkpoint's path."""
+    return load_component(component_source(source, Component.AUDIO_DECODER), Component.AUDIO_DECODER,
+                          AudioDecoderConfig.from_metadata, AudioDecoder, {AUDIO_DECODER: ""},
+                          statistics=AUDIO_STATISTICS, device=device, dtype=dtype)
 
 
 def load_vocoder(
-    path: str | os.PathLike, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+    source: PathLike | Source, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
 ) -> Vocoder:
-    """The checkpoint's vocoder: HiFi-GAN (LTX-2.0, 24 kHz) or BigVGAN-v2 + bandwidth extension (LTX-2.3, 48 kHz).
-
-    Exactly one `vocoder.` is stripped: 2.3's `vocoder.vocoder.x` -> `vocoder.x`.
-    """
-    return load_bundled(path, "vocoder", VocoderConfig.from_metadata, build_vocoder, {VOCODER_PREFIX: ""},
-                        "vocoder", device=device, dtype=dtype)
+    """The vocoder: HiFi-GAN (LTX-2.0, 24 kHz) or BigVGAN-v2 + bandwidth extension (LTX-2.3, 48 kHz). `source`: a
+    `Source` or the bundled checkpoint's path."""
+    return load_component(component_source(source, Component.VOCODER), Component.VOCODER,
+                          VocoderConfig.from_metadata, build_vocoder, {"": ""}, device=device, dtype=dtype)

@@ -1,7 +1,8 @@
-"""The official single-file LTX-2 checkpoint: config metadata, component prefixes, and key/shape validation (spec §8).
+"""An LTX-2 model file: config metadata, the DiT's keys, and key/shape validation (spec §8).
 
-One file bundles the DiT, the text connectors and projection, the video VAE, the audio VAE and the vocoder; each
-loader takes its own prefix and leaves the rest. Transformer-only files in other layouts are told apart in `layouts`.
+The official single file bundles the DiT, the text connectors and projection, the video VAE, the audio VAE and the
+vocoder; each loader takes its own prefix from `sources` and leaves the rest. Transformer-only files in other
+layouts are told apart in `layouts`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ltx2_core.loader.layouts import OFFICIAL, check_transformer_metadata, trans
 from ltx2_core.loader.safetensors_file import SafetensorsFile
 
 TRANSFORMER_PREFIX = OFFICIAL.prefix
-# the text connectors share the DiT prefix in the file but belong to the text path
+# the text connectors' names under the DiT prefix of a bundle (`sources.BUNDLE`): they belong to the text path
 CONNECTORS = ("video_embeddings_connector.", "audio_embeddings_connector.")
 SHOWN_KEYS = 5
 

@@ -6,8 +6,7 @@ are checked before any tensor is read, and the weights are assigned without a se
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -16,7 +15,9 @@ from torch import nn
 from ltx2_core.errors import ConfigError, KeyMismatchError, MissingConfigError
 from ltx2_core.loader.checkpoint import check_tensors, config_metadata
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
+from ltx2_core.loader.sources import SECTIONS, Component, Source
 from ltx2_core.model.statistics import STATISTICS
+from ltx2_core.quant.files import StoredFormats
 
 
 Config = TypeVar("Config")
@@ -37,31 +38,33 @@ def section_config(file: SafetensorsFile, section: str, parse: Callable[[Any], C
         raise type(exc)(f"{file.path}: {exc}") from exc
 
 
-def load_bundled(
-    path: str | os.PathLike,
-    section: str,
+def load_component(
+    source: Source,
+    component: Component,
     parse: Callable[[Any], Config],
     build: Callable[[Config], Model],
-    prefixes: Mapping[str, str],
-    component: str,
+    parts: Mapping[str, str],
     *,
-    statistics_prefix: str | None = None,
+    statistics: str | None = None,
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
 ) -> Model:
-    """One component of a single-file checkpoint: config from its metadata `section`, built on meta, filled from
-    the tensors under `prefixes` (and the two latent statistics under `statistics_prefix`), checked first."""
-    file = read_header(path)
-    config = section_config(file, section, parse, component)
+    """One component from its `source`: config from the file's metadata section for it (`SECTIONS`), built on
+    meta, filled from the tensors under the source prefix + each of `parts` (name in the component -> model prefix)
+    and the two latent statistics under the source prefix + `statistics`, checked first."""
+    file = read_header(source.path)
+    section, name = SECTIONS[component], component.value
+    config = section_config(file, section, parse, name)
     with torch.device("meta"):
         model = build(config)
+    prefixes = {source.key(part): model_prefix for part, model_prefix in parts.items()}
     keys = prefixed_keys(file, prefixes)
     if not keys:
-        raise KeyMismatchError(f"{file.path}: no {component} tensors (none under {', '.join(map(repr, prefixes))}) "
+        raise KeyMismatchError(f"{file.path}: no {name} tensors (none under {', '.join(map(repr, prefixes))}) "
                                f"although its config has a '{section}' section; {FULL_CHECKPOINT_HINT}")
-    if statistics_prefix is not None:
-        keys |= statistics_keys(file, statistics_prefix)
-    return load_module(file, model, keys, component, device=device, dtype=dtype)
+    if statistics is not None:
+        keys |= statistics_keys(file, source.key(statistics))
+    return load_module(file, model, keys, name, device=device, dtype=dtype)
 
 
 def prefixed_keys(file: SafetensorsFile, prefixes: Mapping[str, str]) -> dict[str, str]:
@@ -98,6 +101,15 @@ def load_module(
     model.load_state_dict(state, strict=True, assign=True)
     _materialize_non_persistent(model, device)
     return model.eval()
+
+
+def union_view(shards: Sequence[tuple[SafetensorsFile, StoredFormats]]) -> SafetensorsFile:
+    """The tensor table of the shards' planned keys as one file (named by the first), for one key/shape check; a
+    single shard is itself."""
+    if len(shards) == 1:
+        return shards[0][0]
+    return SafetensorsFile(shards[0][0].path, {}, {fk: file.tensors[fk] for file, plan in shards
+                                                  for fk in plan.keys.values()})
 
 
 def _materialize_non_persistent(model: nn.Module, device: torch.device | str) -> None:

@@ -1,19 +1,20 @@
-"""Locating Gemma 3's language model in the two layouts users have (spec §2), from headers only:
+"""Locating the text encoder's language model in the two layouts users have (spec §2), from headers only:
 
 * ComfyUI's single file (`models/text_encoders/gemma_3_12B_it*.safetensors`): keys `model.layers.N.…`, the
-  SentencePiece model as the uint8 tensor `spiece_model`, no config (sizes come from the weight shapes, the rest
-  from Gemma 3 12B's settings);
-* a Hugging Face model folder: `config.json`, safetensors shards (keys `language_model.model.…` or
-  `model.language_model.…`), tokenizer files.
+  SentencePiece model as the uint8 tensor `spiece_model`, no config (the backbone recognised by its weight names
+  reads its sizes from the weight shapes);
+* a Hugging Face model folder: `config.json` (its `model_type` picks the backbone), safetensors shards (keys
+  `language_model.model.…` or `model.language_model.…`), tokenizer files.
 
-Only the language-model tensors are ever read; the vision tower and projector stay on disk.
+The family-specific rules (config values, weight names, the model) belong to the `TextBackbone` found in the
+registry (`model.text.backbone`; Gemma 3 today). Only the language-model tensors are ever read; the vision tower and
+projector stay on disk.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,26 +24,27 @@ import torch
 
 from ltx2_core.errors import CheckpointError, KeyMismatchError, NotSafetensorsError, ShapeMismatchError
 from ltx2_core.loader.checkpoint import check_tensors
+from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 from ltx2_core.loader.safetensors_file import SafetensorsFile, folder_listing, read_header, read_tensors
-from ltx2_core.model.text import gemma3 as gemma
+from ltx2_core.model.text.backbone import DEFAULT, TextBackbone, backbone_for, backbone_for_keys, registered
 from ltx2_core.model.text.tokenizer import PromptTokenizer
 from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 
 # where the language model sits in each layout, most specific first
 LM_PREFIXES = ("model.language_model.", "language_model.model.", "model.")
 TOKENIZER_KEY = "spiece_model"
-_LAYER = re.compile(r"^layers\.(\d+)\.")
 _FLOAT_DTYPES = ("F32", "F16", "BF16")
 
 
 @dataclass(frozen=True)
 class GemmaSource:
-    """A Gemma 3 language model found on disk: its config values and, per shard, model key -> file key."""
+    """A language model found on disk: its backbone, config values and, per shard, model key -> file key."""
 
     path: Path
     layout: str  # "comfyui" (single file) or "huggingface" (folder)
     config: Mapping[str, Any]
     shards: tuple[tuple[SafetensorsFile, Mapping[str, str]], ...] = field(repr=False)
+    backbone: TextBackbone = DEFAULT
 
     @property
     def hidden_size(self) -> int:
@@ -66,26 +68,29 @@ class GemmaSource:
 
 
 def find_gemma(path: str | os.PathLike) -> GemmaSource:
-    """Inspects a ComfyUI text-encoder file or a Hugging Face folder (headers only) and checks it is Gemma 3."""
+    """Inspects a ComfyUI text-encoder file or a Hugging Face folder (headers only) and checks it is a registered
+    backbone (Gemma 3)."""
     path = Path(path)
     if path.is_dir():
         return _from_folder(path)
     file = read_header(path, "text encoder")
     prefix = _lm_prefix(file, path)
     keys = _lm_keys(file, prefix)
-    return GemmaSource(path, "comfyui", _config_from_shapes(file, keys, path), ((file, keys),))
+    backbone = backbone_for_keys(keys)
+    shapes = {key: file.tensors[file_key].shape for key, file_key in keys.items()}
+    return GemmaSource(path, "comfyui", backbone.values_from_shapes(shapes, str(path)), ((file, keys),), backbone)
 
 
 def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None):
-    """`transformers.Gemma3TextModel` holding the file's weights (cast to `dtype`), checked before any read."""
-    config = gemma.text_config(source.config)
-    model = gemma.build_on_meta(config)
+    """The backbone's model (`transformers.Gemma3TextModel`) holding the file's weights (cast to `dtype`), checked
+    before any read."""
+    model = source.backbone.build(source.config)
     plans = [read_formats(file, keys, weight_only=True) for file, keys in source.shards]
     merged = StoredFormats.union(plans)
     # fp8 and nvfp4 layers stay quantised and are dequantised one at a time, as ComfyUI runs its quantised text
     # encoders (no fp8/fp4 matmul)
     expected = install_layers(model, merged, source.path, matmul=False)
-    found = {key: file_key for plan in plans for key, file_key in plan.keys.items()}
+    found = merged.keys
     for (file, _), plan in zip(source.shards, plans):
         _check_dtypes(file, {k: fk for k, fk in plan.keys.items() if k not in plan.kept})
     _check_union(source, found, expected)
@@ -93,7 +98,7 @@ def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype
     for (file, _), plan in zip(source.shards, plans):
         state |= read_tensors(file, plan.keys, device=device, dtype=dtype, keep=plan.kept)
     model.load_state_dict(state, strict=True, assign=True)
-    gemma.materialize_buffers(model, device)
+    source.backbone.materialize_buffers(model, device)
     return model
 
 
@@ -127,28 +132,6 @@ def _lm_keys(file: SafetensorsFile, prefix: str) -> dict[str, str]:
     return keys
 
 
-def _config_from_shapes(file: SafetensorsFile, keys: Mapping[str, str], path: Path) -> dict[str, Any]:
-    """Gemma 3 12B's settings with every size read from the weight shapes (ComfyUI's file has no config)."""
-    shape = lambda key: file.tensors[keys[key]].shape  # noqa: E731
-    if "layers.0.self_attn.q_norm.weight" not in keys or "layers.0.pre_feedforward_layernorm.weight" not in keys:
-        raise CheckpointError(f"{path}: a decoder without Gemma 3's q/k norms and four layer norms (Gemma 1/2 or "
-                              "Llama?); LTX-2 needs Gemma 3 12B (gemma_3_12B_it*.safetensors)")
-    vocab, hidden = shape("embed_tokens.weight")
-    head_dim = shape("layers.0.self_attn.q_norm.weight")[0]
-    config = dict(gemma.GEMMA3_12B_TEXT)
-    config.update(
-        vocab_size=vocab,
-        hidden_size=hidden,
-        intermediate_size=shape("layers.0.mlp.gate_proj.weight")[0],
-        num_hidden_layers=1 + max(int(m.group(1)) for key in keys if (m := _LAYER.match(key))),
-        num_attention_heads=shape("layers.0.self_attn.q_proj.weight")[0] // head_dim,
-        num_key_value_heads=shape("layers.0.self_attn.k_proj.weight")[0] // head_dim,
-        head_dim=head_dim,
-        query_pre_attn_scalar=head_dim,  # Gemma 3 12B: 256 = head_dim
-    )
-    return config
-
-
 def _from_folder(folder: Path) -> GemmaSource:
     config_file = folder / "config.json"
     if not config_file.is_file():
@@ -156,10 +139,13 @@ def _from_folder(folder: Path) -> GemmaSource:
                               "so not a Hugging Face Gemma 3 folder; pass ComfyUI's single file "
                               "gemma_3_12B_it*.safetensors or the google/gemma-3-12b-it folder")
     raw = json.loads(config_file.read_text())
-    values = raw.get("text_config", raw) if raw.get("model_type") == "gemma3" else raw
-    if values.get("model_type", "gemma3_text") != "gemma3_text":
-        raise CheckpointError(f"{config_file}: model_type {raw.get('model_type')!r} is not Gemma 3 "
-                              "(expected 'gemma3' or 'gemma3_text'); LTX-2 needs Gemma 3 12B")
+    backbone = backbone_for(raw.get("model_type", DEFAULT.model_types[-1]))
+    if backbone is None:
+        names = " or ".join(b.name for b in registered())
+        types = " or ".join(repr(t) for b in registered() for t in b.model_types)
+        raise CheckpointError(f"{config_file}: model_type {raw.get('model_type')!r} is not {names} "
+                              f"(expected {types}); LTX-2 needs Gemma 3 12B")
+    config = backbone.text_values(raw, str(config_file))
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         pickles = sorted(p.name for p in folder.glob("*.bin"))
@@ -175,12 +161,7 @@ def _from_folder(folder: Path) -> GemmaSource:
     if not shards:
         raise CheckpointError(f"{folder}: its safetensors files hold no Gemma language-model tensors "
                               f"(expected keys under one of {LM_PREFIXES})")
-    defaults = dict(gemma.GEMMA3_12B_TEXT)
-    if "rope_parameters" in values:  # transformers 5 layout: the legacy rope keys must not be merged over it
-        for key in ("rope_theta", "rope_local_base_freq", "rope_scaling"):
-            defaults.pop(key)
-    config = {**defaults, **values, "model_type": "gemma3_text"}
-    return GemmaSource(folder, "huggingface", config, tuple(shards))
+    return GemmaSource(folder, "huggingface", config, tuple(shards), backbone)
 
 
 def _check_dtypes(file: SafetensorsFile, keys: Mapping[str, str]) -> None:
@@ -195,7 +176,7 @@ def _check_union(source: GemmaSource, found: Mapping[str, str], expected: Mappin
     owner = {file_key: file for file, keys in source.shards for file_key in keys.values()}
     merged = SafetensorsFile(source.path, {}, {fk: owner[fk].tensors[fk] for fk in found.values()})
     try:
-        check_tensors(merged, found, expected, component="Gemma 3 language model")
+        check_tensors(merged, found, expected, component=f"{source.backbone.name} language model")
     except (KeyMismatchError, ShapeMismatchError) as exc:
         raise type(exc)(f"{exc} (config: {source.layout} layout, {source.config.get('num_hidden_layers')} layers, "
                         f"hidden size {source.config.get('hidden_size')})") from exc

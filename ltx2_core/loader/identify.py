@@ -10,9 +10,11 @@ from ltx2_core.loader.checkpoint import config_metadata, transformer_config
 from ltx2_core.loader.gemma_files import find_gemma
 from ltx2_core.loader.lora import LoraError
 from ltx2_core.loader.safetensors_file import read_header
+from ltx2_core.loader.sources import DECODING, SECTIONS
 from ltx2_core.loader.upsampler_weights import upsampler_config
 
-BUNDLED = ("vae", "audio_vae", "vocoder")
+# the config sections a checkpoint needs besides the transformer's: those of the components decoding reads from it
+BUNDLED = tuple(dict.fromkeys(SECTIONS[component] for component in DECODING))
 KINDS = ("checkpoint", "text encoder", "LoRA", "latent upsampler")
 _LORA_SUFFIXES = (".lora_A.weight", ".lora_down.weight")
 

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from ltx2_core.errors import MissingConfigError, UnsupportedLayoutError
 from ltx2_core.loader.safetensors_file import SafetensorsFile
+from ltx2_core.loader.sources import BUNDLE, Component
 
 FULL_CHECKPOINTS = "ltx-2-19b-dev.safetensors (LTX-2.0) or ltx-2.3-22b-dev.safetensors (LTX-2.3) from Lightricks"
 # a per-block parameter every LTX-2 version has, once under the official name and once under diffusers' rename
@@ -42,7 +43,8 @@ class TransformerLayout(NamedTuple):
     name: str
 
 
-OFFICIAL = TransformerLayout("model.diffusion_model.", "the official single-file layout ('model.diffusion_model.')")
+_BUNDLED = BUNDLE[Component.TRANSFORMER]
+OFFICIAL = TransformerLayout(_BUNDLED, f"the official single-file layout ({_BUNDLED!r})")
 _EXPORTS = {
     "diffusion_model.": TransformerLayout(
         "diffusion_model.", "official LTX-2 names under 'diffusion_model.', a ComfyUI model's state dict"
@@ -51,14 +53,17 @@ _EXPORTS = {
 }
 
 
-def transformer_layout(file: SafetensorsFile) -> TransformerLayout:
+def transformer_layout(file: SafetensorsFile, expected: str = OFFICIAL.prefix) -> TransformerLayout:
     """The layout of the DiT's tensors in `file`; UnsupportedLayoutError for diffusers' names.
 
-    A file without any recognisable LTX-2 block is taken as official, so the generic checks report what is wrong.
+    `expected` (the prefix its `Source` gives) wins when blocks are found under it; otherwise the prefix is read off
+    the block names, so a transformer-only export picked as a checkpoint loads too. A file without any recognisable
+    LTX-2 block is taken as official, so the generic checks report what is wrong.
     """
     prefixes = sorted({m.group(1) for name in file.tensors if (m := _OFFICIAL_BLOCK.match(name))})
-    if OFFICIAL.prefix in prefixes:
-        return OFFICIAL
+    for prefix in (expected, OFFICIAL.prefix):
+        if prefix in prefixes:
+            return _layout(prefix)
     if any(_DIFFUSERS_BLOCK.search(name) or name.endswith(_DIFFUSERS_TOP) for name in file.tensors):
         raise UnsupportedLayoutError(
             f"{file.path}: this is a diffusers-format LTX-2 transformer (LTX2VideoTransformer3DModel: proj_in, "
@@ -67,7 +72,12 @@ def transformer_layout(file: SafetensorsFile) -> TransformerLayout:
         )
     if not prefixes:
         return OFFICIAL
-    prefix = prefixes[0]
+    return _layout(prefixes[0])
+
+
+def _layout(prefix: str) -> TransformerLayout:
+    if prefix == OFFICIAL.prefix:
+        return OFFICIAL
     return _EXPORTS.get(prefix) or TransformerLayout(prefix, f"official LTX-2 names under {prefix!r}")
 
 

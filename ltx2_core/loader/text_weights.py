@@ -1,50 +1,57 @@
-"""The text path of an LTX-2 checkpoint and the whole prompt encoder (Gemma file + checkpoint), checked before loading.
+"""The text path of an LTX-2 model and the whole prompt encoder (text encoder + model files), checked before loading.
 
-In the single-file checkpoint the feature extractor is `text_embedding_projection.*` and the connectors share the
-DiT prefix (`model.diffusion_model.{video,audio}_embeddings_connector.*`, spec §8); they map onto `TextProjection`'s
-`feature_extractor.*`, `video_connector.*` and `audio_connector.*`.
+The feature extractor (`Component.TEXT_PROJECTION`) and the two connectors (`Component.TEXT_CONNECTORS`, named
+`{video,audio}_embeddings_connector.*` there) come from their `Sources`, one file or two; in the single-file
+checkpoint they are `text_embedding_projection.*` and `model.diffusion_model.{video,audio}_embeddings_connector.*`
+(spec §8). They map onto `TextProjection`'s `feature_extractor.*`, `video_connector.*` and `audio_connector.*`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from typing import NamedTuple
 
 import torch
 
 from ltx2_core.errors import CheckpointError, ConfigError, MissingConfigError
 from ltx2_core.loader.checkpoint import check_tensors, config_metadata, transformer_config
+from ltx2_core.loader.components import prefixed_keys, union_view
+from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 from ltx2_core.loader.gemma_files import GemmaSource, find_gemma, load_gemma
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
+from ltx2_core.loader.sources import SECTIONS, Component, Source, Sources
 from ltx2_core.memory.offload import stream_text_encoder
 from ltx2_core.model.text.encoder import PromptEncoder, check_prompt_length
 from ltx2_core.model.text.projection import TextProjection
 from ltx2_core.model.text.config import TextConfig
 from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 
-TEXT_KEY_PREFIXES = {
-    "text_embedding_projection.": "feature_extractor.",
-    "model.diffusion_model.video_embeddings_connector.": "video_connector.",
-    "model.diffusion_model.audio_embeddings_connector.": "audio_connector.",
-}
-_FEATURE_WEIGHTS = ("text_embedding_projection.aggregate_embed.weight",
-                    "text_embedding_projection.video_aggregate_embed.weight")
+# the projection's three parts: (component, name inside its source, model prefix in `TextProjection`)
+_PARTS = (
+    (Component.TEXT_PROJECTION, "", "feature_extractor."),
+    (Component.TEXT_CONNECTORS, "video_embeddings_connector.", "video_connector."),
+    (Component.TEXT_CONNECTORS, "audio_embeddings_connector.", "audio_connector."),
+)
+_FEATURE_WEIGHTS = ("aggregate_embed.weight", "video_aggregate_embed.weight")
 
 
-def text_keys(names: Mapping[str, object]) -> dict[str, str]:
-    """Model key -> file key of the text projection and connectors."""
-    keys = {}
-    for name in names:
-        for file_prefix, model_prefix in TEXT_KEY_PREFIXES.items():
-            if name.startswith(file_prefix):
-                keys[model_prefix + name[len(file_prefix):]] = name
-    return keys
+def text_key_prefixes(sources: Sources) -> dict[str, str]:
+    """File prefix -> model prefix of the feature extractor and the two connectors."""
+    return {sources[component].key(name): model_prefix for component, name, model_prefix in _PARTS}
+
+
+def text_keys(sources: Sources, file: SafetensorsFile) -> dict[str, str]:
+    """Model key -> file key of the text projection's and connectors' tensors that `file` holds."""
+    prefixes = {sources[component].key(name): model_prefix for component, name, model_prefix in _PARTS
+                if sources[component].path == file.path}
+    return prefixed_keys(file, prefixes)
 
 
 def text_config(file: SafetensorsFile) -> TextConfig:
-    section = config_metadata(file).get("transformer")
+    name = SECTIONS[Component.TEXT_CONNECTORS]
+    section = config_metadata(file).get(name)
     if section is None:
-        raise MissingConfigError(f"{file.path}: the 'config' metadata has no 'transformer' section; is this an "
+        raise MissingConfigError(f"{file.path}: the 'config' metadata has no '{name}' section; is this an "
                                  "LTX-2 model checkpoint?")
     try:
         return TextConfig.from_metadata(section)
@@ -52,68 +59,85 @@ def text_config(file: SafetensorsFile) -> TextConfig:
         raise type(exc)(f"{file.path}: {exc}") from exc
 
 
-def feature_width(file: SafetensorsFile) -> int:
-    """Input width of the checkpoint's text projection: Gemma hidden size × hidden states (188160 for 12B)."""
-    for name in _FEATURE_WEIGHTS:
+def feature_width(source: Source, file: SafetensorsFile) -> int:
+    """Input width of the text projection: the language model's hidden size × hidden states (188160 for Gemma 3
+    12B)."""
+    names = [source.key(name) for name in _FEATURE_WEIGHTS]
+    for name in names:
         if name in file.tensors:
             return file.tensors[name].shape[1]
-    raise CheckpointError(f"{file.path}: no text projection ({' or '.join(_FEATURE_WEIGHTS)}); prompts need the "
+    raise CheckpointError(f"{file.path}: no text projection ({' or '.join(names)}); prompts need the "
                           "full LTX-2 checkpoint, not a transformer-only or distilled-LoRA file")
 
 
-def check_compatible(gemma: GemmaSource, checkpoint: SafetensorsFile) -> None:
-    """The Gemma model must produce exactly the features the checkpoint's projection was trained on."""
-    features = feature_width(checkpoint)
+def check_compatible(gemma: GemmaSource, source: Source, file: SafetensorsFile) -> None:
+    """The language model must produce exactly the features the projection was trained on."""
+    features = feature_width(source, file)
     produced = gemma.hidden_size * gemma.num_hidden_states
     if produced != features:
         raise CheckpointError(
-            f"text encoder {gemma.path} does not fit checkpoint {checkpoint.path}: its hidden size "
+            f"text encoder {gemma.path} does not fit checkpoint {file.path}: its hidden size "
             f"{gemma.hidden_size} × {gemma.num_hidden_states} hidden states gives {produced} features, but the "
             f"checkpoint's text projection takes {features} (Gemma 3 12B: 3840 × 49 = 188160). Use the Gemma 3 12B "
             "text encoder LTX-2 was trained with (gemma_3_12B_it*.safetensors)."
         )
 
 
-def _projection_on_meta(checkpoint: SafetensorsFile, gemma: GemmaSource) -> tuple[TextProjection, StoredFormats]:
-    """The projection built on `meta` and its key map (with the linears an fp8 file stores in fp8, e.g. ComfyUI's
-    fp8_scaled connectors), validated against the file (nothing read yet)."""
-    check_compatible(gemma, checkpoint)
-    config = text_config(checkpoint)
+class _Projection(NamedTuple):
+    """The projection built on `meta` and, per file it reads from, that file's key map and fp8 layers."""
+
+    model: TextProjection
+    shards: tuple[tuple[SafetensorsFile, StoredFormats], ...]
+    plan: StoredFormats  # all shards' plans merged
+
+
+def _projection_on_meta(sources: Sources, gemma: GemmaSource) -> _Projection:
+    """The projection built on `meta` and its key maps (with the linears a file stores in fp8, e.g. ComfyUI's
+    fp8_scaled connectors), validated against the files (nothing read yet)."""
+    headers = {path: read_header(path) for path in dict.fromkeys(
+        sources[component].path for component in (Component.TRANSFORMER, Component.TEXT_PROJECTION,
+                                                  Component.TEXT_CONNECTORS))}
+    features = sources[Component.TEXT_PROJECTION]
+    check_compatible(gemma, features, headers[features.path])
+    sized_by = headers[sources[Component.TRANSFORMER].path]
+    config = text_config(sized_by)
     try:
-        config.check_matches(transformer_config(checkpoint))
+        config.check_matches(transformer_config(sized_by))
     except ConfigError as exc:
-        raise type(exc)(f"{checkpoint.path}: {exc}") from exc
+        raise type(exc)(f"{sized_by.path}: {exc}") from exc
     with torch.device("meta"):
         projection = TextProjection(config, gemma.hidden_size, gemma.num_hidden_states)
-    plan = read_formats(checkpoint, text_keys(checkpoint.tensors))
-    expected = install_layers(projection, plan, checkpoint.path)
-    check_tensors(checkpoint, plan.keys, expected, component="text projection and connectors")
-    return projection, plan
+    files = [headers[path] for path in dict.fromkeys(sources[c].path for c, _, _ in _PARTS)]
+    shards = tuple((file, read_formats(file, text_keys(sources, file))) for file in files)
+    plan = StoredFormats.union(plan for _, plan in shards)
+    expected = install_layers(projection, plan, features.path)
+    check_tensors(union_view(shards), plan.keys, expected, component="text projection and connectors")
+    return _Projection(projection, shards, plan)
 
 
-def _fill(projection: TextProjection, checkpoint: SafetensorsFile, plan: StoredFormats,
-          device: torch.device | str, dtype: torch.dtype | None) -> TextProjection:
-    state = read_tensors(checkpoint, plan.keys, device=device, dtype=dtype, keep=plan.kept)
-    projection.load_state_dict(state | default_scales(plan, device), strict=True, assign=True)
-    return projection.eval().requires_grad_(False)
+def _fill(projection: _Projection, device: torch.device | str, dtype: torch.dtype | None) -> TextProjection:
+    state = default_scales(projection.plan, device)
+    for file, plan in projection.shards:
+        state |= read_tensors(file, plan.keys, device=device, dtype=dtype, keep=plan.kept)
+    projection.model.load_state_dict(state, strict=True, assign=True)
+    return projection.model.eval().requires_grad_(False)
 
 
 def load_text_projection(
-    checkpoint: str | os.PathLike,
+    sources: Sources | str | os.PathLike,
     gemma: GemmaSource,
     *,
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
 ) -> TextProjection:
-    """The checkpoint's feature extractor + connectors, sized for (and checked against) the Gemma model."""
-    file = read_header(checkpoint)
-    projection, plan = _projection_on_meta(file, gemma)
-    return _fill(projection, file, plan, device, dtype)
+    """The feature extractor + connectors, sized for (and checked against) the language model. `sources`: the
+    model's `Sources` or the bundled checkpoint's path."""
+    return _fill(_projection_on_meta(_sources(sources), gemma), device, dtype)
 
 
 def load_prompt_encoder(
     text_encoder: str | os.PathLike,
-    checkpoint: str | os.PathLike,
+    checkpoint: Sources | str | os.PathLike,
     *,
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
@@ -122,7 +146,8 @@ def load_prompt_encoder(
     stream_layers: bool = False,
     pin: bool = True,
 ) -> PromptEncoder:
-    """Gemma (ComfyUI file or HF folder) + the checkpoint's text path, as one `PromptEncoder`.
+    """Gemma (ComfyUI file or HF folder) + the model's text path (`checkpoint`: its `Sources` or the bundled
+    checkpoint's path), as one `PromptEncoder`.
 
     Both files are inspected and cross-checked (family, sizes, key sets, shapes, tokenizer) before any weight is
     read. Weights load onto `offload_device` when given (they visit `device` only while encoding), else `device`.
@@ -136,11 +161,14 @@ def load_prompt_encoder(
                                       max_length=max_length)
         return stream_text_encoder(encoder, device, pin)
     gemma = find_gemma(text_encoder)
-    file = read_header(checkpoint)
-    projection, plan = _projection_on_meta(file, gemma)
+    projection = _projection_on_meta(_sources(checkpoint), gemma)
     tokenizer = gemma.tokenizer(max_length)
-    check_prompt_length(tokenizer.max_length, projection.config)
+    check_prompt_length(tokenizer.max_length, projection.model.config)
     home = offload_device if offload_device is not None else device
     model = load_gemma(gemma, device=home, dtype=dtype)
-    projection = _fill(projection, file, plan, home, dtype)
-    return PromptEncoder(tokenizer, model, projection, device=device, offload_device=offload_device)
+    return PromptEncoder(tokenizer, model, _fill(projection, home, dtype), backbone=gemma.backbone, device=device,
+                         offload_device=offload_device)
+
+
+def _sources(sources: Sources | str | os.PathLike) -> Sources:
+    return sources if isinstance(sources, Sources) else Sources.bundled(sources)

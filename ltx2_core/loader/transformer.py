@@ -12,13 +12,14 @@ from ltx2_core.loader.checkpoint import check_tensors, transformer_config, trans
 from ltx2_core.loader.layouts import transformer_layout
 from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora, shard_lora
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
+from ltx2_core.loader.sources import Component, Source, component_source
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.quant.files import default_scales, install_layers, read_formats
 from ltx2_core.quant.policy import apply_mode, check_mode, check_sharded
 
 
 def load_transformer(
-    path: str | os.PathLike,
+    path: str | os.PathLike | Source,
     config: TransformerConfig | None = None,
     *,
     device: torch.device | str = "cpu",
@@ -27,7 +28,8 @@ def load_transformer(
     parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None,
     fp8: str = "auto",
 ) -> LTX2Transformer:
-    """The DiT of a single-file LTX-2 checkpoint; `config` overrides the file's metadata.
+    """The DiT of an LTX-2 file (`path`: a bundled checkpoint's path or a `Source`); `config` overrides the file's
+    metadata.
 
     Everything about the file is checked before any tensor is read: format, header, layout, config, key set and
     shapes. A transformer-only file with the official names under another prefix loads too (see `layouts`).
@@ -41,8 +43,9 @@ def load_transformer(
     `dtype` (default bf16).
     """
     check_mode(fp8)
-    file = read_header(path)
-    layout = transformer_layout(file)
+    source = component_source(path, Component.TRANSFORMER)
+    file = read_header(source.path)
+    layout = transformer_layout(file, source.prefix)
     config = config or transformer_config(file)
     with torch.device("meta"):
         model = LTX2Transformer(config)

@@ -14,6 +14,7 @@ from ltx2_core.errors import CheckpointError, ConfigError, MissingConfigError
 from ltx2_core.loader.checkpoint import config_metadata
 from ltx2_core.loader.components import load_module
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
+from ltx2_core.loader.sources import Component, Source, component_source
 from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig, binomial_kernel
 
 UPSAMPLER_FILES = "ltx-2-spatial-upscaler-x2-1.0.safetensors (LTX-2.0) or ltx-2.3-spatial-upscaler-x2-1.1.safetensors"
@@ -39,12 +40,15 @@ def upsampler_config(file: SafetensorsFile) -> UpsamplerConfig:
         raise type(exc)(f"{file.path}: {exc}") from exc
 
 
-def upsampler_keys(file: SafetensorsFile, model: LatentUpsampler) -> dict[str, str]:
-    """Model key -> file key (identical names), without the recomputed buffers the file may also hold."""
+def upsampler_keys(file: SafetensorsFile, model: LatentUpsampler, prefix: str = "") -> dict[str, str]:
+    """Model key -> file key (the model's names under `prefix`, "" in the released files), without the recomputed
+    buffers the file may also hold."""
     recomputed = {name for name, _ in model.named_buffers()} - set(model.state_dict())
-    for name in sorted(recomputed & set(file.tensors)):
-        _check_kernel(file, name)
-    return {name: name for name in file.tensors if name not in recomputed}
+    for name in sorted(recomputed):
+        if prefix + name in file.tensors:
+            _check_kernel(file, prefix + name)
+    return {name[len(prefix):]: name for name in file.tensors
+            if name.startswith(prefix) and name[len(prefix):] not in recomputed}
 
 
 def _check_kernel(file: SafetensorsFile, name: str) -> None:
@@ -63,15 +67,17 @@ def _check_kernel(file: SafetensorsFile, name: str) -> None:
 
 
 def load_upsampler(
-    path: str | os.PathLike, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+    path: str | os.PathLike | Source, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
 ) -> LatentUpsampler:
-    """The latent upsampler of `path`, in eval mode on `device`; `dtype` (e.g. torch.bfloat16) casts the weights.
+    """The latent upsampler of `path` (its file, or a `Source`), in eval mode on `device`; `dtype` (e.g.
+    torch.bfloat16) casts the weights.
 
     Format, config, key set and shapes are checked before any weight is read.
     """
-    file = read_header(path, "latent upsampler")
+    source = component_source(path, Component.UPSAMPLER)
+    file = read_header(source.path, "latent upsampler")
     config = upsampler_config(file)
     with torch.device("meta"):
         model = LatentUpsampler(config)
-    keys = upsampler_keys(file, model)
+    keys = upsampler_keys(file, model, source.prefix)
     return load_module(file, model, keys, "latent upsampler", device=device, dtype=dtype)

@@ -316,8 +316,13 @@ def _refuse(message: str) -> MemoryPlan:
 def decoder_bytes(path) -> int:
     """The video and audio VAE decoders' and the vocoder's bytes in a checkpoint (header only)."""
     from ltx2_core.loader import read_header
+    from ltx2_core.loader.sources import Component, Sources
+    from ltx2_core.loader.vae_weights import DECODER, STATISTICS
 
-    prefixes = ("vae.decoder.", "vae.per_channel_statistics.", "audio_vae.", "vocoder.")
+    bundle = Sources.bundled(path)
+    video = bundle[Component.VIDEO_DECODER]
+    prefixes = (video.key(DECODER), video.key(STATISTICS), bundle[Component.AUDIO_DECODER].prefix,
+                bundle[Component.VOCODER].prefix)
     return sum(_entry_bytes(e) for name, e in read_header(path).tensors.items() if name.startswith(prefixes))
 
 

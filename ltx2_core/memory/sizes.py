@@ -80,12 +80,16 @@ def _bytes(entry, dtype: torch.dtype | None) -> int:
 def checkpoint_side_bytes(path, dtype: torch.dtype | None) -> tuple[int, int]:
     """(text projection and connectors, video encoder) bytes of a checkpoint, from its header."""
     from ltx2_core.loader import read_header
-    from ltx2_core.loader.text_weights import TEXT_KEY_PREFIXES
+    from ltx2_core.loader.sources import Component, Sources
+    from ltx2_core.loader.text_weights import text_key_prefixes
+    from ltx2_core.loader.vae_weights import ENCODER, STATISTICS
 
     tensors = read_header(path).tensors
-    projection = sum(_bytes(e, dtype) for n, e in tensors.items() if n.startswith(tuple(TEXT_KEY_PREFIXES)))
+    bundle = Sources.bundled(path)
+    projection = sum(_bytes(e, dtype) for n, e in tensors.items() if n.startswith(tuple(text_key_prefixes(bundle))))
+    video = bundle[Component.VIDEO_ENCODER]
     encoder = sum(_bytes(e, dtype) for n, e in tensors.items()
-                  if n.startswith(("vae.encoder.", "vae.per_channel_statistics.")))
+                  if n.startswith((video.key(ENCODER), video.key(STATISTICS))))
     return projection, encoder
 
 
@@ -93,11 +97,12 @@ def projection_part_bytes(path, dtype: torch.dtype | None) -> int:
     """The largest part of a checkpoint's text projection (the feature extractor or a connector), from its header:
     what encoding holds of it at once (`offload.projection_parts`)."""
     from ltx2_core.loader import read_header
-    from ltx2_core.loader.text_weights import TEXT_KEY_PREFIXES
+    from ltx2_core.loader.sources import Sources
+    from ltx2_core.loader.text_weights import text_key_prefixes
 
     tensors = read_header(path).tensors
     return max(sum(_bytes(e, dtype) for n, e in tensors.items() if n.startswith(prefix))
-               for prefix in TEXT_KEY_PREFIXES)
+               for prefix in text_key_prefixes(Sources.bundled(path)))
 
 
 def gemma_bytes(path, dtype: torch.dtype | None) -> tuple[int, int, int]:

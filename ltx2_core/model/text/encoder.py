@@ -1,4 +1,5 @@
-"""Prompts -> the DiT's text contexts: tokenizer, Gemma 3, feature extractor and connectors (spec §2).
+"""Prompts -> the DiT's text contexts: tokenizer, language model (a `TextBackbone`: Gemma 3), feature extractor and
+connectors (spec §2).
 
 Positive and negative prompts go through Gemma as ONE batch of 2 (the reference encodes them one by one); each
 prompt's result equals a single-prompt call, because padding is on the left and masked everywhere.
@@ -20,7 +21,7 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import nn
 
-from ltx2_core.model.text import gemma3 as gemma_lm
+from ltx2_core.model.text.backbone import TextBackbone, backbone_of
 from ltx2_core.model.text.projection import TextProjection
 from ltx2_core.model.text.tokenizer import PromptTokenizer
 from ltx2_core.model.text.config import TextConfig
@@ -36,17 +37,22 @@ def check_prompt_length(max_length: int, config: TextConfig) -> None:
 
 
 class PromptEncoder:
+    """`gemma` is the language model (kept under that name: the memory placement and callers reach it there) and
+    `backbone` its family's `TextBackbone`; None takes the registered one for the model's config `model_type`."""
+
     def __init__(
         self,
         tokenizer: PromptTokenizer,
         gemma: nn.Module,
         projection: TextProjection,
         *,
+        backbone: TextBackbone | None = None,
         device: torch.device | str = "cpu",
         offload_device: torch.device | str | None = None,
     ) -> None:
         check_prompt_length(tokenizer.max_length, projection.config)
         self.tokenizer = tokenizer
+        self.backbone = backbone if backbone is not None else backbone_of(gemma)
         self.gemma: nn.Module | None = gemma
         self.projection: TextProjection | None = projection
         self.device = torch.device(device)
@@ -68,7 +74,7 @@ class PromptEncoder:
         input_ids = tokens.input_ids.to(self.device, non_blocking=True)
         mask = tokens.attention_mask.to(self.device, non_blocking=True)
         with self._visiting(self.gemma):
-            states = gemma_lm.hidden_states(self.gemma, input_ids, mask)
+            states = self.backbone.hidden_states(self.gemma, input_ids, mask)
         with self._visiting(self.projection):
             return self.projection(states, mask)
 

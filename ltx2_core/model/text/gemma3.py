@@ -1,4 +1,5 @@
-"""Gemma 3's language model from `transformers` (spec §2), built on `meta` and filled with `assign=True`.
+"""Gemma 3's language model from `transformers` (spec §2), built on `meta` and filled with `assign=True`; the
+`TextBackbone` (`model.text.backbone`) LTX-2.0 and 2.3 use, as `GEMMA3`.
 
 Only `Gemma3TextModel` is built: no vision tower, no multimodal projector, no `lm_head` (24 GB of bf16 weights
 for the 12B text model alone, so nothing else is allocated). Encoding returns the hidden states of every layer,
@@ -8,11 +9,14 @@ which is all the LTX-2 text path uses.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import nn
+
+from ltx2_core.errors import CheckpointError
 
 # Gemma 3 12B's text settings that weight shapes cannot tell (ComfyUI's single file carries no config).
 GEMMA3_12B_TEXT: dict[str, Any] = {
@@ -102,3 +106,65 @@ def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
     last one after the final norm (transformers' `output_hidden_states` convention, as the reference uses)."""
     out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True, use_cache=False)
     return tuple(out.hidden_states)
+
+
+_LAYER = re.compile(r"^layers\.(\d+)\.")
+# weights only Gemma 3 has among the decoders users confuse it with (Gemma 1/2 and Llama lack q/k norms and the
+# pre-feed-forward norm)
+_SIGNATURE = ("layers.0.self_attn.q_norm.weight", "layers.0.pre_feedforward_layernorm.weight")
+
+
+class Gemma3:
+    """Gemma 3 as a `TextBackbone`: the module's functions behind the seam, plus its config rules."""
+
+    name = "Gemma 3"
+    model_types = ("gemma3", "gemma3_text")
+
+    def text_values(self, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """A Hugging Face config.json (the multimodal `gemma3` or the text-only `gemma3_text`) as text settings,
+        over Gemma 3 12B's defaults."""
+        values = raw.get("text_config", raw) if raw.get("model_type") == "gemma3" else raw
+        if values.get("model_type", "gemma3_text") != "gemma3_text":
+            raise CheckpointError(f"{where}: model_type {raw.get('model_type')!r} is not Gemma 3 "
+                                  "(expected 'gemma3' or 'gemma3_text'); LTX-2 needs Gemma 3 12B")
+        defaults = dict(GEMMA3_12B_TEXT)
+        if "rope_parameters" in values:  # transformers 5 layout: the legacy rope keys must not be merged over it
+            for key in ("rope_theta", "rope_local_base_freq", "rope_scaling"):
+                defaults.pop(key)
+        return {**defaults, **values, "model_type": "gemma3_text"}
+
+    def recognizes(self, keys: Collection[str]) -> bool:
+        return all(name in keys for name in _SIGNATURE)
+
+    def values_from_shapes(self, shapes: Mapping[str, Sequence[int]], where: str) -> dict[str, Any]:
+        """Gemma 3 12B's settings with every size read from the weight shapes (ComfyUI's file has no config)."""
+        if not self.recognizes(shapes):
+            raise CheckpointError(f"{where}: a decoder without Gemma 3's q/k norms and four layer norms (Gemma 1/2 "
+                                  "or Llama?); LTX-2 needs Gemma 3 12B (gemma_3_12B_it*.safetensors)")
+        vocab, hidden = shapes["embed_tokens.weight"]
+        head_dim = shapes["layers.0.self_attn.q_norm.weight"][0]
+        config = dict(GEMMA3_12B_TEXT)
+        config.update(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            intermediate_size=shapes["layers.0.mlp.gate_proj.weight"][0],
+            num_hidden_layers=1 + max(int(m.group(1)) for key in shapes if (m := _LAYER.match(key))),
+            num_attention_heads=shapes["layers.0.self_attn.q_proj.weight"][0] // head_dim,
+            num_key_value_heads=shapes["layers.0.self_attn.k_proj.weight"][0] // head_dim,
+            head_dim=head_dim,
+            query_pre_attn_scalar=head_dim,  # Gemma 3 12B: 256 = head_dim
+        )
+        return config
+
+    def build(self, values: Mapping[str, Any]) -> nn.Module:
+        return build_on_meta(text_config(values))
+
+    def materialize_buffers(self, model: nn.Module, device: torch.device | str) -> None:
+        materialize_buffers(model, device)
+
+    def hidden_states(self, model: nn.Module, input_ids: torch.Tensor,
+                      attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return hidden_states(model, input_ids, attention_mask)
+
+
+GEMMA3 = Gemma3()
