@@ -27,7 +27,7 @@ from ltx2_core.loader import (
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.sources import Component, Sources
 from ltx2_core.loader.text_weights import load_prompt_encoder
-from ltx2_core.memory.offload import place_models
+from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
 from ltx2_core.memory.plan import MemoryPlan
 from ltx2_core.quant.policy import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
@@ -127,9 +127,9 @@ class ModelFiles:
         return Models(
             transformer=transformer,
             # with a memory plan on a GPU, Gemma's layers stay in host memory and stream in while it encodes
-            prompt_encoder=load_prompt_encoder(self.text_encoder, sources, **load,
-                                               stream_layers=plan is not None and torch.device(device).type == "cuda",
-                                               pin=plan is None or plan.pin),
+            prompt_encoder=(load_streamed_prompt_encoder(self.text_encoder, sources, **load, pin=plan.pin)
+                            if plan is not None and torch.device(device).type == "cuda" else
+                            load_prompt_encoder(self.text_encoder, sources, **load)),
             decoders=Decoders(load_video_decoder(sources[Component.VIDEO_DECODER], **load),
                               load_audio_decoder(sources[Component.AUDIO_DECODER], **load),
                               # fp32: small and precision-bound

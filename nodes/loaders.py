@@ -18,7 +18,7 @@ from ltx2_core import (
 )
 from ltx2_core.loader import read_header, transformer_config
 from ltx2_core.quant.policy import FP8_MODES, stores_quantised
-from ltx2_core.memory.offload import offload
+from ltx2_core.memory.offload import load_streamed_prompt_encoder, offload
 from ltx2_core.memory.sizes import SideBytes, ram_bytes, text_and_image_bytes
 from ltx2_core.memory.plan import (
     TILE_BYTES_512,
@@ -191,9 +191,10 @@ class LTX2TextEncoderLoader:
     def load(self, text_encoder: str, model: ModelHandle, device: str = "default", offload: bool = True):
         path, target = bridge.model_path("text_encoders", text_encoder, marker="config.json"), _device(device)
         dtype = model.check_loaded().weights.dtype
-        return (load_prompt_encoder(path, model.checkpoint, device=target, dtype=dtype,
-                                    stream_layers=offload and target.type != "cpu",
-                                    pin=model.memory is None or model.memory.pin),)
+        if offload and target.type != "cpu":
+            return (load_streamed_prompt_encoder(path, model.checkpoint, device=target, dtype=dtype,
+                                                 pin=model.memory is None or model.memory.pin),)
+        return (load_prompt_encoder(path, model.checkpoint, device=target, dtype=dtype),)
 
 
 class LTX2LoraLoader:

@@ -20,7 +20,6 @@ from ltx2_core.quant.files import StoredFormats, default_scales, install_layers,
 from ltx2_core.loader.gemma_files import GemmaSource, find_gemma, load_gemma
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.loader.sources import SECTIONS, Component, Source, Sources
-from ltx2_core.memory.offload import stream_text_encoder
 from ltx2_core.model.text.encoder import PromptEncoder, check_prompt_length
 from ltx2_core.model.text.projection import TextProjection
 from ltx2_core.model.text.config import TextConfig
@@ -143,23 +142,14 @@ def load_prompt_encoder(
     dtype: torch.dtype | None = None,
     offload_device: torch.device | str | None = None,
     max_length: int | None = None,
-    stream_layers: bool = False,
-    pin: bool = True,
 ) -> PromptEncoder:
     """Gemma (ComfyUI file or HF folder) + the model's text path (`checkpoint`: its `Sources` or the bundled
     checkpoint's path), as one `PromptEncoder`.
 
     Both files are inspected and cross-checked (family, sizes, key sets, shapes, tokenizer) before any weight is
     read. Weights load onto `offload_device` when given (they visit `device` only while encoding), else `device`.
-    `stream_layers`: Gemma's decoder layers stay in host memory (pinned unless `pin` is False) and are streamed to
-    `device` one at a time while encoding; its embeddings and norms and the projection visit `device` only while
-    they run (`ltx2_core.memory.offload`): a 16 GB card encodes without holding Gemma's 24 GB, and samples without
-    the text side.
+    To stream Gemma's layers from host memory while it encodes: `ltx2_core.memory.offload.load_streamed_prompt_encoder`.
     """
-    if stream_layers:
-        encoder = load_prompt_encoder(text_encoder, checkpoint, device=device, dtype=dtype, offload_device="cpu",
-                                      max_length=max_length)
-        return stream_text_encoder(encoder, device, pin)
     gemma = find_gemma(text_encoder)
     projection = _projection_on_meta(_sources(checkpoint), gemma)
     tokenizer = gemma.tokenizer(max_length)

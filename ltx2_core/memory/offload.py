@@ -12,10 +12,15 @@ in its three parts (the feature extractor, then each connector), so encoding hol
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import nn
 
+from ltx2_core.loader.sources import Sources
+from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.memory.streaming import move_module, stream_blocks
+from ltx2_core.model.text import PromptEncoder
 
 HOST = torch.device("cpu")
 
@@ -57,7 +62,19 @@ def visiting_device(module: nn.Module) -> torch.device | None:
     return getattr(module, "visits", None)
 
 
-def stream_text_encoder(encoder, device: torch.device | str, pin: bool = True):
+def load_streamed_prompt_encoder(text_encoder: str | os.PathLike, checkpoint: Sources | str | os.PathLike, *,
+                                 device: torch.device | str, dtype: torch.dtype | None = None,
+                                 max_length: int | None = None, pin: bool = True) -> PromptEncoder:
+    """`loader.text_weights.load_prompt_encoder` with Gemma's decoder layers kept in host memory (pinned unless `pin`
+    is False) and streamed to `device` one at a time while encoding; its embeddings and norms and the projection
+    visit `device` only while they run: a 16 GB card encodes without holding Gemma's 24 GB, and samples without the
+    text side."""
+    encoder = load_prompt_encoder(text_encoder, checkpoint, device=device, dtype=dtype, offload_device="cpu",
+                                  max_length=max_length)
+    return stream_text_encoder(encoder, device, pin)
+
+
+def stream_text_encoder(encoder: PromptEncoder, device: torch.device | str, pin: bool = True) -> PromptEncoder:
     """A prompt encoder loaded on the host, made to encode on `device` holding little there: Gemma's decoder layers
     streamed from host memory (pinned unless `pin` is False), Gemma's other weights and each part of the text
     projection visiting while they run. Returns it."""
@@ -76,7 +93,7 @@ def projection_parts(projection: nn.Module) -> list[nn.Module]:
 
 def place_models(models, plan, device: torch.device | str):
     """A memory plan on the loaded models (`pipeline.Models`; the prompt encoder is placed by
-    `stream_text_encoder` as it loads): the transformer as planned, the video encoder and the upsampler visiting
+    `load_streamed_prompt_encoder`): the transformer as planned, the video encoder and the upsampler visiting
     `device` for their stage. Returns the transformer's BlockStreamer (None when every block is resident)."""
     from ltx2_core.memory.plan import apply_memory_plan
 

@@ -107,9 +107,10 @@ def test_gemma_with_streamed_layers_encodes_what_the_resident_one_does(gemma_fil
     """Gemma's decoder layers streamed one at a time while it encodes (its embeddings on the device): the same
     embeddings; the layers' weights stay in host memory."""
     from ltx2_core.loader.text_weights import load_prompt_encoder
+    from ltx2_core.memory.offload import load_streamed_prompt_encoder
 
     resident = load_prompt_encoder(gemma_files[0], tiny_checkpoints["2.3"], max_length=32)
-    streamed = load_prompt_encoder(gemma_files[0], tiny_checkpoints["2.3"], max_length=32, stream_layers=True)
+    streamed = load_streamed_prompt_encoder(gemma_files[0], tiny_checkpoints["2.3"], max_length=32, device="cpu")
     streamer = streamed.gemma.block_streamer
     assert len(streamer.streamed) == len(streamed.gemma.layers)
     for _ in range(2):  # between encodings Gemma is parked: no slots, nothing on the device (issue 21)
