@@ -6,7 +6,7 @@ the `Channel` a worker talks through.
     controller -> worker   Run (a job), Stop (the step after which a job stops); None: stop serving
     worker -> controller   Ready, Alive, Progress, Done, Stopped, Error; Position (attached workers' step count)
     handshake (links)      Hello (worker), then Spec or Refused (controller)
-    controller's own       Note (a refused stranger on the port, for the log only)
+    controller's own       Note (a refused stranger on the port; the controller reads past it)
 
 Jobs carry CPU tensors only: spawned workers get them through shared memory, attached ones pickled by value.
 """
