@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
 import torch
 
 from ltx2_core.compile import CudaGraphStep
-from ltx2_core.conditioning import Condition, ImageCondition, encode_conditions
+from ltx2_core.conditioning import ImageCondition, encode_conditions
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.geometry import check_video_size
 from ltx2_core.loader.lora import Lora, check_lora, fused_loras
@@ -39,6 +39,7 @@ from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, 
 from ltx2_core.sampling.guidance import default_guidance, default_steps
 from ltx2_core.stages import AVLatent, Generation, decode, empty_latent, encode, sample, upsample
 from ltx2_core.sampling.denoise import Observer, RunnerFactory
+from ltx2_core.sampling.stage import Stage
 from ltx2_core.types import Decoders, TextEmbeddings
 
 MODES = ("one-stage", "two-stage", "distilled")
@@ -165,17 +166,16 @@ Prompts = tuple[TextEmbeddings, TextEmbeddings | None]
 
 
 class StageSampler(Protocol):
-    """Samples one stage as `stages.sample` does, with `loras` fused for the stage only: here (`LocalSampler`) or
-    on persistent workers (`ltx2_core.runtime.WorkerSampler`). `device`: where the generator lives."""
+    """Samples one `Stage` as `stages.sample` does, with the stage's LoRAs fused for the stage only: here
+    (`LocalSampler`) or on persistent workers (`ltx2_core.runtime.WorkerSampler`). `device`: where the generator
+    lives."""
 
     config: TransformerConfig
     device: torch.device
 
     def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
-                 sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
-                 video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
-                 loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
-                 stage: str = "denoise", conditions: Sequence[Condition] = ()) -> AVLatent: ...
+                 stage: Stage[Lora], generator: torch.Generator, *,
+                 progress: Callable[[int, int], None] | None = None) -> AVLatent: ...
 
 
 class LocalSampler:
@@ -190,16 +190,13 @@ class LocalSampler:
         self.passes_per_forward, self.runner, self.observe = passes_per_forward, runner, observe
 
     def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
-                 sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
-                 video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
-                 loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
-                 stage: str = "denoise", conditions: Sequence[Condition] = ()) -> AVLatent:
-        with fused_loras(self.model, loras) if loras else contextlib.nullcontext():
-            return sample(self.model, positive, negative, latent, sigmas, generator, noise_scale=noise_scale,
-                          video_guidance=video_guidance, audio_guidance=audio_guidance,
+                 stage: Stage[Lora], generator: torch.Generator, *,
+                 progress: Callable[[int, int], None] | None = None) -> AVLatent:
+        fused = replace(stage, loras=())  # fused here for this stage only; `sample` takes the weights as they are
+        with fused_loras(self.model, stage.loras) if stage.loras else contextlib.nullcontext():
+            return sample(self.model, positive, negative, latent, fused, generator,
                           step=CudaGraphStep() if self.cuda_graphs else guided_step, progress=progress,
-                          observe=self.observe, passes_per_forward=self.passes_per_forward, runner=self.runner,
-                          stage=stage, conditions=conditions)
+                          observe=self.observe, passes_per_forward=self.passes_per_forward, runner=self.runner)
 
 
 class Distribution(NamedTuple):
@@ -268,19 +265,19 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
         sigmas = sigma_table(DISTILLED_SIGMAS)
     else:
         sigmas = ltx2_sigmas(request.steps or default_steps(sampler.config.version))
-    stage = "stage 1" if scale == 2 else "denoise"
     # the images at each stage's size (the reference re-reads and re-encodes them at full size for stage 2)
     conditions = encode_conditions(request.images, models.video_encoder, request.height // scale,
                                    request.width // scale)
-    latent = sampler(positive, negative, latent, sigmas, generator, video_guidance=video_guidance,
-                     audio_guidance=audio_guidance, progress=_stage(progress, stage), stage=stage,
-                     conditions=conditions)
+    stage = Stage(sigmas, "stage 1" if scale == 2 else "denoise", video_guidance=video_guidance,
+                  audio_guidance=audio_guidance, conditions=conditions)
+    latent = sampler(positive, negative, latent, stage, generator, progress=_stage(progress, stage.name))
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)
         loras = ((models.distilled_lora, 1.0),) if request.mode == "two-stage" else ()
         conditions = encode_conditions(request.images, models.video_encoder, request.height, request.width)
-        latent = sampler(positive, None, latent, sigma_table(STAGE2_SIGMAS), generator, noise_scale=STAGE2_SIGMAS[0],
-                         loras=loras, progress=_stage(progress, "stage 2"), stage="stage 2", conditions=conditions)
+        stage = Stage(sigma_table(STAGE2_SIGMAS), "stage 2", noise_scale=STAGE2_SIGMAS[0], loras=loras,
+                      conditions=conditions)
+        latent = sampler(positive, None, latent, stage, generator, progress=_stage(progress, stage.name))
     return latent, generator
 
 

@@ -9,12 +9,11 @@ in the model's dtype on its device: chaining stages on one generator reproduces 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
 
-from ltx2_core.conditioning import Condition, condition_audio, condition_video
+from ltx2_core.conditioning import condition_audio, condition_video
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.geometry import (
     audio_latent_length,
@@ -35,8 +34,9 @@ from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.upsampler import LatentUpsampler, upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
-from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, guided_step, noised_state
+from ltx2_core.sampling import denoise, guided_plan, guided_step, noised_state
 from ltx2_core.sampling.denoise import Observer, Progress, RunnerFactory, Step
+from ltx2_core.sampling.stage import Stage
 from ltx2_core.types import Decoders, TextEmbeddings
 
 AUDIO_CHANNELS, MEL_BINS = 8, 16
@@ -91,23 +91,24 @@ def empty_latent(width: int, height: int, frames: int, fps: float, batch: int = 
 
 
 def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
-           sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
-           video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
-           step: Step = guided_step, progress: Progress | None = None, observe: Observer | None = None,
-           passes_per_forward: int | None = None, runner: RunnerFactory | None = None,
-           stage: str = "denoise", conditions: Sequence[Condition] = ()) -> AVLatent:
-    """Noises `latent` to `noise_scale` (1: pure noise; the first sigma when refining) and denoises it over
-    `sigmas` with the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the pass runner, e.g.
-    CFG-parallel). `conditions`: what is held during sampling (encoded images at frames, ...), each applied to the
-    state of its stream (`ltx2_core.conditioning`). One NaN/inf check after the last step (NonFiniteError naming
-    `stage`)."""
+           stage: Stage, generator: torch.Generator, *, step: Step = guided_step, progress: Progress | None = None,
+           observe: Observer | None = None, passes_per_forward: int | None = None,
+           runner: RunnerFactory | None = None) -> AVLatent:
+    """Noises `latent` to `stage.noise_scale` (1: pure noise; the first sigma when refining) and denoises it over
+    `stage.sigmas` with the stage's guidance and conditions (each applied to the state of its stream,
+    `ltx2_core.conditioning`) in the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the
+    pass runner, e.g. CFG-parallel). The model is sampled as it is: its owner fuses `stage.loras` around this call
+    (`pipeline.LocalSampler`). One NaN/inf check after the last step (NonFiniteError naming the stage)."""
+    if stage.loras:
+        raise ValueError(f"{stage.name}: stages.sample does not fuse LoRAs; sample with pipeline.LocalSampler, "
+                         "or fuse them around this call with loader.lora.fused_loras")
     param = model.scale_shift_table  # never quantised: the compute device and dtype (any linear may be fp8)
     frames, rows, cols = latent.video.shape[2:]
     video = condition_video(patchify_video(latent.video).to(device=param.device, dtype=param.dtype),
-                            video_positions(frames, rows, cols, latent.fps, device=param.device), conditions,
+                            video_positions(frames, rows, cols, latent.fps, device=param.device), stage.conditions,
                             latent.fps)
     audio = condition_audio(patchify_audio(latent.audio).to(device=param.device, dtype=param.dtype),
-                            audio_positions(latent.audio.shape[2]), conditions, latent.fps)
+                            audio_positions(latent.audio.shape[2]), stage.conditions, latent.fps)
     states = []
     for stream in (video, audio):
         if stream.attention is not None:
@@ -115,14 +116,14 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
                              "transformer does not take in this version; sample without that condition")
         noise = torch.randn((1, stream.clean.shape[1], 128), generator=generator, device=param.device,
                             dtype=param.dtype)
-        states.append(noised_state(stream.clean.expand_as(noise), noise, noise_scale, stream.mask))
-    plan = guided_plan(model, positive, negative, video.positions, audio.positions, video_guidance,
-                       audio_guidance, passes_per_forward=passes_per_forward, runner=runner)
-    video_state, audio_state = denoise(plan, *states, sigmas.to(param.device), step=step, progress=progress,
+        states.append(noised_state(stream.clean.expand_as(noise), noise, stage.noise_scale, stream.mask))
+    plan = guided_plan(model, positive, negative, video.positions, audio.positions, stage.video_guidance,
+                       stage.audio_guidance, passes_per_forward=passes_per_forward, runner=runner)
+    video_state, audio_state = denoise(plan, *states, stage.sigmas.to(param.device), step=step, progress=progress,
                                        observe=observe)
     video_tokens = video_state.latent[:, : video.tokens]  # appended guiding tokens are dropped
     audio_tokens = audio_state.latent[:, : audio.tokens]
-    check_finite(stage, {"video latents": video_tokens, "audio latents": audio_tokens}, SAMPLING_CAUSES,
+    check_finite(stage.name, {"video latents": video_tokens, "audio latents": audio_tokens}, SAMPLING_CAUSES,
                  "Nothing was decoded or written.")
     return AVLatent(unpatchify_video(video_tokens, frames, rows, cols),
                     unpatchify_audio(audio_tokens, AUDIO_CHANNELS), latent.fps)

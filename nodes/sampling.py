@@ -17,6 +17,7 @@ from ltx2_core.releases import DEFAULT_VERSION
 from ltx2_core.runtime import WorkerSampler
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance
+from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import AVLatent, empty_latent
 
 from . import bridge
@@ -255,8 +256,8 @@ class LTX2Sampler:
             loras, ready = model.loras, preview and preview.ready
         generator = torch.Generator(sampler.device).manual_seed(seed)
         with bridge.interrupts():
-            out = sampler(conditioning.positive, conditioning.negative, latent, table, generator,
-                          noise_scale=noise_scale, video_guidance=video_guidance, audio_guidance=audio_guidance,
-                          loras=loras, progress=bridge.progress_bar(len(table) - 1, unique_id, ready),
-                          conditions=conditions)
+            out = sampler(conditioning.positive, conditioning.negative, latent,
+                          Stage(table, noise_scale=noise_scale, video_guidance=video_guidance,
+                                audio_guidance=audio_guidance, loras=loras, conditions=conditions),
+                          generator, progress=bridge.progress_bar(len(table) - 1, unique_id, ready))
         return (out,)

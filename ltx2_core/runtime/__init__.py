@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import torch
 
-from ltx2_core.conditioning import Condition
 from ltx2_core.loader.lora import Lora
 from ltx2_core.pipeline import Models, Request, StageProgress, generate
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
-from ltx2_core.runtime.worker import StageJob
-from ltx2_core.sampling import GuidanceParams
+from ltx2_core.runtime.protocol import StageJob
+from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import AVLatent, Generation
 from ltx2_core.types import TextEmbeddings
 
@@ -46,15 +46,12 @@ class WorkerSampler:
         self.image = image
 
     def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
-                 sigmas: torch.Tensor, generator: torch.Generator, *, noise_scale: float = 1.0,
-                 video_guidance: GuidanceParams | None = None, audio_guidance: GuidanceParams | None = None,
-                 loras: Sequence[tuple[Lora, float]] = (), progress: Callable[[int, int], None] | None = None,
-                 stage: str = "denoise", conditions: Sequence[Condition] = ()) -> AVLatent:
-        files = tuple((_file_of(lora), float(strength)) for lora, strength in (*self.loras, *loras))
-        held = tuple(c._replace(latent=c.latent.cpu()) for c in conditions)
-        job = StageJob(latent.video.cpu(), latent.audio.cpu(), latent.fps, positive.to("cpu"),
-                       None if negative is None else negative.to("cpu"), sigmas.cpu(), generator.get_state(),
-                       noise_scale, video_guidance, audio_guidance, files, stage, self.compile, self.projection, held)
+                 stage: Stage[Lora], generator: torch.Generator, *,
+                 progress: Callable[[int, int], None] | None = None) -> AVLatent:
+        files = tuple((_file_of(lora), float(strength)) for lora, strength in (*self.loras, *stage.loras))
+        job = StageJob(AVLatent(latent.video.cpu(), latent.audio.cpu(), latent.fps), positive.to("cpu"),
+                       None if negative is None else negative.to("cpu"), generator.get_state(),
+                       replace(stage.cpu(), loras=files), self.compile, self.projection)
         video, audio, state = self.controller.run(job, progress, self.should_stop, self._keep)
         generator.set_state(state)
         return AVLatent(video, audio, latent.fps)

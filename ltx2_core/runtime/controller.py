@@ -34,7 +34,19 @@ from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel.config import ParallelConfig
 from ltx2_core.runtime.links import AttachedWorkers
 from ltx2_core.runtime.spawned import SpawnedWorkers
-from ltx2_core.runtime.worker import StageJob, WorkerSpec
+from ltx2_core.runtime.protocol import (
+    Alive,
+    Done,
+    Error,
+    JobMessage,
+    Note,
+    Progress,
+    Ready,
+    StageJob,
+    Stopped,
+    WorkerMessage,
+    WorkerSpec,
+)
 
 POLL = 0.2  # seconds between liveness checks while waiting
 STOP_MARGIN = 2  # steps past the furthest rank at which an interrupt stops every rank
@@ -86,8 +98,8 @@ class Controller:
                 self.shutdown()
                 raise JobInterrupted("interrupted while the workers were loading; they start again with the next job")
             message = self._next(math.inf)  # a load may take long: the deadline bounds it, and dead() still counts
-            if message is not None and message[0] == "ready":
-                ready.add(message[1])
+            if isinstance(message, Ready):
+                ready.add(message.rank)
 
     def run(self, job: StageJob, progress: Callable[[int, int], None] | None = None,
             should_stop: Callable[[], bool] | None = None, preview: Callable[[np.ndarray], None] | None = None
@@ -106,20 +118,19 @@ class Controller:
                 stopped = JobInterrupted("interrupted; every rank stopped after the same step")
                 self.interrupt()
             message = self._next(self.timeout)
-            if message is None or message[1] != self.job:
+            if not isinstance(message, JobMessage) or message.job != self.job:
                 continue
-            kind = message[0]
-            if kind == "progress" and preview is not None and message[4] is not None:
-                preview(message[4])
-            if kind == "progress" and progress is not None and stopped is None:
+            if isinstance(message, Progress) and preview is not None and message.image is not None:
+                preview(message.image)
+            if isinstance(message, Progress) and progress is not None and stopped is None:
                 try:
-                    progress(*message[2:4])
+                    progress(message.done, message.total)
                 except BaseException as exc:  # e.g. ComfyUI's interrupt, raised from its progress hook
                     stopped = exc
                     self.interrupt()
-            elif kind == "done" and stopped is None:
-                return message[2].clone(), message[3].clone(), message[4]
-            elif kind in ("done", "interrupted"):
+            elif isinstance(message, Done) and stopped is None:
+                return message.video.clone(), message.audio.clone(), message.generator_state
+            elif isinstance(message, (Done, Stopped)):
                 raise stopped or JobInterrupted("interrupted; every rank stopped after the same step")
 
     def interrupt(self) -> None:
@@ -130,7 +141,7 @@ class Controller:
         """Idle workers are not hung: a job's silence counts from its start (or the workers' launch)."""
         self.seen = dict.fromkeys(range(self.layout.world_size), time.monotonic())
 
-    def _next(self, timeout: float) -> tuple | None:
+    def _next(self, timeout: float) -> WorkerMessage | None:
         """The next message that is not a heartbeat, or None after POLL seconds without one; WorkerError (after
         shutting the workers down) when a worker died, reported an error, or was silent for `timeout` seconds."""
         try:
@@ -138,14 +149,14 @@ class Controller:
         except queue.Empty:
             self._check_alive(timeout)
             return None
-        if message[0] in ("alive", "ready", "error"):
-            self.seen[message[1]] = time.monotonic()
-        elif message[0] != "note":
+        if isinstance(message, (Alive, Ready, Error)):
+            self.seen[message.rank] = time.monotonic()
+        elif not isinstance(message, Note):  # the job's messages come from rank 0
             self.seen[0] = time.monotonic()
-        if message[0] == "error":
-            self._failed(message[1], message[3])
+        if isinstance(message, Error):
+            self._failed(message.rank, message.trace)
         self._check_alive(timeout)
-        return None if message[0] in ("alive", "note") else message
+        return None if isinstance(message, (Alive, Note)) else message
 
     def _failed(self, rank: int, trace: str) -> None:
         """A rank reported an error. If another rank died, that is the cause (the error is its peer noticing):
@@ -159,8 +170,8 @@ class Controller:
                 message = self.workers.results.get(timeout=POLL / 4)
             except queue.Empty:
                 continue
-            if message[0] == "error":
-                errors.setdefault(message[1], message[3].strip().splitlines()[-1])
+            if isinstance(message, Error):
+                errors.setdefault(message.rank, message.trace.strip().splitlines()[-1])
         self._fail(f"worker {_by_error(errors)}")
 
     def _check_alive(self, timeout: float) -> None:

@@ -36,7 +36,20 @@ from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, answer_challenge, deliver_challenge
 
 from ltx2_core.errors import LTX2Error
-from ltx2_core.runtime.worker import Loaded, StageJob, WorkerSpec, serve
+from ltx2_core.runtime.protocol import (
+    Error,
+    Hello,
+    Note,
+    Position,
+    Refused,
+    Run,
+    Spec,
+    StageJob,
+    Stop,
+    WorkerMessage,
+    WorkerSpec,
+)
+from ltx2_core.runtime.worker import Loaded, serve
 
 KEY_VARIABLE = "LTX2_WORKERS_KEY"
 CONNECT_TIMEOUT = 600.0  # seconds an attaching worker keeps trying to reach its first controller
@@ -78,29 +91,29 @@ class SocketChannel:
 
     def __init__(self, connection: Connection) -> None:
         self.connection, self.lock, self.jobs = connection, threading.Lock(), queue.Queue()
-        self.stop: tuple[int, int] = (-1, 0)
+        self.stop = Stop(-1, 0)
         self.open, self.busy = True, False
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         try:
             while (message := _recv(self.connection)) is not None:
-                if message[0] == "stop":
-                    self.stop = message[1:]
-                else:
-                    self.jobs.put(message[1:])
+                if isinstance(message, Stop):
+                    self.stop = message
+                elif isinstance(message, Run):
+                    self.jobs.put(message)
         except Exception:  # the controller is gone (or sent what cannot be read)
             pass
         self.open = False
         self.jobs.put(None)
 
-    def get(self) -> tuple[int, StageJob] | None:
+    def get(self) -> Run | None:
         self.busy = False
         message = self.jobs.get()
         self.busy = message is not None
         return message
 
-    def put(self, message: tuple) -> None:
+    def put(self, message: WorkerMessage | Position) -> None:
         try:
             with self.lock:
                 _send(self.connection, message)
@@ -108,10 +121,10 @@ class SocketChannel:
             self.open = False
 
     def stop_step(self, job: int) -> int | None:
-        return self.stop[1] if self.stop[0] == job else None
+        return self.stop.step if self.stop.job == job else None
 
     def reached(self, rank: int, steps: int) -> None:
-        self.put(("position", rank, steps))
+        self.put(Position(rank, steps))
 
     def connected(self) -> bool:
         """An idle worker outlives its controller (it waits for the next); a busy one cannot finish its job."""
@@ -136,16 +149,16 @@ def attach(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
     while True:
         connection = _connect(host, port, key, deadline, address, timeout)
         try:
-            _send(connection, ("hello", rank, world, os.getpid(), socket.gethostname()))
+            _send(connection, Hello(rank, world, os.getpid(), socket.gethostname()))
             answer = _recv(connection)
         except (OSError, EOFError):  # the controller went away before answering: wait for the next one
             connection.close()
             continue
-        if answer[0] != "spec":
-            raise LinkError(f"rank {rank}: the controller refused this worker: {answer[1]}")
-        if loaded is not None and loaded.spec != answer[1]:
+        if isinstance(answer, Refused):
+            raise LinkError(f"rank {rank}: the controller refused this worker: {answer.why}")
+        if loaded is not None and loaded.spec != answer.spec:
             loaded = None  # the previous shard goes before the next one loads
-        loaded = serve(rank, local_rank, answer[1], SocketChannel(connection), loaded)
+        loaded = serve(rank, local_rank, answer.spec, SocketChannel(connection), loaded)
         _cut(connection)
         deadline = None  # from now on it waits for the next controller as long as it takes
 
@@ -237,28 +250,31 @@ class AttachedWorkers:
             _time_limit(connection, HANDSHAKE_TIMEOUT)
             deliver_challenge(connection, self.key)
             answer_challenge(connection, self.key)
-            _, rank, world, pid, host = _recv(connection)
+            hello = _recv(connection)
+            if not isinstance(hello, Hello):
+                raise TypeError(f"a connection said {type(hello).__name__} where a worker says Hello")
+            rank, world = hello.rank, hello.world
             _time_limit(connection, 0)
         except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError,
                 AuthenticationError) as exc:  # a stranger without the key, or silent
             connection.close()
-            self.results.put(("note", -1, f"a connection was refused: {exc!r}"))
+            self.results.put(Note(f"a connection was refused: {exc!r}"))
             return
         with self.lock:
             closed, taken = self.server is None, rank in self.connections
             if world == self.world_size and 0 <= rank < self.world_size and not taken and not closed:
-                self.connections[rank], self.hosts[rank] = connection, (host, pid)
+                self.connections[rank], self.hosts[rank] = connection, (hello.host, hello.pid)
         if closed:  # this controller is closing: the worker tries again, and finds the next one
             connection.close()
             return
         if world != self.world_size or not 0 <= rank < self.world_size or taken:
             why = (f"this torchrun launch has {world} rank{'s' * (world != 1)} (rank {rank}) but the layout "
                    f"{spec.layout} needs {self.world_size}; launch torchrun with {self.world_size} processes in all")
-            _send(connection, ("refused", why))
+            _send(connection, Refused(why))
             connection.close()
-            self.results.put(("error", max(rank, 0), None, "LinkError: " + why))
+            self.results.put(Error(max(rank, 0), None, "LinkError: " + why))
             return
-        _send(connection, ("spec", spec))
+        _send(connection, Spec(spec))
         self._read(rank, connection)
 
     def _read(self, rank: int, connection: Connection) -> None:
@@ -266,8 +282,8 @@ class AttachedWorkers:
         try:
             while True:
                 message = _recv(connection)
-                if message[0] == "position":
-                    self.positions[rank] = message[2]
+                if isinstance(message, Position):
+                    self.positions[rank] = message.steps
                 else:
                     self.results.put(message)
         except Exception as exc:  # EOF: the worker is gone; anything else: it cannot be understood
@@ -281,14 +297,14 @@ class AttachedWorkers:
             self.lost.setdefault(rank, "could not be reached")
 
     def send(self, rank: int, job_id: int, job: StageJob) -> None:
-        self._send(rank, ("job", job_id, job))
+        self._send(rank, Run(job_id, job))
 
     def begin(self) -> None:
         self.positions = [0] * self.world_size
 
     def stop_at(self, job: int, step: int) -> None:
         for rank in list(self.connections):
-            self._send(rank, ("stop", job, step))
+            self._send(rank, Stop(job, step))
 
     def furthest(self) -> int:
         return max(self.positions)

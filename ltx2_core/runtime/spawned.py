@@ -12,9 +12,11 @@ import tempfile
 import threading
 import time
 
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from ltx2_core.runtime.worker import StageJob, WorkerSpec, worker_main
+from ltx2_core.runtime.protocol import Run, StageJob, WorkerMessage, WorkerSpec
+from ltx2_core.runtime.worker import serve
 
 
 class LocalChannel:
@@ -24,10 +26,10 @@ class LocalChannel:
         self.jobs, self.results, self.control, self.positions = jobs, results, control, positions
         self.parent = os.getppid()
 
-    def get(self) -> tuple[int, StageJob] | None:
+    def get(self) -> Run | None:
         return self.jobs.get()
 
-    def put(self, message: tuple) -> None:
+    def put(self, message: WorkerMessage) -> None:
         self.results.put(message)
 
     def stop_step(self, job: int) -> int | None:
@@ -38,6 +40,14 @@ class LocalChannel:
 
     def connected(self) -> bool:
         return os.getppid() == self.parent
+
+
+def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) -> None:
+    """A spawned worker's body (its group joins through `spec.init_file`)."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(spec.layout.world_size), LOCAL_RANK=str(rank))
+    serve(rank, rank, spec, LocalChannel(jobs, results, control, positions))
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 class SpawnedWorkers:
@@ -87,7 +97,7 @@ class SpawnedWorkers:
                 return
 
     def send(self, rank: int, job_id: int, job: StageJob) -> None:
-        self.jobs[rank].put((job_id, job))
+        self.jobs[rank].put(Run(job_id, job))
 
     def begin(self) -> None:
         self.control[0], self.control[1] = -1, 0

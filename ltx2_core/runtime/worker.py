@@ -1,14 +1,15 @@
 """A persistent worker: one process per device, holding its shard of the transformer across jobs.
 
-Started by the `Controller` (torch.multiprocessing spawn: `worker_main`, see `ltx2_core.runtime.spawned`), or by
-torchrun on one or several machines and attached to a controller over TCP (`python -m ltx2_core.runtime --connect
-HOST:PORT`, see `ltx2_core.runtime.links`). It joins the group (NCCL on GPUs, gloo on the CPU), loads its shard of
-the transformer once (nothing else: prompts are encoded, latents upsampled and media decoded by the caller), reports
-`ready`, then samples stages (`StageJob`: the latent, prompts and generator state in; the latent and generator state
-back from rank 0) until it gets `None`. An attached worker then waits for the next controller, keeping its group
-(and its shard, when the next controller asks for the same one). A job's LoRA files are read once, cut to this
-rank's shards, and fused for that job only. A heartbeat thread reports every HEARTBEAT seconds, so a hung rank is
-told from a busy one, and ends the worker when its caller is gone.
+Started by the `Controller` (torch.multiprocessing spawn: `ltx2_core.runtime.spawned.worker_main`), or by torchrun
+on one or several machines and attached to a controller over TCP (`python -m ltx2_core.runtime --connect
+HOST:PORT`, see `ltx2_core.runtime.links`); either way it talks through a `Channel` (`ltx2_core.runtime.protocol`).
+It joins the group (NCCL on GPUs, gloo on the CPU), loads its shard of the transformer once (nothing else: prompts
+are encoded, latents upsampled and media decoded by the caller), reports `Ready`, then samples stages (`StageJob`:
+the latent, prompts, generator state and `Stage` in; the latent and generator state back from rank 0) until it
+gets `None`. An attached worker then waits for the next controller, keeping its group (and its shard, when the next
+controller asks for the same one). A job's LoRA files are read once, cut to this rank's shards, and fused for that
+job only. A heartbeat thread reports every HEARTBEAT seconds, so a hung rank is told from a busy one, and ends the
+worker when its caller is gone.
 
 Interrupts: the controller sets (job id, step) for every rank; each rank reads it on the host after queuing each
 step (no device sync) and stops after the SAME step, so no rank is left inside a collective.
@@ -18,73 +19,22 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import traceback
-from typing import NamedTuple, Protocol
+from dataclasses import replace
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 
 from ltx2_core.compile import compile_blocks
-from ltx2_core.conditioning import Condition
 from ltx2_core.loader.lora import Lora, load_lora, shard_lora
 from ltx2_core.model.transformer import LTX2Transformer
-from ltx2_core.model_files import ModelFiles
-from ltx2_core.parallel.config import ParallelConfig
 from ltx2_core.parallel.launch import finish, join, tensor_parallel_for
 from ltx2_core.pipeline import LocalSampler
 from ltx2_core.preview import LatentPreview
-from ltx2_core.sampling import GuidanceParams
-from ltx2_core.stages import AVLatent
-from ltx2_core.types import TextEmbeddings
+from ltx2_core.runtime.protocol import Alive, Channel, Done, Error, Progress, Ready, Stopped, WorkerSpec
 
 HEARTBEAT = 2.0  # seconds between a worker's "alive" messages
-
-
-class WorkerSpec(NamedTuple):
-    """Everything a worker needs to start (picklable)."""
-
-    files: ModelFiles
-    layout: ParallelConfig
-    device_type: str
-    dtype: torch.dtype | None
-    init_file: str | None  # the group's rendezvous file (spawned workers); None: torchrun's environment
-    threads: int | None = None
-
-
-class StageJob(NamedTuple):
-    """One sampling stage (what `stages.sample` takes), with CPU tensors and LoRA files (path, strength)."""
-
-    video: torch.Tensor
-    audio: torch.Tensor
-    fps: float
-    positive: TextEmbeddings
-    negative: TextEmbeddings | None
-    sigmas: torch.Tensor
-    generator_state: torch.Tensor
-    noise_scale: float = 1.0
-    video_guidance: GuidanceParams | None = None
-    audio_guidance: GuidanceParams | None = None
-    loras: tuple[tuple[str, float], ...] = ()
-    stage: str = "denoise"
-    compile: bool = False
-    preview: tuple[torch.Tensor, torch.Tensor] | None = None  # rgb_projection: rank 0 sends a preview per step
-    conditions: tuple[Condition, ...] = ()  # held during sampling (encoded images at frames, ...; CPU)
-
-
-class Channel(Protocol):
-    """A worker's line to its controller (`spawned.LocalChannel` for spawned workers, `links.SocketChannel` for
-    attached ones)."""
-
-    def get(self) -> tuple[int, StageJob] | None: ...  # the next job, None: stop
-
-    def put(self, message: tuple) -> None: ...
-
-    def stop_step(self, job: int) -> int | None: ...  # the step after which `job` stops, None: it runs on
-
-    def reached(self, rank: int, steps: int) -> None: ...  # this rank has queued `steps` steps of the job
-
-    def connected(self) -> bool: ...  # False once the caller is gone and this worker cannot serve another
 
 
 class Interrupted(Exception):
@@ -106,7 +56,7 @@ class _Steps:
             raise Interrupted
         if self.rank == 0:
             image = self.preview.ready() if self.preview is not None else None
-            self.channel.put(("progress", self.job, done, total, None if image is None else image.copy()))
+            self.channel.put(Progress(self.job, done, total, None if image is None else image.copy()))
 
 
 def _heartbeat(rank: int, channel: Channel, done: threading.Event) -> None:
@@ -115,7 +65,7 @@ def _heartbeat(rank: int, channel: Channel, done: threading.Event) -> None:
     while not done.is_set():
         if not channel.connected():
             os._exit(1)
-        channel.put(("alive", rank))
+        channel.put(Alive(rank))
         done.wait(HEARTBEAT)
 
 
@@ -145,16 +95,6 @@ class Loaded(NamedTuple):
     device: torch.device
 
 
-def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) -> None:
-    """A spawned worker's body (its group joins through `spec.init_file`)."""
-    from ltx2_core.runtime.spawned import LocalChannel
-
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(spec.layout.world_size), LOCAL_RANK=str(rank))
-    serve(rank, rank, spec, LocalChannel(jobs, results, control, positions))
-    if dist.is_initialized():
-        dist.destroy_process_group()
-
-
 def serve(rank: int, local_rank: int, spec: WorkerSpec, channel: Channel, loaded: Loaded | None = None
           ) -> Loaded | None:
     """Joins the group (once per process), loads this rank's shard (unless `loaded` is the shard of this spec),
@@ -166,9 +106,9 @@ def serve(rank: int, local_rank: int, spec: WorkerSpec, channel: Channel, loaded
             try:
                 loaded = _load(local_rank, spec)
             except BaseException:
-                channel.put(("error", rank, None, traceback.format_exc()))
+                channel.put(Error(rank, None, traceback.format_exc()))
                 return None
-        channel.put(("ready", rank, os.getpid()))
+        channel.put(Ready(rank, os.getpid()))
         _serve_jobs(rank, loaded, channel)
         return loaded
     finally:
@@ -205,24 +145,22 @@ def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
     transformer, device = loaded.transformer, loaded.device
     loras, compiled = _Loras(loaded.shards), False
     while (message := channel.get()) is not None:
-        job_id, job = message
+        job_id, job = message.job, message.work
         try:
             if job.compile and not compiled:
                 compile_blocks(transformer)
                 compiled = True
             generator = torch.Generator(device)
             generator.set_state(job.generator_state)
-            preview = LatentPreview(job.preview, *job.video.shape[2:]) if rank == 0 and job.preview else None
+            preview = LatentPreview(job.preview, *job.latent.video.shape[2:]) if rank == 0 and job.preview else None
             sampler = LocalSampler(transformer, runner=loaded.runner, observe=preview and preview.observe)
             latent = sampler(job.positive.to(device), None if job.negative is None else job.negative.to(device),
-                             AVLatent(job.video, job.audio, job.fps), job.sigmas, generator,
-                             noise_scale=job.noise_scale, video_guidance=job.video_guidance,
-                             audio_guidance=job.audio_guidance, loras=loras(job.loras), stage=job.stage,
-                             progress=_Steps(rank, job_id, channel, preview), conditions=job.conditions)
+                             job.latent, replace(job.stage, loras=loras(job.stage.loras)), generator,
+                             progress=_Steps(rank, job_id, channel, preview))
             if rank == 0:
-                channel.put(("done", job_id, latent.video.cpu(), latent.audio.cpu(), generator.get_state()))
+                channel.put(Done(job_id, latent.video.cpu(), latent.audio.cpu(), generator.get_state()))
         except Interrupted:
             if rank == 0:
-                channel.put(("interrupted", job_id))
+                channel.put(Stopped(job_id))
         except BaseException:
-            channel.put(("error", rank, job_id, traceback.format_exc()))
+            channel.put(Error(rank, job_id, traceback.format_exc()))

@@ -1,4 +1,4 @@
-"""Sampling: sigma schedules, batched multimodal guidance, and the sync-free Euler denoising loop."""
+"""Sampling: the Stage record, sigma schedules, batched multimodal guidance, and the sync-free Euler denoising loop."""
 
 from ltx2_core.sampling.denoise import (
     BatchedPasses,
@@ -11,6 +11,7 @@ from ltx2_core.sampling.denoise import (
 )
 from ltx2_core.sampling.guidance import GuidanceParams, GuidanceWeights, active_passes, guidance_weights, guide
 from ltx2_core.sampling.schedules import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
+from ltx2_core.sampling.stage import Stage
 from ltx2_core.sampling.steps import StreamState, euler_step, keep_clean, noised_state, timesteps
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "GuidanceParams",
     "GuidanceWeights",
     "PassRunner",
+    "Stage",
     "StepPlan",
     "StreamState",
     "active_passes",

@@ -186,6 +186,7 @@ def test_four_guided_steps_with_images_match_the_reference_pipeline(images, one_
     other frame is an appended keyframe; the same encoded latents (random here) on both sides."""
     import_ltx_pipelines()
     from ltx2_core.conditioning.images import EncodedImage
+    from ltx2_core.sampling.stage import Stage
     from ltx2_core.stages import empty_latent, sample
 
     ours, ref = _models("2.0")
@@ -197,9 +198,9 @@ def test_four_guided_steps_with_images_match_the_reference_pipeline(images, one_
     conditions = [EncodedImage(latent, frame, strength) for latent, (frame, strength) in zip(latents, images)]
     theirs = _reference_items(conditions)
     sigmas = ltx2_sigmas(4)
-    got = sample(ours, positive, negative, empty_latent(WIDTH, HEIGHT, FRAMES, FPS), sigmas,
-                 torch.Generator().manual_seed(SEED), video_guidance=video_guidance, audio_guidance=audio_guidance,
-                 conditions=conditions)
+    got = sample(ours, positive, negative, empty_latent(WIDTH, HEIGHT, FRAMES, FPS),
+                 Stage(sigmas, video_guidance=video_guidance, audio_guidance=audio_guidance, conditions=conditions),
+                 torch.Generator().manual_seed(SEED))
     want = _reference(ref, positive, negative, sigmas, video_guidance, audio_guidance, conditionings=theirs)
     torch.testing.assert_close(got.video, want[0], **TOL)
     torch.testing.assert_close(got.audio, want[1], **TOL)
@@ -212,6 +213,7 @@ def test_stage_two_refine_with_images_matches_the_reference(one_thread):
     images hold it, 3 unguided steps."""
     import_ltx_pipelines()
     from ltx2_core.conditioning.images import EncodedImage
+    from ltx2_core.sampling.stage import Stage
     from ltx2_core.stages import AVLatent, sample
 
     ours, ref = _models("2.3")
@@ -224,8 +226,8 @@ def test_stage_two_refine_with_images_matches_the_reference(one_thread):
     theirs = _reference_items(conditions)
     sigmas = sigma_table(STAGE2_SIGMAS)
     latent = AVLatent(unpatchify_video(initial[0], frames, rows, cols), unpatchify_audio(initial[1], 8), FPS)
-    got = sample(ours, positive, None, latent, sigmas, torch.Generator().manual_seed(SEED),
-                 noise_scale=STAGE2_SIGMAS[0], conditions=conditions)
+    got = sample(ours, positive, None, latent, Stage(sigmas, noise_scale=STAGE2_SIGMAS[0], conditions=conditions),
+                 torch.Generator().manual_seed(SEED))
     want = _reference(ref, positive, None, sigmas, initial=initial, scale=STAGE2_SIGMAS[0], conditionings=theirs)
     torch.testing.assert_close(got.video, want[0], **TOL)
     torch.testing.assert_close(got.audio, want[1], **TOL)

@@ -24,6 +24,7 @@ from ltx2_core.demo import demo_transformer
 from ltx2_core.geometry import audio_positions, patchify_audio, video_positions
 from ltx2_core.model.transformer.attention import Attention, sdpa
 from ltx2_core.sampling import ltx2_sigmas
+from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import empty_latent, sample
 from ltx2_core.types import TextEmbeddings
 
@@ -58,8 +59,8 @@ def _run(model, conditions):
     config = model.config
     widths = (config.caption_channels or config.video.context_dim, config.caption_channels or config.audio.context_dim)
     text = TextEmbeddings(*(torch.randn(1, 7, w, generator=g) for w in widths))
-    return sample(model, text, None, empty_latent(96, 64, 17, 24.0), ltx2_sigmas(3),
-                  torch.Generator().manual_seed(3), conditions=conditions)
+    return sample(model, text, None, empty_latent(96, 64, 17, 24.0), Stage(ltx2_sigmas(3), conditions=conditions),
+                  torch.Generator().manual_seed(3))
 
 
 def test_a_new_kind_plugs_in_through_the_registry_line_and_holds_its_tokens(model, monkeypatch):

@@ -19,6 +19,7 @@ from ltx2_core.loader.safetensors_file import read_header
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.quant.fp8 import FP8, FP8Linear, dequantize, fp8_modules, quantize
 from ltx2_core.sampling import GuidanceParams, ltx2_sigmas
+from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import empty_latent, sample
 from ltx2_core.types import TextEmbeddings
 from support.fp8_files import LAYOUTS, PREFIX, quantised_layers, write_fp8_checkpoint
@@ -193,8 +194,9 @@ def test_a_file_with_every_dit_linear_in_fp8_loads_and_samples_as_the_dequantise
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)  # the same products, one layer at a time
     text = TextEmbeddings(*(torch.randn(1, 7, model.config.caption_channels, generator=torch.Generator().manual_seed(i))
                             for i in range(2)))
-    runs = [sample(m, text, text, empty_latent(64, 64, 9, 24.0), ltx2_sigmas(2), torch.Generator().manual_seed(0),
-                   video_guidance=GuidanceParams(cfg=2.0, stg=1.0, stg_blocks=(0,))) for m in (model, reference)]
+    stage = Stage(ltx2_sigmas(2), video_guidance=GuidanceParams(cfg=2.0, stg=1.0, stg_blocks=(0,)))
+    runs = [sample(m, text, text, empty_latent(64, 64, 9, 24.0), stage, torch.Generator().manual_seed(0))
+            for m in (model, reference)]
     torch.testing.assert_close(runs[0].video, runs[1].video, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(runs[0].audio, runs[1].audio, atol=1e-4, rtol=1e-4)
     assert model.compute_dtype == torch.float32  # the file's unquantised dtype

@@ -15,6 +15,7 @@ from ltx2_core.conditioning.images import h264_round_trip, keyframe_positions, p
 from ltx2_core.demo import demo_transformer
 from ltx2_core.geometry import patchify_video, video_positions
 from ltx2_core.sampling import ltx2_sigmas
+from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import empty_latent, sample
 from ltx2_core.types import TextEmbeddings
 
@@ -33,8 +34,8 @@ def _text(model, seed=0):
 
 def _run(model, conditions, seed=3):
     latent = empty_latent(96, 64, 17, 24.0)
-    return sample(model, _text(model), None, latent, ltx2_sigmas(3), torch.Generator().manual_seed(seed),
-                  conditions=conditions)
+    return sample(model, _text(model), None, latent, Stage(ltx2_sigmas(3), conditions=conditions),
+                  torch.Generator().manual_seed(seed))
 
 
 def test_frame_zero_at_strength_one_is_held_exactly(model):
@@ -114,8 +115,9 @@ def test_conditioned_steps_keep_zero_host_syncs(model):
 
     image = torch.randn(1, 128, 1, 2, 3)
     video_guidance, audio_guidance = default_guidance("2.0", model.config.num_layers)
-    sample(model, _text(model), _text(model, 1), empty_latent(96, 64, 17, 24.0), ltx2_sigmas(3),
-           torch.Generator().manual_seed(0), video_guidance=video_guidance, audio_guidance=audio_guidance,
-           step=counted, conditions=[EncodedImage(image, 0, 0.9), EncodedImage(image, 16, 1.0)])
+    conditions = [EncodedImage(image, 0, 0.9), EncodedImage(image, 16, 1.0)]
+    stage = Stage(ltx2_sigmas(3), video_guidance=video_guidance, audio_guidance=audio_guidance, conditions=conditions)
+    sample(model, _text(model), _text(model, 1), empty_latent(96, 64, 17, 24.0), stage,
+           torch.Generator().manual_seed(0), step=counted)
     assert len(censuses) == 3 and all(c.syncs() == {} and c.transfers() == 0 for c in censuses)
     assert len(set(shapes)) == 1 and shapes[0][1] == 3 * 2 * 3 + 2 * 3  # video + keyframe tokens, every step

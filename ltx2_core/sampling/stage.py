@@ -1,0 +1,68 @@
+"""One sampling stage as a value: everything a sampler needs besides the latent, the prompts, the generator and the
+progress callback (the schedule, how far the latent is noised, the guidance, the LoRAs and the conditions).
+
+The pipelines build one `Stage` per stage (`ltx2_core.pipeline.sample_request`), the ComfyUI sampler node one per
+run, and every sampler takes it whole: `stages.sample` here, `LocalSampler` (which fuses its LoRAs) and the
+workers' `WorkerSampler`, which sends it in a `StageJob`. A new per-stage input is one field here, not one argument
+in each of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Generic, TypeVar
+
+import torch
+
+from ltx2_core.conditioning.stream import Condition
+from ltx2_core.sampling.guidance import GuidanceParams
+
+L = TypeVar("L")  # a LoRA: a loaded `ltx2_core.loader.lora.Lora` in this process, its file's path in a StageJob
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # identity equality: comparing tensors has no single truth value
+class Stage(Generic[L]):
+    """One sampling stage.
+
+    sigmas:         (steps + 1,) fp32, the noise levels from the first to the last (0)
+    name:           what errors and progress call it ("denoise", "stage 1", "stage 2")
+    noise_scale:    how far the latent is noised first: 1 pure noise, the first sigma when refining
+    video_guidance: the video's guidance scales; None: plain conditional prediction
+    audio_guidance: the audio's, the same way
+    loras:          (LoRA, strength) fused for this stage only; `L` is a `Lora` here and its file's path in a
+                    `StageJob` (workers read and shard LoRAs from their files, see `ltx2_core.runtime.protocol`)
+    conditions:     what is held during sampling (`ltx2_core.conditioning`: encoded images at frames, ...), applied
+                    in order; their tensors may live on any device
+    """
+
+    sigmas: torch.Tensor
+    name: str = "denoise"
+    noise_scale: float = 1.0
+    video_guidance: GuidanceParams | None = None
+    audio_guidance: GuidanceParams | None = None
+    loras: tuple[tuple[L, float], ...] = ()
+    conditions: tuple[Condition, ...] = ()
+
+    def __post_init__(self) -> None:
+        # callers pass lists (the handle's LoRAs, encode_conditions' result); the record holds tuples
+        object.__setattr__(self, "loras", tuple(self.loras))
+        object.__setattr__(self, "conditions", tuple(self.conditions))
+
+    def cpu(self) -> Stage[L]:
+        """This stage with its sigmas and every tensor its conditions hold on the CPU (to send it elsewhere)."""
+        return dataclasses.replace(self, sigmas=self.sigmas.cpu(), conditions=on_cpu(self.conditions))
+
+
+def on_cpu(value: T) -> T:
+    """`value` with the tensors it holds on the CPU: a tensor, or tensors in (nested) tuples, NamedTuples and
+    dataclasses; anything else as it is. Conditions are such values, so a new kind travels without code here."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{field.name: on_cpu(getattr(value, field.name))
+                                             for field in dataclasses.fields(value) if field.init})
+    if isinstance(value, tuple):
+        items = [on_cpu(item) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    return value
