@@ -34,7 +34,8 @@ from ltx2_core.model_files import ModelFiles
 from ltx2_core.pipeline import DEFAULT_NEGATIVE_PROMPT, MODES, Generation, Models, Request, generate
 from ltx2_core.releases import ModelVersion
 from ltx2_core.sampling import GuidanceParams
-from ltx2_core.types import Decoders, TextEmbeddings
+from ltx2_core.model.decoders import Decoders
+from ltx2_core.types import TextEmbeddings
 
 __all__ = [
     "DEFAULT_NEGATIVE_PROMPT",

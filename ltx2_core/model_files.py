@@ -32,7 +32,7 @@ from ltx2_core.memory.plan import MemoryPlan
 from ltx2_core.quant.policy import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
-from ltx2_core.types import Decoders
+from ltx2_core.model.decoders import Decoders
 
 DEMO_LABEL = ("tiny random-weight DEMO model (LTX-{version} structure, not trained: expect noise, not a video of the "
               "prompt)")

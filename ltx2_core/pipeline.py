@@ -40,7 +40,8 @@ from ltx2_core.sampling.guidance import default_guidance, default_steps
 from ltx2_core.stages import AVLatent, Generation, decode, empty_latent, encode, sample, upsample
 from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.sampling.stage import Stage
-from ltx2_core.types import Decoders, TextEmbeddings
+from ltx2_core.model.decoders import Decoders
+from ltx2_core.types import TextEmbeddings
 
 MODES = ("one-stage", "two-stage", "distilled")
 # ltx_pipelines/utils/constants.py

@@ -37,7 +37,8 @@ from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.sampling import denoise, guided_plan, guided_step, noised_state
 from ltx2_core.sampling.denoise import Observer, Progress, RunnerFactory, Step
 from ltx2_core.sampling.stage import Stage
-from ltx2_core.types import Decoders, TextEmbeddings
+from ltx2_core.model.decoders import Decoders
+from ltx2_core.types import TextEmbeddings
 
 AUDIO_CHANNELS, MEL_BINS = 8, 16
 

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
-
-if TYPE_CHECKING:  # annotations only: the model modules import this one
-    from ltx2_core.model.audio_vae import AudioDecoder, Vocoder
-    from ltx2_core.model.video_vae import VideoDecoder
 
 Blocks = tuple[int, ...] | Literal["all"]
 
@@ -109,12 +105,3 @@ class TextEmbeddings(NamedTuple):
 
     def to(self, device: torch.device | str) -> TextEmbeddings:
         return TextEmbeddings(self.video.to(device), self.audio.to(device))
-
-
-class Decoders(NamedTuple):
-    """What turns latents into media: the video VAE decoder, the audio VAE decoder (latent -> mel) and the vocoder
-    (mel -> waveform)."""
-
-    video: VideoDecoder
-    audio: AudioDecoder
-    vocoder: Vocoder

@@ -30,7 +30,7 @@ from ltx2_core.memory.plan import (
 )
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.runtime import Controller
-from ltx2_core.types import Decoders
+from ltx2_core.model.decoders import Decoders
 
 from . import bridge
 from .handles import MODEL, PARALLEL, TEXT_ENCODER, UPSAMPLER, ModelHandle, Parallel

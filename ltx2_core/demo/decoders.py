@@ -14,7 +14,7 @@ from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, VocoderC
 from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig
 from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
 from ltx2_core.releases import DEFAULT_VERSION
-from ltx2_core.types import Decoders
+from ltx2_core.model.decoders import Decoders
 
 _ONE = {"num_layers": 1}
 # the encoder's width starts at the latent width (128); multiplier 1 keeps it there instead of growing to 2048

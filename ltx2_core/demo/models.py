@@ -10,7 +10,7 @@ from ltx2_core.demo.text import demo_prompt_encoder
 from ltx2_core.demo.transformer import demo_lora, demo_transformer
 from ltx2_core.pipeline import Models
 from ltx2_core.releases import DEFAULT_VERSION
-from ltx2_core.types import Decoders
+from ltx2_core.model.decoders import Decoders
 
 
 def demo_models(version: str = DEFAULT_VERSION, device: torch.device | str = "cpu", dtype: torch.dtype | None = None

@@ -44,7 +44,7 @@ from ltx2_core.model.video_vae.config import VideoVaeConfig
 from ltx2_core.model.video_vae.decoder import VideoDecoder
 from ltx2_core.pipeline import Models
 from ltx2_core.model.text.config import TextConfig
-from ltx2_core.types import Decoders
+from ltx2_core.model.decoders import Decoders
 from support.configs import RELEASED_2_0, RELEASED_2_3, RELEASED_VAE_2_0, RELEASED_VAE_2_3
 
 RELEASED = {"2.0": (RELEASED_2_0, "2.0.0", RELEASED_VAE_2_0), "2.3": (RELEASED_2_3, "2.3.0", RELEASED_VAE_2_3)}
