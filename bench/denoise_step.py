@@ -26,7 +26,7 @@ from transformer_forward import Census, bench_arguments, bench_models, median_ms
 
 from ltx2_core.geometry import audio_latent_length, audio_positions, video_positions  # noqa: E402
 from ltx2_core.sampling import (  # noqa: E402
-    GuidanceParams, denoise, guided_plan, guided_step, ltx2_sigmas, noised_state,
+    GuidanceParams, denoise, guided_setup, guided_step, ltx2_sigmas, noised_state,
 )
 from ltx2_core.types import TextEmbeddings  # noqa: E402
 from support.reference import import_ltx_pipelines  # noqa: E402
@@ -91,21 +91,21 @@ def main() -> None:
     noise_video, noise_audio = torch.randn(1, tv, 128), torch.randn(1, ta, 128)
     sigmas = ltx2_sigmas(args.steps)
 
-    plan = guided_plan(ours, positive, negative, vpos, apos, video_guidance, audio_guidance)
+    setup = guided_setup(ours, positive, negative, vpos, apos, video_guidance, audio_guidance)
     video, audio = noised_state(torch.zeros_like(noise_video), noise_video), noised_state(
         torch.zeros_like(noise_audio), noise_audio)
     ref_step, ref_run = reference_loop(ref, positive, negative, video_guidance, audio_guidance, vpos, apos)
     ref_video = reference_state(noise_video.clone(), vpos.expand(1, -1, -1, -1))
     ref_audio = reference_state(noise_audio.clone(), apos.expand(1, -1, -1, -1))
 
-    ours_ms = median_ms(lambda: guided_step(plan, video, audio, sigmas[0], sigmas[1]), args.repeats)
+    ours_ms = median_ms(lambda: guided_step(setup, video, audio, sigmas[0], sigmas[1]), args.repeats)
     ref_ms = median_ms(lambda: ref_step(ref_video, ref_audio, sigmas, 0), args.repeats)
     census_ours, census_ref = Census(), Census()
     with census_ours:
-        guided_step(plan, video, audio, sigmas[0], sigmas[1])
+        guided_step(setup, video, audio, sigmas[0], sigmas[1])
     with census_ref:
         ref_step(ref_video, ref_audio, sigmas, 0)
-    got = denoise(plan, video, audio, sigmas)
+    got = denoise(setup, video, audio, sigmas)
     want = ref_run(ref_video, ref_audio, sigmas)
     diff = max((got[0].latent - want[0].latent).abs().max().item(), (got[1].latent - want[1].latent).abs().max().item())
 

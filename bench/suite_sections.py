@@ -31,8 +31,8 @@ from ltx2_core.memory.plan import (
 )
 from ltx2_core.quant.policy import quantize_blocks
 from ltx2_core.model.transformer import LTX2Transformer
-from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, guided_step, ltx2_sigmas, noised_state
-from ltx2_core.sampling.denoise import StepPlan
+from ltx2_core.sampling import GuidanceParams, denoise, guided_setup, guided_step, ltx2_sigmas, noised_state
+from ltx2_core.sampling.denoise import StepSetup
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.sampling.steps import StreamState
 from suite_measure import PEAK_TFLOPS, forward_flops, median_ms, peak_extra_bytes, synchronize, tflops
@@ -105,24 +105,24 @@ def _forward_row(s: Settings, config: TransformerConfig, ours: LTX2Transformer, 
 
 
 class _Step(NamedTuple):
-    plan: StepPlan
+    setup: StepSetup
     video: StreamState
     audio: StreamState
     sigmas: torch.Tensor
 
     def __call__(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return guided_step(self.plan, self.video, self.audio, self.sigmas[0], self.sigmas[1])
+        return guided_step(self.setup, self.video, self.audio, self.sigmas[0], self.sigmas[1])
 
 
 def _guided(model: LTX2Transformer, c: Clip, steps: int, guidance: tuple[GuidanceParams, GuidanceParams] | None = None,
             passes_per_forward: int | None = None) -> _Step:
-    """A guided step's set-up with the release's guidance (or `guidance`): plan, noised states, sigmas."""
+    """A guided step's set-up with the release's guidance (or `guidance`): passes, noised states, sigmas."""
     video_guidance, audio_guidance = guidance or default_guidance(model.config.version, model.config.num_layers)
-    plan = guided_plan(model, c.text, c.negative, c.video_positions, c.audio_positions, video_guidance,
-                       audio_guidance, passes_per_forward=passes_per_forward)
+    setup = guided_setup(model, c.text, c.negative, c.video_positions, c.audio_positions, video_guidance,
+                         audio_guidance, passes_per_forward=passes_per_forward)
     video = noised_state(torch.zeros_like(c.video), c.video)
     audio = noised_state(torch.zeros_like(c.audio), c.audio)
-    return _Step(plan, video, audio, ltx2_sigmas(steps, device=c.video.device))
+    return _Step(setup, video, audio, ltx2_sigmas(steps, device=c.video.device))
 
 
 def step(s: Settings) -> list[Row]:
@@ -145,7 +145,7 @@ def _step_rows(s: Settings, config: TransformerConfig) -> list[Row]:
     sides = {"ours, passes batched": batched, "ours, one pass at a time": one_by_one,
              "reference loop": lambda: ref_step(*ref_states, batched.sigmas, 0)}
     return [{"version": config.version.value, "size": "×".join(map(str, s.step_size[::-1])),
-             "blocks": config.num_layers, "side": name, "passes": len(batched.plan.runner.passes),
+             "blocks": config.num_layers, "side": name, "passes": len(batched.setup.runner.passes),
              "ms": median_ms(fn, s.device, s.repeats, s.warmup), "peak_gib": peak_extra_bytes(fn, s.device) / 2**30}
             for name, fn in sides.items()]
 
@@ -159,14 +159,14 @@ def launch(s: Settings) -> list[Row]:
         c = clip(config, size, s.text_tokens, s.device, s.dtype)
         guided = _guided(ours, c, s.steps)
         tv, ta, text = c.tokens
-        passes = len(guided.plan.runner.passes)
+        passes = len(guided.setup.runner.passes)
         row = {"version": config.version.value, "size": "×".join(map(str, size[::-1])), "video_tokens": tv,
                "blocks": config.num_layers, "passes": passes,
                "flop_ms": forward_flops(config, tv, ta, text, passes) / (PEAK_TFLOPS * 1e12) * 1e3,
                "eager_ms": median_ms(guided, s.device, s.repeats, s.warmup), "cuda_graph_ms": None}
         if s.device.type == "cuda":
             captured = CudaGraphStep()
-            row["cuda_graph_ms"] = median_ms(lambda: captured(guided.plan, guided.video, guided.audio,
+            row["cuda_graph_ms"] = median_ms(lambda: captured(guided.setup, guided.video, guided.audio,
                                                               guided.sigmas[0], guided.sigmas[1]),
                                              s.device, s.repeats, s.warmup)
         with _compiled(ours, s.compile_backend):
@@ -198,12 +198,12 @@ def syncs(s: Settings) -> list[Row]:
 
 @torch.no_grad()
 def _sync_row(s: Settings, name: str, config: TransformerConfig, size: tuple[int, int, int]) -> Row:
-    """Host syncs of a whole denoising stage after its set-up (plan, states, sigmas) and one warm-up stage."""
+    """Host syncs of a whole denoising stage after its set-up (passes, states, sigmas) and one warm-up stage."""
     guided = _guided(random_transformer(config, s.device, s.dtype),
                      clip(config, size, s.text_tokens, s.device, s.dtype), s.steps)
 
     def run():
-        return denoise(guided.plan, guided.video, guided.audio, guided.sigmas)
+        return denoise(guided.setup, guided.video, guided.audio, guided.sigmas)
 
     run()
     synchronize(s.device)

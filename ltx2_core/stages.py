@@ -34,7 +34,7 @@ from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.upsampler import LatentUpsampler, upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
-from ltx2_core.sampling import denoise, guided_plan, guided_step, noised_state
+from ltx2_core.sampling import denoise, guided_setup, guided_step, noised_state
 from ltx2_core.sampling.denoise import Observer, Progress, RunnerFactory, Step
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
@@ -118,9 +118,9 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         noise = torch.randn((1, stream.clean.shape[1], 128), generator=generator, device=param.device,
                             dtype=param.dtype)
         states.append(noised_state(stream.clean.expand_as(noise), noise, stage.noise_scale, stream.mask))
-    plan = guided_plan(model, positive, negative, video.positions, audio.positions, stage.video_guidance,
-                       stage.audio_guidance, passes_per_forward=passes_per_forward, runner=runner)
-    video_state, audio_state = denoise(plan, *states, stage.sigmas.to(param.device), step=step, progress=progress,
+    setup = guided_setup(model, positive, negative, video.positions, audio.positions, stage.video_guidance,
+                         stage.audio_guidance, passes_per_forward=passes_per_forward, runner=runner)
+    video_state, audio_state = denoise(setup, *states, stage.sigmas.to(param.device), step=step, progress=progress,
                                        observe=observe)
     video_tokens = video_state.latent[:, : video.tokens]  # appended guiding tokens are dropped
     audio_tokens = audio_state.latent[:, : audio.tokens]

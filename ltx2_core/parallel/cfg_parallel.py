@@ -1,6 +1,6 @@
 """CFG-parallel: the guidance passes of a step spread over devices, each device batching its share in one forward.
 
-Two runners plug into `guided_plan(..., runner=...)` (the PassRunner seam of `ltx2_core.sampling.denoise`):
+Two runners plug into `guided_setup(..., runner=...)` (the PassRunner seam of `ltx2_core.sampling.denoise`):
 
 * `CfgParallel(group)`: one process per device (torch.distributed); each rank runs its contiguous share of the
   passes and ONE all-gather per step (video and audio predictions flattened together) returns every pass's

@@ -1,6 +1,6 @@
 """The sync-free denoising loop: guided Euler steps over a sigma schedule, every guidance pass in one forward.
 
-Set-up (`guided_plan`) decides on the host which passes run, builds the per-pass text contexts, RoPE tables and
+Set-up (`guided_setup`) decides on the host which passes run, builds the per-pass text contexts, RoPE tables and
 perturbation masks once, and moves the guidance scales to the device. A step (`guided_step`) then only runs device
 work of fixed shapes: no tensor is read on the host, no Python branch depends on a tensor, no host data is copied
 in. So a step can be compiled once (scales are tensor inputs, so changing them never recompiles) or captured as a
@@ -95,7 +95,7 @@ class LocalPasses:
         return groups[0] if len(groups) == 1 else ChunkedPasses(groups)
 
 
-class StepPlan(NamedTuple):
+class StepSetup(NamedTuple):
     """What a step needs besides the state: the pass runner and each modality's device-side guidance scales
     (None: no guidance, the single conditional pass is the prediction)."""
 
@@ -114,7 +114,7 @@ def pass_perturbations(passes: tuple[str, ...], video: GuidanceParams, audio: Gu
     return [table[name] for name in passes]
 
 
-def guided_plan(
+def guided_setup(
     model: LTX2Transformer,
     positive: TextEmbeddings,
     negative: TextEmbeddings | None,
@@ -125,7 +125,7 @@ def guided_plan(
     *,
     passes_per_forward: int | None = None,
     runner: RunnerFactory | None = None,
-) -> StepPlan:
+) -> StepSetup:
     """Set-up of a run: which passes (decided here, on the host), their contexts, RoPE and perturbations, and the
     scales on the device. No guidance for either modality (None or neutral) means one conditional pass.
     `passes_per_forward` caps the batch of one forward (None: all passes in one); RoPE is shared by all groups.
@@ -142,9 +142,9 @@ def guided_plan(
                             torch.cat([c.audio for c in contexts]).to(device))
     pass_runner = runner(model, run, passes, pass_perturbations(passes, video_guidance, audio_guidance))
     if passes == ("cond",):
-        return StepPlan(pass_runner, None, None)
-    return StepPlan(pass_runner, guidance_weights(video_guidance, passes, device),
-                    guidance_weights(audio_guidance, passes, device))
+        return StepSetup(pass_runner, None, None)
+    return StepSetup(pass_runner, guidance_weights(video_guidance, passes, device),
+                     guidance_weights(audio_guidance, passes, device))
 
 
 def _batch_perturbations(model: LTX2Transformer, perturbations: list[PassPerturbation]) -> BatchPerturbations | None:
@@ -154,16 +154,16 @@ def _batch_perturbations(model: LTX2Transformer, perturbations: list[PassPerturb
     return BatchPerturbations(perturbations, model.config.num_layers, param.device, param.dtype)
 
 
-def guided_step(plan: StepPlan, video: StreamState, audio: StreamState, sigma: torch.Tensor,
+def guided_step(setup: StepSetup, video: StreamState, audio: StreamState, sigma: torch.Tensor,
                 sigma_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One Euler step from σ to σ' (0-d device tensors) -> the next video and audio latents (1, tokens, C)."""
-    count = len(plan.runner.passes)
+    count = len(setup.runner.passes)
     sigmas = sigma.reshape(1).expand(count)
     video_in = StreamInput(video.latent.expand(count, -1, -1), sigmas, timesteps(video, sigma, count))
     audio_in = StreamInput(audio.latent.expand(count, -1, -1), sigmas, timesteps(audio, sigma, count))
-    video_x0, audio_x0 = plan.runner(video_in, audio_in)
-    video_x0 = _combine(video_x0, plan.video_weights)
-    audio_x0 = _combine(audio_x0, plan.audio_weights)
+    video_x0, audio_x0 = setup.runner(video_in, audio_in)
+    video_x0 = _combine(video_x0, setup.video_weights)
+    audio_x0 = _combine(audio_x0, setup.audio_weights)
     return (euler_step(video.latent, keep_clean(video_x0, video), sigma, sigma_next),
             euler_step(audio.latent, keep_clean(audio_x0, audio), sigma, sigma_next))
 
@@ -175,11 +175,11 @@ def _combine(x0: torch.Tensor, weights: GuidanceWeights | None) -> torch.Tensor:
     return guide(x0.unsqueeze(1), weights)
 
 
-Step = Callable[[StepPlan, StreamState, StreamState, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+Step = Callable[[StepSetup, StreamState, StreamState, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 def denoise(
-    plan: StepPlan,
+    setup: StepSetup,
     video: StreamState,
     audio: StreamState,
     sigmas: torch.Tensor,
@@ -193,7 +193,7 @@ def denoise(
     `observe` gets each step's (video, audio) latent tokens, on the device, before `progress` is called."""
     total = sigmas.shape[0] - 1
     for index in range(total):
-        video_latent, audio_latent = step(plan, video, audio, sigmas[index], sigmas[index + 1])
+        video_latent, audio_latent = step(setup, video, audio, sigmas[index], sigmas[index + 1])
         video, audio = video._replace(latent=video_latent), audio._replace(latent=audio_latent)
         if observe is not None:
             observe(video_latent, audio_latent)

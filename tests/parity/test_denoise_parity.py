@@ -20,7 +20,7 @@ from ltx2_core.sampling import (
     STAGE2_SIGMAS,
     GuidanceParams,
     denoise,
-    guided_plan,
+    guided_setup,
     ltx2_sigmas,
     noised_state,
     sigma_table,
@@ -51,8 +51,8 @@ def _texts(config: TransformerConfig) -> tuple[TextEmbeddings, TextEmbeddings]:
 def _ours(model, positive, negative, sigmas, video_guidance=None, audio_guidance=None, initial=None, scale=1.0):
     frames, rows, cols = (FRAMES - 1) // 8 + 1, HEIGHT // 32, WIDTH // 32
     audio_tokens = audio_latent_length(FRAMES, FPS)
-    plan = guided_plan(model, positive, negative, video_positions(frames, rows, cols, FPS),
-                       audio_positions(audio_tokens), video_guidance, audio_guidance)
+    plan = guided_setup(model, positive, negative, video_positions(frames, rows, cols, FPS),
+                        audio_positions(audio_tokens), video_guidance, audio_guidance)
     generator = torch.Generator().manual_seed(SEED)
     noise_video = torch.randn(1, frames * rows * cols, 128, generator=generator)
     noise_audio = torch.randn(1, audio_tokens, 128, generator=generator)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video, plan_tiles
+from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video, tile_axes
 from support.configs import TINY_VAES
 from support.reference import import_ltx_core
 from support.video_vae import video_vae_pair
@@ -56,7 +56,7 @@ def test_tiling_is_exact_for_a_decoder_that_sees_no_neighbours():
             tensor.zero_()[:, :, 1, 1, 1] = centre
     latent = _latent(2)
     tiled, whole = decode_video(latent, ours, SMALL), decode_video(latent, ours, None)
-    assert [len(p.latent) for p in plan_tiles(LATENT[2:], SMALL)] == [4, 3, 5]
+    assert [len(p.latent) for p in tile_axes(LATENT[2:], SMALL)] == [4, 3, 5]
     torch.testing.assert_close(tiled, whole, atol=1e-5, rtol=1e-5)
     assert whole.abs().max() > 0.1
 
@@ -71,7 +71,7 @@ def test_untiled_decode_video_is_the_decoder_forward():
 def test_blend_weights_cover_the_output_and_sum_to_one(size):
     """For the default tiles (a 121-frame 768×1280 video is the first case) and small ones."""
     for tiling in (TilingConfig(), SMALL):
-        for axis, plan in enumerate(plan_tiles(size, tiling)):
+        for axis, plan in enumerate(tile_axes(size, tiling)):
             total = torch.zeros(plan.output[-1].stop)
             for latent, out, weights in zip(plan.latent, plan.output, plan.weights):
                 assert weights.shape[0] == out.stop - out.start
@@ -84,7 +84,7 @@ def test_blend_weights_cover_the_output_and_sum_to_one(size):
 
 
 def test_default_tiles_for_a_long_1280x768_video():
-    time, rows, cols = plan_tiles((31, 24, 40), TilingConfig())  # 241 frames
+    time, rows, cols = tile_axes((31, 24, 40), TilingConfig())  # 241 frames
     assert (len(time.latent), len(rows.latent), len(cols.latent)) == (6, 3, 3)
     assert max(s.stop - s.start for s in cols.latent) <= 16 and max(s.stop - s.start for s in time.latent) <= 9
 

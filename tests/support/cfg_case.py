@@ -8,7 +8,7 @@ import torch
 from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_transformer
 from ltx2_core.geometry import audio_positions, video_positions
-from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, ltx2_sigmas, noised_state
+from ltx2_core.sampling import GuidanceParams, denoise, guided_setup, ltx2_sigmas, noised_state
 from ltx2_core.types import TextEmbeddings
 
 FRAMES, ROWS, COLS, AUDIO_TOKENS = 2, 2, 3, 9
@@ -26,8 +26,8 @@ def plan(transformer, guidance=FULL, runner=None):
     cfg = transformer.config
     positive, negative = (TextEmbeddings(torch.randn(1, 5, cfg.video.context_dim, generator=g),
                                          torch.randn(1, 5, cfg.audio.context_dim, generator=g)) for _ in range(2))
-    return guided_plan(transformer, positive, negative, video_positions(FRAMES, ROWS, COLS, 24.0),
-                       audio_positions(AUDIO_TOKENS), *guidance, runner=runner)
+    return guided_setup(transformer, positive, negative, video_positions(FRAMES, ROWS, COLS, 24.0),
+                        audio_positions(AUDIO_TOKENS), *guidance, runner=runner)
 
 
 def states():

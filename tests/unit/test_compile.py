@@ -1,4 +1,4 @@
-"""Per-block torch.compile (one graph for every block with the same perturbation plan) and the CUDA-graph step
+"""Per-block torch.compile (one graph for every block with the same perturbation skips) and the CUDA-graph step
 (CUDA only; on the CPU it refuses clearly)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from ltx2_core import TransformerConfig
 from ltx2_core.compile import CudaGraphStep, compile_blocks
 from ltx2_core.demo import demo_transformer
 from ltx2_core.geometry import audio_positions, video_positions
-from ltx2_core.sampling import GuidanceParams, denoise, guided_plan, ltx2_sigmas, noised_state
+from ltx2_core.sampling import GuidanceParams, denoise, guided_setup, ltx2_sigmas, noised_state
 from ltx2_core.types import TextEmbeddings
 
 FULL = GuidanceParams(cfg=3.0, stg=1.0, stg_blocks=(2,), rescale=0.7, modality=3.0)
@@ -20,7 +20,7 @@ def _run(device="cpu", layers=6):
     model = demo_transformer(TransformerConfig.tiny("2.0", num_layers=layers)).to(device)
     g = torch.Generator().manual_seed(0)
     text = TextEmbeddings(torch.randn(1, 5, 12, generator=g), torch.randn(1, 5, 12, generator=g))
-    plan = guided_plan(model, text, text, video_positions(2, 2, 3, 24.0), audio_positions(9), FULL, FULL)
+    plan = guided_setup(model, text, text, video_positions(2, 2, 3, 24.0), audio_positions(9), FULL, FULL)
     video = noised_state(torch.zeros(1, 12, 128, device=device), torch.randn(1, 12, 128, generator=g).to(device))
     audio = noised_state(torch.zeros(1, 9, 128, device=device), torch.randn(1, 9, 128, generator=g).to(device))
     return model, plan, video, audio

@@ -13,7 +13,7 @@ from ltx2_core.sampling import (
     DISTILLED_SIGMAS,
     GuidanceParams,
     denoise,
-    guided_plan,
+    guided_setup,
     guided_step,
     ltx2_sigmas,
     noised_state,
@@ -42,9 +42,9 @@ def _texts(model, seed=0):
 
 def _plan(model, video_guidance=None, audio_guidance=None, passes_per_forward=None):
     positive, negative = _texts(model)
-    return guided_plan(model, positive, negative, video_positions(FRAMES, ROWS, COLS, 24.0),
-                       audio_positions(AUDIO_TOKENS), video_guidance, audio_guidance,
-                       passes_per_forward=passes_per_forward)
+    return guided_setup(model, positive, negative, video_positions(FRAMES, ROWS, COLS, 24.0),
+                        audio_positions(AUDIO_TOKENS), video_guidance, audio_guidance,
+                        passes_per_forward=passes_per_forward)
 
 
 def _states(seed=1, video_mask=None):
@@ -152,8 +152,8 @@ def test_neutral_scales_drop_passes_at_set_up(model):
 def test_cfg_without_a_negative_prompt_is_refused(model):
     positive, _ = _texts(model)
     with pytest.raises(ValueError, match="negative prompt"):
-        guided_plan(model, positive, None, video_positions(FRAMES, ROWS, COLS, 24.0), audio_positions(AUDIO_TOKENS),
-                    GuidanceParams(cfg=3.0))
+        guided_setup(model, positive, None, video_positions(FRAMES, ROWS, COLS, 24.0), audio_positions(AUDIO_TOKENS),
+                     GuidanceParams(cfg=3.0))
 
 
 def test_last_step_to_zero_returns_the_denoised_estimate():

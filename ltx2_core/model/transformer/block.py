@@ -16,7 +16,7 @@ from ltx2_core.model.transformer.config import StreamConfig, TransformerConfig
 from ltx2_core.model.transformer.adaln import modulation_rows
 from ltx2_core.model.transformer.attention import Attention
 from ltx2_core.model.transformer.layers import FeedForward, rms
-from ltx2_core.model.transformer.perturbations import NO_PERTURBATION, BlockPlans, SkipPlan
+from ltx2_core.model.transformer.perturbations import NO_PERTURBATION, BlockSkips, AttentionSkip
 from ltx2_core.types import Rope
 
 # rows of scale_shift_table
@@ -51,7 +51,7 @@ class StreamModules(NamedTuple):
     ff: FeedForward
     table: nn.Parameter
     prompt_table: nn.Parameter | None
-    self_attn_plan: int  # index into BlockPlans
+    self_attn_skip: int  # index into BlockSkips
 
 
 class AVTransformerBlock(nn.Module):
@@ -89,19 +89,19 @@ class AVTransformerBlock(nn.Module):
         ax: torch.Tensor,
         video: StreamArgs,
         audio: StreamArgs,
-        plans: BlockPlans = NO_PERTURBATION,
+        skips: BlockSkips = NO_PERTURBATION,
         text_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """vx (B, video_tokens, Dv), ax (B, audio_tokens, Da) -> updated (vx, ax); `plans`: this block's share of
-        the batch's perturbations (`block_plans(perturbations, idx)`); `text_kv`: this block's text keys and
+        """vx (B, video_tokens, Dv), ax (B, audio_tokens, Da) -> updated (vx, ax); `skips`: this block's share of
+        the batch's perturbations (`block_skips(perturbations, idx)`); `text_kv`: this block's text keys and
         values computed once per run (LTX-2.0), or None."""
         video_modules, audio_modules = self._streams()
         video_kv, audio_kv = (None, None) if text_kv is None else (text_kv[:2], text_kv[2:])
-        vx = vx + self._self_attention(video_modules, vx, video, plans)
+        vx = vx + self._self_attention(video_modules, vx, video, skips)
         vx = vx + self._text_cross_attention(video_modules, vx, video, video_kv)
-        ax = ax + self._self_attention(audio_modules, ax, audio, plans)
+        ax = ax + self._self_attention(audio_modules, ax, audio, skips)
         ax = ax + self._text_cross_attention(audio_modules, ax, audio, audio_kv)
-        vx, ax = self._audio_video_cross_attention(vx, ax, video, audio, plans)
+        vx, ax = self._audio_video_cross_attention(vx, ax, video, audio, skips)
         vx = vx + self._feed_forward(video_modules, vx, video)
         ax = ax + self._feed_forward(audio_modules, ax, audio)
         return vx, ax
@@ -115,12 +115,12 @@ class AVTransformerBlock(nn.Module):
         )
 
     def _self_attention(
-        self, m: StreamModules, x: torch.Tensor, args: StreamArgs, plans: BlockPlans
+        self, m: StreamModules, x: torch.Tensor, args: StreamArgs, skips: BlockSkips
     ) -> torch.Tensor:
         shift, scale, gate = modulation_rows(m.table, args.ada, SELF_ATTN, 3)
-        plan = plans[m.self_attn_plan]
+        skip = skips[m.self_attn_skip]
         h = rms(x, self.eps) * (1 + scale) + shift
-        return m.self_attn(h, rope=args.rope, keep=plan.keep, passthrough=plan.skip_all) * gate
+        return m.self_attn(h, rope=args.rope, keep=skip.keep, passthrough=skip.skip_all) * gate
 
     def _text_cross_attention(self, m: StreamModules, x: torch.Tensor, args: StreamArgs,
                               kv: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
@@ -137,10 +137,10 @@ class AVTransformerBlock(nn.Module):
         ax: torch.Tensor,
         video: StreamArgs,
         audio: StreamArgs,
-        plans: BlockPlans,
+        skips: BlockSkips,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         nv, na = rms(vx, self.eps), rms(ax, self.eps)  # both directions read the same pre-update norms
-        a2v, v2a = plans.a2v, plans.v2a
+        a2v, v2a = skips.a2v, skips.v2a
         vx_new, ax_new = vx, ax
         if not a2v.skip_all:
             vx_new = vx + self._cross(self.audio_to_video_attn, A2V, nv, video, self.scale_shift_table_a2v_ca_video,
@@ -160,7 +160,7 @@ class AVTransformerBlock(nn.Module):
         kv_norm: torch.Tensor,
         kv_args: StreamArgs,
         kv_table: nn.Parameter,
-        plan: SkipPlan,
+        skip: AttentionSkip,
     ) -> torch.Tensor:
         """One direction of the audio<->video cross-attention, written into the query stream."""
         q_scale, q_shift = modulation_rows(q_table[:CROSS_GATE], q_args.cross_ada, rows, 2)
@@ -168,7 +168,7 @@ class AVTransformerBlock(nn.Module):
         (gate,) = modulation_rows(q_table[CROSS_GATE:], q_args.cross_gate, 0, 1)
         out = attn(q_norm * (1 + q_scale) + q_shift, kv_norm * (1 + kv_scale) + kv_shift,
                    rope=q_args.cross_rope, k_rope=kv_args.cross_rope) * gate
-        return out if plan.keep is None else out * plan.keep
+        return out if skip.keep is None else out * skip.keep
 
     def _feed_forward(self, m: StreamModules, x: torch.Tensor, args: StreamArgs) -> torch.Tensor:
         shift, scale, gate = modulation_rows(m.table, args.ada, FEED_FORWARD, 3)

@@ -14,7 +14,7 @@ from ltx2_core.model.transformer.config import StreamConfig, TransformerConfig
 from ltx2_core.model.transformer.adaln import AdaLayerNormSingle
 from ltx2_core.model.transformer.block import AVTransformerBlock, StreamArgs
 from ltx2_core.model.transformer.layers import CaptionProjection
-from ltx2_core.model.transformer.perturbations import BatchPerturbations, block_plans
+from ltx2_core.model.transformer.perturbations import BatchPerturbations, block_skips
 from ltx2_core.model.transformer.rope import rope_tables
 from ltx2_core.types import Rope, RunConstants, StreamInput
 
@@ -122,7 +122,7 @@ class LTX2Transformer(nn.Module):
         ax = self.audio_patchify_proj(audio.latent)
         for index, block in enumerate(self.transformer_blocks):
             text_kv = None if run.text_kv is None else run.text_kv[index]
-            vx, ax = block(vx, ax, video_args, audio_args, block_plans(perturbations, index), text_kv)
+            vx, ax = block(vx, ax, video_args, audio_args, block_skips(perturbations, index), text_kv)
         return (
             self._output(vx, video_embedded, self.scale_shift_table, self.proj_out),
             self._output(ax, audio_embedded, self.audio_scale_shift_table, self.audio_proj_out),

@@ -30,30 +30,30 @@ _FIELDS = {
 }
 
 
-class SkipPlan(NamedTuple):
+class AttentionSkip(NamedTuple):
     """How one block treats one attention for the whole batch."""
 
     skip_all: bool  # every sample skips: do not compute it at all
     keep: torch.Tensor | None  # (B, 1, 1) 1 = run, 0 = skip, for mixed batches; None when no sample skips
 
 
-_RUN_ALL = SkipPlan(False, None)
-_SKIP_ALL = SkipPlan(True, None)
+_RUN_ALL = AttentionSkip(False, None)
+_SKIP_ALL = AttentionSkip(True, None)
 
 
 def _skipped(blocks: Blocks, block: int) -> bool:
     return blocks == "all" or block in blocks
 
 
-class BlockPlans(NamedTuple):
+class BlockSkips(NamedTuple):
     """How one block treats each of its attentions, indexed by `Skip` value. Resolved once per run and handed to
-    each block by the model's loop, so a block's code never reads its own index: blocks with the same plans share
+    each block by the model's loop, so a block's code never reads its own index: blocks with the same skips share
     one compiled graph."""
 
-    video_self_attn: SkipPlan
-    audio_self_attn: SkipPlan
-    a2v: SkipPlan
-    v2a: SkipPlan
+    video_self_attn: AttentionSkip
+    audio_self_attn: AttentionSkip
+    a2v: AttentionSkip
+    v2a: AttentionSkip
 
 
 class BatchPerturbations:
@@ -76,19 +76,19 @@ class BatchPerturbations:
         keep = 1.0 - torch.tensor(skipped, dtype=torch.float32)  # (kinds, blocks, B)
         self._keep = keep.to(device=device, dtype=dtype)
         # resolved once per run: the block loop only indexes this list
-        self.blocks = [BlockPlans(*(self._plan(kind, block) for kind in Skip)) for block in range(num_blocks)]
+        self.blocks = [BlockSkips(*(self._skip(kind, block) for kind in Skip)) for block in range(num_blocks)]
 
-    def _plan(self, kind: Skip, block: int) -> SkipPlan:
+    def _skip(self, kind: Skip, block: int) -> AttentionSkip:
         count = self._counts[kind][block]
         if count == 0:
             return _RUN_ALL
         if count == self.batch_size:
             return _SKIP_ALL
-        return SkipPlan(False, self._keep[kind, block].view(-1, 1, 1))
+        return AttentionSkip(False, self._keep[kind, block].view(-1, 1, 1))
 
 
-NO_PERTURBATION = BlockPlans(_RUN_ALL, _RUN_ALL, _RUN_ALL, _RUN_ALL)
+NO_PERTURBATION = BlockSkips(_RUN_ALL, _RUN_ALL, _RUN_ALL, _RUN_ALL)
 
 
-def block_plans(perturbations: BatchPerturbations | None, block: int) -> BlockPlans:
+def block_skips(perturbations: BatchPerturbations | None, block: int) -> BlockSkips:
     return NO_PERTURBATION if perturbations is None else perturbations.blocks[block]

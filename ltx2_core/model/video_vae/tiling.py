@@ -59,7 +59,7 @@ def _check(name: str, tile: int, overlap: int, minimum: int, multiple: int, unit
 
 
 @dataclass(frozen=True)
-class AxisPlan:
+class AxisTiles:
     """Tiles along one axis: latent input slices, output slices and normalised 1-D blend weights (output units)."""
 
     latent: tuple[slice, ...]
@@ -82,13 +82,13 @@ def decode_video(
     `output_device` (default: the latent's device).
     """
     z = decoder.prepare(latent, generator)
-    plans = plan_tiles(tuple(z.shape[2:]), tiling or TilingConfig.off())
-    if all(len(plan.latent) == 1 for plan in plans):  # one tile: no blend buffer, no second copy of the video
+    axes = tile_axes(tuple(z.shape[2:]), tiling or TilingConfig.off())
+    if all(len(axis.latent) == 1 for axis in axes):  # one tile: no blend buffer, no second copy of the video
         return decoder.decode_prepared(z, timestep, torch.float32).to(output_device or z.device)
-    batch, frames, height, width = z.shape[0], *(p.output[-1].stop for p in plans)
+    batch, frames, height, width = z.shape[0], *(p.output[-1].stop for p in axes)
     out = torch.zeros(batch, decoder.config.out_channels, frames, height, width, dtype=torch.float32,
                       device=output_device or z.device)
-    time, rows, cols = plans
+    time, rows, cols = axes
     for t_in, t_out, t_w in zip(time.latent, time.output, time.weights):
         for h_in, h_out, h_w in zip(rows.latent, rows.output, rows.weights):
             for w_in, w_out, w_w in zip(cols.latent, cols.output, cols.weights):
@@ -98,8 +98,8 @@ def decode_video(
     return out
 
 
-def plan_tiles(latent_size: tuple[int, int, int], tiling: TilingConfig) -> tuple[AxisPlan, AxisPlan, AxisPlan]:
-    """Per-axis tile plans (time, height, width) for a latent of (F', H', W')."""
+def tile_axes(latent_size: tuple[int, int, int], tiling: TilingConfig) -> tuple[AxisTiles, AxisTiles, AxisTiles]:
+    """Per-axis tile axes (time, height, width) for a latent of (F', H', W')."""
     frames, height, width = latent_size
     if tiling.temporal_tile is None:
         time = _single(frames, SCALE_TIME, temporal=True)
@@ -124,7 +124,7 @@ def _intervals(length: int, size: int, overlap: int) -> list[tuple[int, int, int
     return [(s, e, overlap if i else 0, overlap if i < count - 1 else 0) for i, (s, e) in enumerate(zip(starts, ends))]
 
 
-def _spatial(length: int, size: int, overlap: int) -> AxisPlan:
+def _spatial(length: int, size: int, overlap: int) -> AxisTiles:
     tiles = _intervals(length, size, overlap)
     ramps = [_trapezoid((e - s) * SCALE_SPACE, left * SCALE_SPACE, right * SCALE_SPACE, from_zero=False)
              for s, e, left, right in tiles]
@@ -132,7 +132,7 @@ def _spatial(length: int, size: int, overlap: int) -> AxisPlan:
     return _normalised([slice(s, e) for s, e, _, _ in tiles], outputs, ramps, length * SCALE_SPACE)
 
 
-def _temporal(length: int, size: int, overlap: int) -> AxisPlan:
+def _temporal(length: int, size: int, overlap: int) -> AxisTiles:
     """Chunks after the first start one latent earlier (the decoder's first latent frame yields one pixel frame)
     with a ramp one latent longer that starts from 0, as in the reference."""
     tiles = _intervals(length, size, overlap)
@@ -145,15 +145,15 @@ def _temporal(length: int, size: int, overlap: int) -> AxisPlan:
     return _normalised([slice(s, e) for s, e, _, _ in tiles], outputs, ramps, 1 + (length - 1) * SCALE_TIME)
 
 
-def _single(length: int, scale: int, temporal: bool = False) -> AxisPlan:
+def _single(length: int, scale: int, temporal: bool = False) -> AxisTiles:
     size = 1 + (length - 1) * scale if temporal else length * scale
-    return AxisPlan((slice(0, length),), (slice(0, size),), (torch.ones(size),))
+    return AxisTiles((slice(0, length),), (slice(0, size),), (torch.ones(size),))
 
 
-def _normalised(latent: list[slice], outputs: list[slice], ramps: list[list[float]], size: int) -> AxisPlan:
+def _normalised(latent: list[slice], outputs: list[slice], ramps: list[list[float]], size: int) -> AxisTiles:
     """Divides each ramp by the sum of all ramps at its positions, so the blend weights sum to 1 everywhere.
 
-    Plain Python numbers: a plan is a handful of short vectors, built before any tensor work (and under
+    Plain Python numbers: the tiles are a handful of short vectors, built before any tensor work (and under
     fake-tensor memory estimation too).
     """
     total = [0.0] * size
@@ -161,10 +161,10 @@ def _normalised(latent: list[slice], outputs: list[slice], ramps: list[list[floa
         for i, value in zip(range(out.start, out.stop), ramp):
             total[i] += value
     if min(total) <= 0:
-        raise RuntimeError(f"tile plan leaves output positions without weight: {outputs}")
+        raise RuntimeError(f"the tiles leave output positions without weight: {outputs}")
     weights = [torch.tensor([v / total[i] for i, v in zip(range(out.start, out.stop), ramp)])
                for out, ramp in zip(outputs, ramps)]
-    return AxisPlan(tuple(latent), tuple(outputs), tuple(weights))
+    return AxisTiles(tuple(latent), tuple(outputs), tuple(weights))
 
 
 def _trapezoid(length: int, left: int, right: int, from_zero: bool) -> list[float]:
