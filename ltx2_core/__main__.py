@@ -27,9 +27,8 @@ from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
-from ltx2_core.quant.policy import FP8_MODES, stores_quantised
-from ltx2_core.memory.sizes import ram_bytes, side_bytes
-from ltx2_core.memory.plan import GB, TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
+from ltx2_core.quant.policy import FP8_MODES
+from ltx2_core.memory.plan import GB, MemoryPlan
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
 from ltx2_core.pipeline import (
@@ -206,33 +205,17 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
 def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -> MemoryPlan | None:
     """The plan of what stays on the device (before any model loads), or None when everything stays: on the CPU
     without a budget, with --memory resident, or under tensor parallelism (whose shards are planned per rank)."""
-    cuda = args.device.startswith("cuda")
-    if args.memory == "resident" or (args.memory_budget is None and not cuda and args.memory == "auto") or \
-            layout(args).world_size > 1:
+    if layout(args).world_size > 1 or args.memory == "resident":
         return None
     if args.cuda_graphs or args.compile:
         raise ValueError(f"--memory {args.memory} may stream blocks, which --compile and --cuda-graphs do not "
                          "support; add --memory resident")
-    if args.memory_budget:
-        free = int(args.memory_budget * GB)
-    else:  # --memory stream on the CPU: its RAM
-        free = torch.cuda.mem_get_info(torch.device(args.device))[0] if cuda else ram_bytes() or 0
-    source = "budget" if args.memory_budget else f"free on {args.device}"
     config = files.transformer_config()
-    dtype = DTYPES[args.dtype] if args.dtype else (torch.float32 if files.checkpoint is None else torch.bfloat16)
-    fp8 = stores_quantised(files.fp8, files.checkpoint)
-    weights = transformer_weight_bytes(config, dtype, fp8=fp8)
-    passes = len(active_passes(*guidance_for(request, config)))
-    common = dict(fps=request.fps, dtype=dtype, fp8_available=not fp8, stream_all=args.memory == "stream",
-                  source=source, ram=ram_bytes() if cuda else None,
-                  mappable=args.dtype is None and files.fp8 == "auto")  # the files' dtypes are kept
-    if files.checkpoint is not None:
-        common |= dict(decoders=decoder_bytes(files.checkpoint), tile_bytes_512=TILE_BYTES_512,
-                       side=side_bytes(files.checkpoint, files.text_encoder, files.upsampler, dtype,
-                                       images=len(request.images), frames=request.frames, height=request.height,
-                                       width=request.width))
-    return plan_run(config, weights, free, request.frames, request.height, request.width, passes, request.two_stage,
-                    **common)
+    budget = int(args.memory_budget * GB) if args.memory_budget else None
+    return files.plan(args.device, frames=request.frames, height=request.height, width=request.width,
+                      passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
+                      fps=request.fps, images=len(request.images), dtype=DTYPES[args.dtype] if args.dtype else None,
+                      memory=args.memory, budget=budget, source=None if budget else f"free on {args.device}")
 
 
 def layout(args: argparse.Namespace) -> ParallelConfig:

@@ -28,8 +28,10 @@ from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.sources import Component, Sources
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
-from ltx2_core.memory.plan import MemoryPlan
-from ltx2_core.quant.policy import quantize_blocks
+from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
+from ltx2_core.memory.sizes import SideBytes, ram_bytes, side_bytes, text_and_image_bytes
+from ltx2_core.quant.policy import quantize_blocks, stores_quantised
+from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
 from ltx2_core.model.decoders import Decoders
@@ -103,13 +105,58 @@ class ModelFiles:
         on the meta model so this rank reads only its shards, the demo's after it is built. `plan` (a memory
         plan): its streamed blocks are loaded into host memory and streamed to `device`; the text side, the video
         encoder and the upsampler visit `device` only for their stage (`ltx2_core.memory.offload`)."""
-        models = self._load(device, dtype, parallelize, streamed=plan is not None and plan.streamed_blocks > 0,
-                            plan=plan)
+        return self._placed(self._load(device, dtype, parallelize, plan), plan, device)
+
+    def load_checkpoint(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
+                        plan: MemoryPlan | None = None, *, transformer: bool = True) -> Models:
+        """The checkpoint's own models, for a caller that loads the text encoder and the upsampler itself (the
+        loader nodes): the transformer (unless `transformer` is False: it runs on workers), the decoders and the
+        video encoder, placed by `plan` as in `load`; the other fields are None."""
+        if self.checkpoint is None:
+            raise ValueError("load_checkpoint needs a checkpoint; the demo model loads whole with load()")
+        return self._placed(self._load(device, dtype, None, plan, whole=False, transformer=transformer), plan, device)
+
+    def plan(self, device: torch.device | str, *, frames: int, height: int, width: int, passes: int,
+             two_stage: bool = False, fps: float = 24.0, images: int = 0, dtype: torch.dtype | None = None,
+             memory: str = "auto", budget: int | None = None, source: str | None = None) -> MemoryPlan | None:
+        """What stays on `device` for a request of this size (`passes` guidance passes; `two_stage` samples at half
+        size first), made from the files' headers before any model loads; None when everything stays: `memory`
+        "resident", or "auto" on the CPU without a `budget`. `memory` "stream" streams every block. `budget`
+        (bytes): the device memory to plan for instead of what is free now (on the CPU: the RAM). `dtype`: the
+        weights' (None: the files' own, which the streamed blocks can then be read from in place). The modules
+        beside the transformer are counted from their files when the text encoder is known, else (a loader
+        node, before the text encoder is chosen) with Gemma 3 12B's sizes on a GPU and not at all on the CPU,
+        where they share the RAM the plan streams from. MemoryPlanError names the smallest change when nothing
+        fits."""
+        device = torch.device(device)
+        cuda = device.type == "cuda"
+        if memory == "resident" or (memory == "auto" and budget is None and not cuda):
+            return None
+        free = budget if budget is not None else torch.cuda.mem_get_info(device)[0] if cuda else ram_bytes() or 0
+        config = self.transformer_config()
+        weights_dtype = dtype or (torch.float32 if self.checkpoint is None else torch.bfloat16)
+        quantised = stores_quantised(self.fp8, self.checkpoint)
+        options = dict(fps=fps, dtype=weights_dtype, fp8_available=not quantised, stream_all=memory == "stream",
+                       source=source or ("budget" if budget is not None else "free"),
+                       ram=ram_bytes() if cuda else None, mappable=dtype is None and self.fp8 == "auto")
+        if self.checkpoint is not None:
+            if self.text_encoder is not None:
+                side = side_bytes(self.checkpoint, self.text_encoder, self.upsampler, weights_dtype, images=images,
+                                  frames=frames, height=height, width=width)
+            else:
+                side = text_and_image_bytes(self.checkpoint, dtype, frames, height, width) if cuda else SideBytes()
+            options |= dict(decoders=decoder_bytes(self.checkpoint), tile_bytes_512=TILE_BYTES_512, side=side)
+        weights = transformer_weight_bytes(config, weights_dtype, fp8=quantised)
+        return plan_run(config, weights, free, frames, height, width, passes, two_stage, **options)
+
+    @staticmethod
+    def _placed(models: Models, plan: MemoryPlan | None, device: torch.device | str) -> Models:
         if plan is not None:
             place_models(models, plan, device)
         return models
 
-    def _load(self, device, dtype, parallelize, streamed: bool, plan: MemoryPlan | None) -> Models:
+    def _load(self, device, dtype, parallelize, plan: MemoryPlan | None, *, whole: bool = True,
+              transformer: bool = True) -> Models:
         if self.checkpoint is None:
             from ltx2_core.demo import demo_models  # the demo is built only when asked for
 
@@ -121,23 +168,28 @@ class ModelFiles:
             return models
         load = dict(device=device, dtype=dtype)
         visiting = dict(device="cpu" if plan is not None else device, dtype=dtype)  # they visit the device (plan)
+        streamed = plan is not None and plan.streamed_blocks > 0
         sources = self.sources()
-        transformer = load_transformer(sources[Component.TRANSFORMER], loras=self.loras, parallelize=parallelize,
-                                       fp8=self.fp8, device="cpu" if streamed else device, dtype=dtype)
         return Models(
-            transformer=transformer,
-            # with a memory plan on a GPU, Gemma's layers stay in host memory and stream in while it encodes
-            prompt_encoder=(load_streamed_prompt_encoder(self.text_encoder, sources, **load, pin=plan.pin)
-                            if plan is not None and torch.device(device).type == "cuda" else
-                            load_prompt_encoder(self.text_encoder, sources, **load)),
+            transformer=load_transformer(sources[Component.TRANSFORMER], loras=self.loras, parallelize=parallelize,
+                                         fp8=self.fp8, device="cpu" if streamed else device, dtype=dtype)
+            if transformer else None,
+            prompt_encoder=self._prompt_encoder(sources, plan, device, dtype) if whole else None,
             decoders=Decoders(load_video_decoder(sources[Component.VIDEO_DECODER], **load),
                               load_audio_decoder(sources[Component.AUDIO_DECODER], **load),
                               # fp32: small and precision-bound
                               load_vocoder(sources[Component.VOCODER], device=device)),
-            upsampler=load_upsampler(sources[Component.UPSAMPLER], **visiting) if self.upsampler else None,
-            distilled_lora=load_lora(self.distilled_lora) if self.distilled_lora else None,
+            upsampler=load_upsampler(sources[Component.UPSAMPLER], **visiting) if whole and self.upsampler else None,
+            distilled_lora=load_lora(self.distilled_lora) if whole and self.distilled_lora else None,
             video_encoder=load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
         )
+
+    def _prompt_encoder(self, sources: Sources, plan: MemoryPlan | None, device: torch.device | str,
+                        dtype: torch.dtype | None) -> PromptEncoder:
+        """With a memory plan on a GPU, Gemma's layers stay in host memory and stream in while it encodes."""
+        if plan is not None and torch.device(device).type == "cuda":
+            return load_streamed_prompt_encoder(self.text_encoder, sources, device=device, dtype=dtype, pin=plan.pin)
+        return load_prompt_encoder(self.text_encoder, sources, device=device, dtype=dtype)
 
 
 def _check_path(flag: str, path: str) -> None:

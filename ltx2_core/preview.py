@@ -13,6 +13,7 @@ import weakref
 import numpy as np
 import torch
 
+from ltx2_core.geometry import VIDEO_SPACE_SCALE, latent_shape
 from ltx2_core.model.video_vae import VideoDecoder
 
 FIT_CELLS = 16  # a 16×16-cell latent frame (512×512 px) gives 256 colour samples for 129 unknowns per channel
@@ -45,7 +46,7 @@ class LatentPreview:
     may be computed in another process: multi-device workers get it with their job)."""
 
     def __init__(self, projection: tuple[torch.Tensor, torch.Tensor], frames: int, rows: int, cols: int) -> None:
-        self.weight, self.bias = projection
+        self.projection = self.weight, self.bias = projection
         self.frame = slice((frames // 2) * rows * cols, (frames // 2 + 1) * rows * cols)
         self.shape = (rows, cols, 3)
         self.pending: list[tuple[torch.Tensor, torch.cuda.Event | None]] = []
@@ -70,3 +71,25 @@ class LatentPreview:
         image = self.pending[done[-1]][0]
         del self.pending[: done[-1] + 1]
         return image.numpy()
+
+
+class StagePreviews:
+    """The sampler's per-step previews across a generation's stages: a two-stage run samples at half size first,
+    so each stage's latent size has its own LatentPreview (told apart by the token count)."""
+
+    def __init__(self, projection: tuple[torch.Tensor, torch.Tensor], frames: int, height: int, width: int) -> None:
+        self.projection = projection
+        latent_frames = latent_shape(frames, height, width)[0]
+        self.sizes = sorted({(latent_frames * (height // s) * (width // s), latent_frames, height // s, width // s)
+                             for s in (VIDEO_SPACE_SCALE, 2 * VIDEO_SPACE_SCALE) if height // s and width // s})
+        self.previews = {size[0]: LatentPreview(projection, *size[1:]) for size in self.sizes}
+        self.current: LatentPreview | None = None
+
+    def observe(self, video_tokens: torch.Tensor, audio_tokens: torch.Tensor) -> None:
+        fitting = [count for count, *_ in self.sizes if count <= video_tokens.shape[1]]  # keyframe tokens follow
+        if fitting:
+            self.current = self.previews[fitting[-1]]
+            self.current.observe(video_tokens, audio_tokens)
+
+    def ready(self) -> np.ndarray | None:
+        return self.current.ready() if self.current is not None else None

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-
-import torch
-
-from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, fused_loras, generate, load_lora
+from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, generate, load_lora
 from ltx2_core.conditioning.images import ImageCondition
-from ltx2_core.geometry import VIDEO_SPACE_SCALE, latent_shape
 from ltx2_core.model.upsampler import LatentUpsampler
-from ltx2_core.pipeline import LocalSampler
-from ltx2_core.preview import LatentPreview, rgb_projection
-from ltx2_core.runtime import WorkerSampler
+from ltx2_core.preview import StagePreviews, rgb_projection
 
 from . import bridge
 from .decode import comfy_outputs
@@ -20,7 +13,7 @@ from .handles import MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
 from .images import IMAGES, at_frames
 from .sampling import MAX_SEED, check_size, frames_problem
 from .text import prompt_problem, text_problem
-from .validation import file_problem, memory_problem, stated_limits
+from .validation import file_problem, stated_limits
 
 NO_LORA = "none"
 
@@ -80,22 +73,15 @@ class LTX2Generate:
                  images: tuple[ImageCondition, ...] = (), unique_id: str | None = None):
         images = _check_request(prompt, negative_prompt, mode, width, height, frames, distilled_lora, images)
         model = model.check_loaded()
-        if model.workers is None and (problem := memory_problem(model.config, model.weights.dtype,
-                                                                 model.weights.device, frames, height, width, fps)):
+        if problem := model.host.memory_problem(frames, height, width, fps):
             raise ValueError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
-        models = Models(model.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder)
+        models = Models(None, text_encoder, model.decoders, upsampler, lora, model.video_encoder)  # sampled by the host
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
                           images=images)
-        projection = rgb_projection(model.decoders.video) if bridge.IN_COMFYUI else None
-        if model.workers is not None:  # the handle's LoRAs go to the workers with every stage
-            sampler = WorkerSampler(model.workers, model.loras, bridge.interrupt_requested, preview=projection)
-            fused, ready = None, projection is not None and sampler.take_preview or None
-        else:
-            previews = projection is not None and StagePreviews(projection, frames, height, width) or None
-            sampler = LocalSampler(model.transformer, passes_per_forward=model.passes_per_forward,
-                                   observe=previews and previews.observe)
-            fused, ready = model.loras and fused_loras(model.transformer, model.loras), previews and previews.ready
+        previews = (StagePreviews(rgb_projection(model.decoders.video), frames, height, width)
+                    if bridge.IN_COMFYUI else None)
+        sampler, ready = model.host.sampler(model.loras, previews=previews, should_stop=bridge.interrupt_requested)
         bars = {}
 
         def progress(stage: str, done: int, total: int) -> None:
@@ -103,10 +89,8 @@ class LTX2Generate:
             if bar is not None:
                 bar(done, total)
 
-        with fused or contextlib.nullcontext(), bridge.interrupts():
-            tiling = {} if model.memory is None else {"tiling": model.memory.tiling()}
-            return comfy_outputs(generate(request, models, progress, sampler=sampler,
-                                          passes_per_forward=model.passes_per_forward, **tiling))
+        with bridge.interrupts():
+            return comfy_outputs(generate(request, models, progress, sampler=sampler, tiling=model.host.tiling()))
 
 
 def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int,
@@ -123,23 +107,3 @@ def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, hei
         raise ValueError(problem.replace("lora_name", "distilled_lora", 1))
     return at_frames(images, frames)
 
-
-class StagePreviews:
-    """The sampler's per-step previews across a generation's stages: a two-stage run samples at half size first,
-    so each stage's latent size has its own LatentPreview (told apart by the token count)."""
-
-    def __init__(self, projection: tuple[torch.Tensor, torch.Tensor], frames: int, height: int, width: int) -> None:
-        latent_frames = latent_shape(frames, height, width)[0]
-        self.sizes = sorted({(latent_frames * (height // s) * (width // s), latent_frames, height // s, width // s)
-                             for s in (VIDEO_SPACE_SCALE, 2 * VIDEO_SPACE_SCALE) if height // s and width // s})
-        self.previews = {size[0]: LatentPreview(projection, *size[1:]) for size in self.sizes}
-        self.current: LatentPreview | None = None
-
-    def observe(self, video_tokens: torch.Tensor, audio_tokens: torch.Tensor) -> None:
-        fitting = [count for count, *_ in self.sizes if count <= video_tokens.shape[1]]  # keyframe tokens follow
-        if fitting:
-            self.current = self.previews[fitting[-1]]
-            self.current.observe(video_tokens, audio_tokens)
-
-    def ready(self):
-        return self.current.ready() if self.current is not None else None

@@ -7,11 +7,10 @@ from typing import NamedTuple
 import torch
 
 from ltx2_core import Lora, TextEmbeddings, TransformerConfig
+from ltx2_core.hosts import Host
 from ltx2_core.memory.plan import MemoryPlan
-from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.parallel import ParallelConfig
-from ltx2_core.runtime import Controller
 from ltx2_core.model.decoders import Decoders
 
 MODEL, TEXT_ENCODER, CONDITIONING = "LTX2_MODEL", "LTX2_TEXT_ENCODER", "LTX2_CONDITIONING"
@@ -20,31 +19,25 @@ PARALLEL = "LTX2_PARALLEL"
 
 
 class ModelHandle(NamedTuple):
-    """LTX2_MODEL: the transformer and the checkpoint's VAEs and vocoder. `loras` are fused only while a sampler
-    runs and restored afterwards, so a LoRA'd handle never changes the model a loader node has cached.
+    """LTX2_MODEL: where the transformer runs (`host`: here, or on persistent workers with a multi-device layout)
+    and the checkpoint's VAEs and vocoder, which stay here on the device the user chose. `loras` are fused only
+    while a sampler runs and restored afterwards, so a LoRA'd handle never changes the model a loader node has
+    cached. Nodes use the host's sampler and never ask which host it is."""
 
-    With a multi-device layout the transformer lives on persistent `workers` (transformer None); the VAEs and the
-    vocoder stay here, on the device the user chose."""
-
-    transformer: LTX2Transformer | None
+    host: Host
     decoders: Decoders
     video_encoder: VideoEncoder
     checkpoint: str
     loras: tuple[tuple[Lora, float], ...] = ()
-    workers: Controller | None = None
-    memory: MemoryPlan | None = None  # what stays on the device (None: everything)
-
-    @property
-    def passes_per_forward(self) -> int | None:
-        return None if self.memory is None else self.memory.passes_per_forward
-
-    @property
-    def streamed(self) -> bool:
-        return self.memory is not None and self.memory.streamed_blocks > 0
 
     @property
     def config(self) -> TransformerConfig:
-        return self.transformer.config if self.transformer is not None else self.workers.config
+        return self.host.config
+
+    @property
+    def memory(self) -> MemoryPlan | None:
+        """What stays on the device (None: everything, or the workers hold their shards)."""
+        return self.host.memory
 
     @property
     def weights(self) -> torch.Tensor:
@@ -52,15 +45,19 @@ class ModelHandle(NamedTuple):
         decoder's, which stays on the device (the encoder visits it only while it runs under a memory plan)."""
         return next(self.decoders.video.parameters())
 
+    @property
+    def streamed(self) -> bool:
+        return self.memory is not None and self.memory.streamed_blocks > 0
+
     def modules(self) -> tuple[torch.nn.Module, ...]:
-        return tuple(m for m in (self.transformer, self.video_encoder, *self.decoders) if m is not None)
+        """This process's modules of the handle (the transformer too when it runs here)."""
+        return tuple(m for m in (self.host.transformer, self.video_encoder, *self.decoders) if m is not None)
 
     def release(self) -> None:
         """Frees every weight (they become `meta`) and stops the workers; the handle then refuses to run."""
-        for module in self.modules():
+        for module in (self.video_encoder, *self.decoders):
             module.to("meta")
-        if self.workers is not None:
-            self.workers.shutdown()
+        self.host.release()
 
     def check_loaded(self) -> ModelHandle:
         if self.weights.is_meta:

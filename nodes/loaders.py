@@ -6,31 +6,12 @@ import os
 
 import torch
 
-from ltx2_core import (
-    load_audio_decoder,
-    load_lora,
-    load_prompt_encoder,
-    load_transformer,
-    load_upsampler,
-    load_video_decoder,
-    load_video_encoder,
-    load_vocoder,
-)
-from ltx2_core.loader import read_header, transformer_config
-from ltx2_core.quant.policy import FP8_MODES, stores_quantised
+from ltx2_core import load_lora, load_prompt_encoder, load_upsampler
+from ltx2_core.hosts import LocalHost, WorkerHost
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, offload
-from ltx2_core.memory.sizes import SideBytes, ram_bytes, text_and_image_bytes
-from ltx2_core.memory.plan import (
-    TILE_BYTES_512,
-    MemoryPlan,
-    apply_memory_plan,
-    decoder_bytes,
-    plan_memory,
-    transformer_weight_bytes,
-)
 from ltx2_core.model_files import ModelFiles
+from ltx2_core.quant.policy import FP8_MODES
 from ltx2_core.runtime import Controller
-from ltx2_core.model.decoders import Decoders
 
 from . import bridge
 from .handles import MODEL, PARALLEL, TEXT_ENCODER, UPSAMPLER, ModelHandle, Parallel
@@ -114,22 +95,19 @@ class LTX2CheckpointLoader:
         if previous is not None:  # this node loads another model: the old one goes first, never two at once
             previous.release()
         bridge.free_memory()
-        load = dict(device=target, dtype=dtype)
-        decoders = Decoders(load_video_decoder(path, **load), load_audio_decoder(path, **load),
-                            load_vocoder(path, device=target))  # fp32: small and precision-bound
-        encoder = load_video_encoder(path, **load)
+        files = ModelFiles(checkpoint=path, fp8=fp8)
         if parallel is not None and (parallel.layout.world_size > 1 or parallel.attach):
-            workers = _start_workers(ModelFiles(checkpoint=path, fp8=fp8), parallel, target, dtype)
-            handle = ModelHandle(None, decoders, encoder, path, workers=workers)
+            models = files.load_checkpoint(target, dtype, transformer=False)
+            host = WorkerHost(_start_workers(files, parallel, target, dtype))
         else:
-            plan = _memory_plan(path, memory, target, dtype, fp8)
-            streamed = plan is not None and plan.streamed_blocks > 0
-            transformer = load_transformer(path, fp8=fp8, device="cpu" if streamed else target, dtype=dtype)
+            frames, height, width, passes = PLANNED_FOR
+            plan = files.plan(target, frames=frames, height=height, width=width, passes=passes, dtype=dtype,
+                              memory=memory)
+            models = files.load_checkpoint(target, dtype, plan)
             if plan is not None:
-                apply_memory_plan(transformer, plan, target)
-                offload(encoder, target)  # on the device only while it encodes images
                 print(f"[LTX-2] {plan.describe()}")
-            handle = ModelHandle(transformer, decoders, encoder, path, memory=plan)
+            host = LocalHost(models.transformer, target, next(models.decoders.video.parameters()).dtype, plan)
+        handle = ModelHandle(host, models.decoders, models.video_encoder, path)
         if unique_id is not None:
             _LOADED[unique_id] = handle
         return (handle,)
@@ -146,22 +124,6 @@ def _start_workers(files: ModelFiles, parallel: Parallel, device: torch.device, 
         workers.start(bridge.interrupt_requested)
     return workers
 
-
-def _memory_plan(path: str, memory: str, device: torch.device, dtype: torch.dtype | None, fp8: str
-                 ) -> MemoryPlan | None:
-    """The plan of what stays on the device (None: all of it) for the reference request PLANNED_FOR."""
-    if memory == "resident" or (memory == "auto" and device.type != "cuda"):
-        return None
-    config = transformer_config(read_header(path))
-    quantised = stores_quantised(fp8, path)
-    weights = transformer_weight_bytes(config, dtype or torch.bfloat16, fp8=quantised)
-    cuda = device.type == "cuda"
-    free = torch.cuda.mem_get_info(device)[0] if cuda else ram_bytes() or 0  # stream on the CPU: its RAM
-    return plan_memory(config, weights, free, *PLANNED_FOR, dtype=dtype or torch.bfloat16, fp8_available=not quantised,
-                       decoders=decoder_bytes(path), tile_bytes_512=TILE_BYTES_512,
-                       side=text_and_image_bytes(path, dtype, *PLANNED_FOR[:3]) if cuda else SideBytes(),
-                       ram=ram_bytes() if cuda else None, mappable=dtype is None and fp8 == "auto",
-                       stream_all=memory == "stream")
 
 
 class LTX2TextEncoderLoader:

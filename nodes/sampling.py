@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import math
-import weakref
 
 import torch
 
 from ltx2_core import GuidanceParams
-from ltx2_core.compile import compile_blocks
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
 from ltx2_core.geometry import is_frame_count
-from ltx2_core.pipeline import LocalSampler
 from ltx2_core.preview import LatentPreview, rgb_projection
 from ltx2_core.releases import DEFAULT_VERSION
-from ltx2_core.runtime import WorkerSampler
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.sampling.stage import Stage
@@ -23,12 +19,11 @@ from ltx2_core.stages import AVLatent, empty_latent
 from . import bridge
 from .handles import CONDITIONING, GUIDANCE, LATENT, MODEL, Conditioning, ModelHandle
 from .images import IMAGES, at_frames
-from .validation import memory_problem, stated_limits
+from .validation import stated_limits
 
 CATEGORY = "LTX-2/sampling"
 SCHEDULES = ("ltx2", "distilled", "stage-2 refine")
 MAX_SEED = 2**63 - 1
-_COMPILED: weakref.WeakSet = weakref.WeakSet()  # transformers whose blocks are compiled already
 
 
 MAX_SIGMAS = 201  # explicit sigmas: as many steps as the steps input allows (200)
@@ -226,38 +221,20 @@ class LTX2Sampler:
         images = at_frames(images, frames)  # first: a frame beyond the clip is refused before any work
         table, noise_scale = sigma_schedule(schedule, steps, sigmas)
         model = model.check_loaded()
-        if model.workers is None and (problem := memory_problem(model.config, model.weights.dtype,
-                                                                 model.weights.device, frames, height, width,
-                                                                 latent.fps)):
+        if problem := model.host.memory_problem(frames, height, width, latent.fps):
             raise ValueError(problem)
         conditions = encode_conditions(images, model.video_encoder, height, width)
-        device = torch.device(model.workers.device_type) if model.workers is not None else model.weights.device
-        if (compile or cuda_graphs) and device.type != "cuda":
+        if (compile or cuda_graphs) and model.host.device.type != "cuda":
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
         video_guidance, audio_guidance = guidance or (None, None)
-        if model.workers is not None:
-            if cuda_graphs:
-                raise ValueError("cuda_graphs is not available with a multi-GPU layout; switch it off (compile is)")
-            projection = rgb_projection(model.decoders.video) if bridge.IN_COMFYUI else None
-            sampler, loras = WorkerSampler(model.workers, model.loras, bridge.interrupt_requested, compile=compile,
-                                           preview=projection), ()
-            ready = sampler.take_preview if projection is not None else None
-        else:
-            if (compile or cuda_graphs) and model.streamed:
-                raise ValueError("compile and cuda_graphs need every block resident; set the loader's memory to "
-                                 "resident or switch them off")
-            if compile and model.transformer not in _COMPILED:
-                compile_blocks(model.transformer)
-                _COMPILED.add(model.transformer)
-            preview = (LatentPreview(rgb_projection(model.decoders.video), *latent.video.shape[2:])
-                       if bridge.IN_COMFYUI else None)
-            sampler = LocalSampler(model.transformer, cuda_graphs=cuda_graphs, observe=preview and preview.observe,
-                                   passes_per_forward=model.passes_per_forward)
-            loras, ready = model.loras, preview and preview.ready
+        previews = (LatentPreview(rgb_projection(model.decoders.video), *latent.video.shape[2:])
+                    if bridge.IN_COMFYUI else None)
+        sampler, ready = model.host.sampler(model.loras, previews=previews, compile=compile, cuda_graphs=cuda_graphs,
+                                            should_stop=bridge.interrupt_requested)
         generator = torch.Generator(sampler.device).manual_seed(seed)
         with bridge.interrupts():
             out = sampler(conditioning.positive, conditioning.negative, latent,
                           Stage(table, noise_scale=noise_scale, video_guidance=video_guidance,
-                                audio_guidance=audio_guidance, loras=loras, conditions=conditions),
+                                audio_guidance=audio_guidance, conditions=conditions),
                           generator, progress=bridge.progress_bar(len(table) - 1, unique_id, ready))
         return (out,)

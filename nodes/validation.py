@@ -12,12 +12,8 @@ from __future__ import annotations
 import math
 import os
 
-import torch
-
-from ltx2_core import TransformerConfig
 from ltx2_core.errors import LTX2Error
 from ltx2_core.loader.identify import check_kind
-from ltx2_core.memory.plan import activation_bytes, size
 
 from . import bridge
 
@@ -100,26 +96,3 @@ def file_problem(kind: str, name: object) -> str | None:
             return (f"{input_name}: {shown} is a {other} file, not a {kind}: put it in models/{other_folder} and "
                     f"pick it in {node} ({other_input}); here pick {wanted} from models/{folder}")
     return f"{input_name}: {shown} is not a {kind} LTX-2 can use; pick {wanted} from models/{folder}"
-
-
-def free_memory_bytes(device: torch.device) -> int | None:
-    """Free memory where a forward's activations go: the GPU's, or the host's available RAM (None: unknown)."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo") as meminfo:
-            fields = dict(line.split(":", 1) for line in meminfo)
-        return int(fields["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return None
-
-
-def memory_problem(config: TransformerConfig, dtype: torch.dtype, device: torch.device, frames: int, height: int,
-                   width: int, fps: float = 24.0) -> str | None:
-    """Why a clip cannot be sampled here: one guidance pass's activations alone exceed the free memory (checked
-    before anything is allocated). None when they fit or the free memory is unknown."""
-    need, free = activation_bytes(config, frames, height, width, 1, dtype, fps), free_memory_bytes(device)
-    if free is None or need <= free:
-        return None
-    return (f"{width}x{height}, {frames} frames needs about {size(need)} for one forward's activations, but "
-            f"{size(free)} are free on {device.type}; lower the width, height or frames")

@@ -37,6 +37,7 @@ import torch
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.errors import LTX2Error
 from ltx2_core.geometry import audio_latent_length, floor_size, video_tokens
+from ltx2_core.memory import sizes
 from ltx2_core.memory.sizes import SideBytes
 from ltx2_core.quant.policy import QUANTIZE_TO, weight_bytes
 
@@ -113,6 +114,17 @@ def activation_bytes(config: TransformerConfig, frames: int, height: int, width:
     text = batch * TEXT_TOKENS * (config.video.width + config.audio.width) * TEXT_WIDTHS * size
     rope = 2 * 2 * (video * config.video.width + audio * config.audio.width) * 4  # cos/sin tables, self and cross
     return live + text + rope
+
+
+def activation_problem(config: TransformerConfig, dtype: torch.dtype, device: torch.device, frames: int, height: int,
+                       width: int, fps: float = 24.0) -> str | None:
+    """Why a clip cannot be sampled on `device`: one guidance pass's activations alone exceed its free memory
+    (checked before anything is allocated). None when they fit or the free memory is unknown."""
+    need, free = activation_bytes(config, frames, height, width, 1, dtype, fps), sizes.free_memory_bytes(device)
+    if free is None or need <= free:
+        return None
+    return (f"{width}x{height}, {frames} frames needs about {size(need)} for one forward's activations, but "
+            f"{size(free)} are free on {device.type}; lower the width, height or frames")
 
 
 def text_kv_bytes(config: TransformerConfig, batch: int, dtype: torch.dtype = torch.bfloat16) -> int:

@@ -141,6 +141,13 @@ def upsample_activation_bytes(frames: int, height: int, width: int, mid_channels
     return UPSAMPLE_WIDTHS * mid_channels * video_tokens(frames, height, width) * _dtype_bytes(dtype)
 
 
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Free memory where a forward's activations go: the GPU's, or the host's available RAM (None: unknown)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return ram_bytes()
+
+
 def ram_bytes() -> int | None:
     """The RAM available to this run now (MemAvailable: free memory plus what the system can reclaim), None where
     it cannot be read."""

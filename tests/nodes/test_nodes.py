@@ -39,7 +39,7 @@ def test_two_stage_graph_with_upsampler_and_distilled_lora(loaded, files):
 
 def test_a_lora_switched_off_gives_the_original_latents_and_leaves_the_model_alone(loaded, files):
     model, _, conditioning, guidance = loaded
-    weights = {k: v.clone() for k, v in model.transformer.state_dict().items()}
+    weights = {k: v.clone() for k, v in model.host.transformer.state_dict().items()}
     (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
 
     def run(handle):
@@ -53,7 +53,7 @@ def test_a_lora_switched_off_gives_the_original_latents_and_leaves_the_model_alo
     # the acceptance criterion is bit-identity: the weights are restored in place bit for bit and the same
     # kernels run on the same data in this process
     assert torch.equal(after.video, before.video) and torch.equal(after.audio, before.audio)
-    for name, value in model.transformer.state_dict().items():
+    for name, value in model.host.transformer.state_dict().items():
         assert torch.equal(value, weights[name]), name  # restored copies
     assert model.loras == () and len(styled.loras) == 1
 

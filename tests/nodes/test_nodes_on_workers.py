@@ -31,7 +31,7 @@ def _gone(pid: int) -> bool:
 
 def test_the_sampler_on_workers_equals_the_sampler_here_with_a_lora(loaded, on_workers, files):
     here, encoder, conditioning, _ = loaded
-    assert on_workers.transformer is None and len(on_workers.workers.pids) == 2
+    assert on_workers.host.transformer is None and len(on_workers.host.workers.pids) == 2
     (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
     results = []
     for model in (here, on_workers):
@@ -41,7 +41,7 @@ def test_the_sampler_on_workers_equals_the_sampler_here_with_a_lora(loaded, on_w
     torch.testing.assert_close(results[1].video, results[0].video, atol=1e-4, rtol=0)
     torch.testing.assert_close(results[1].audio, results[0].audio, atol=1e-4, rtol=0)
     (encoder_of_workers,) = node("LTX2TextEncoderLoader", files["gemma"], on_workers, "cpu", False)
-    assert next(encoder_of_workers.gemma.parameters()).dtype == next(here.transformer.parameters()).dtype
+    assert next(encoder_of_workers.gemma.parameters()).dtype == next(here.host.transformer.parameters()).dtype
 
 
 def test_the_generate_node_two_stage_on_workers_equals_here(loaded, on_workers, files):
@@ -59,7 +59,7 @@ def test_cuda_only_options_and_a_released_handle_are_refused(files, loaded):
     _, _, conditioning, _ = loaded
     (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu",
                     parallel=Parallel(ParallelConfig(sp=2)), unique_id="released-test")
-    pids = model.workers.pids
+    pids = model.host.workers.pids
     (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
     with pytest.raises(ValueError, match="CUDA options"):
         node("LTX2Sampler", model, conditioning, latent, 0, 2, "ltx2", compile=True)
@@ -67,7 +67,7 @@ def test_cuda_only_options_and_a_released_handle_are_refused(files, loaded):
     assert all(_gone(pid) for pid in pids)  # loading another model in the same node stopped the workers
     with pytest.raises(ValueError, match="was released"):
         node("LTX2Sampler", model, conditioning, latent, 0, 2, "ltx2")
-    assert again.workers is None and again.transformer is not None
+    assert again.host.workers is None and again.host.transformer is not None
 
 
 def test_rank_zero_sends_a_preview_with_every_step_inside_comfyui(monkeypatch, loaded, on_workers):
@@ -105,7 +105,7 @@ def test_a_worker_launched_apart_attaches_to_the_loader(files, loaded, monkeypat
         (layout,) = node("LTX2ParallelConfig", "{}", 1, attach=address)
         (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", parallel=layout,
                         unique_id="attach-test")
-        assert model.transformer is None and model.workers.pids == [worker.pid]
+        assert model.host.transformer is None and model.host.workers.pids == [worker.pid]
         (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
         results = [node("LTX2Sampler", m, conditioning, latent, 4, 2, "ltx2")[0] for m in (here, model)]
         model.release()
@@ -124,7 +124,7 @@ def test_comfyuis_unload_of_all_models_releases_every_loaded_handle_and_its_work
     monkeypatch.setattr(loaders, "_LOADED", {})  # only this test's handle (other tests' stay loaded)
     (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu",
                     parallel=Parallel(ParallelConfig(cfg=2)), unique_id="free-test")
-    pids, before = model.workers.pids, loaders.LTX2CheckpointLoader.IS_CHANGED(ckpt_name=files["checkpoint"])
+    pids, before = model.host.workers.pids, loaders.LTX2CheckpointLoader.IS_CHANGED(ckpt_name=files["checkpoint"])
     loaders.release_all()
     assert all(_gone(pid) for pid in pids) and "free-test" not in loaders._LOADED
     assert loaders.LTX2CheckpointLoader.IS_CHANGED(ckpt_name=files["checkpoint"]) != before

@@ -1,0 +1,131 @@
+"""Where the transformer runs: here (`LocalHost`, one process, maybe under a memory plan) or on persistent workers
+(`WorkerHost`, one process per device). Both give what a caller needs, so nothing above them asks which one it
+has: the transformer's config, the device the sampling generator lives on, a sampler for a run (with LoRAs fused
+for every stage, previews, compile), the decode tiles and a memory check that fit the host, and `release()`.
+
+`transformer` and `workers` say what a host holds (the other is None); they are for inspection, not for branching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol
+
+import numpy as np
+import torch
+
+from ltx2_core.compile import compile_blocks
+from ltx2_core.loader.lora import Lora
+from ltx2_core.memory.plan import MemoryPlan, activation_problem
+from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.model.transformer.config import TransformerConfig
+from ltx2_core.model.video_vae.tiling import TilingConfig
+from ltx2_core.pipeline import LocalSampler, StageSampler
+from ltx2_core.runtime import Controller, WorkerSampler
+
+
+class Previews(Protocol):
+    """Per-step preview images of a run (`preview.LatentPreview`, `preview.StagePreviews`): `projection` (the
+    decoder's `rgb_projection`) for workers that draw them, `observe` for a sampler here, `ready` for the newest."""
+
+    projection: tuple[torch.Tensor, torch.Tensor]
+
+    def observe(self, video_tokens: torch.Tensor, audio_tokens: torch.Tensor) -> None: ...
+
+    def ready(self) -> np.ndarray | None: ...
+
+
+class HostedSampler(NamedTuple):
+    """A host's sampler for one run: `sample` (a pipeline `StageSampler`) and `preview` (returns the newest preview
+    image not yet shown, or None; itself None when no previews were asked for)."""
+
+    sample: StageSampler
+    preview: Callable[[], np.ndarray | None] | None
+
+
+class Host(Protocol):
+    """Where the transformer runs (module docstring)."""
+
+    config: TransformerConfig
+    device: torch.device  # where the sampler's generator lives
+    memory: MemoryPlan | None  # what stays on the device (None: everything, or not planned here)
+    transformer: LTX2Transformer | None
+    workers: Controller | None
+
+    def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
+                compile: bool = False, cuda_graphs: bool = False,
+                should_stop: Callable[[], bool] | None = None) -> HostedSampler: ...
+
+    def memory_problem(self, frames: int, height: int, width: int, fps: float) -> str | None: ...
+
+    def tiling(self) -> TilingConfig: ...
+
+    def release(self) -> None: ...
+
+
+class LocalHost:
+    """The transformer in this process on `device`, computing in `dtype`, placed by `memory` (None: resident)."""
+
+    workers = None
+
+    def __init__(self, transformer: LTX2Transformer, device: torch.device | str, dtype: torch.dtype,
+                 memory: MemoryPlan | None = None) -> None:
+        self.transformer, self.device, self.dtype, self.memory = transformer, torch.device(device), dtype, memory
+        self.config = transformer.config
+        self._compiled = False
+
+    def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
+                compile: bool = False, cuda_graphs: bool = False,
+                should_stop: Callable[[], bool] | None = None) -> HostedSampler:
+        """`should_stop` is not polled here: a caller interrupts a local run from its progress callback."""
+        if (compile or cuda_graphs) and self.memory is not None and self.memory.streamed_blocks > 0:
+            raise ValueError("compile and cuda_graphs need every block resident; set the loader's memory to "
+                             "resident or switch them off")
+        if compile and not self._compiled:
+            compile_blocks(self.transformer)
+            self._compiled = True
+        sampler = LocalSampler(self.transformer, loras=loras, cuda_graphs=cuda_graphs,
+                               observe=previews.observe if previews is not None else None,
+                               passes_per_forward=None if self.memory is None else self.memory.passes_per_forward)
+        return HostedSampler(sampler, previews.ready if previews is not None else None)
+
+    def memory_problem(self, frames: int, height: int, width: int, fps: float) -> str | None:
+        """Why one forward's activations cannot fit on the device now (None: they fit, or the free memory is
+        unknown), before anything is allocated."""
+        return activation_problem(self.config, self.dtype, self.device, frames, height, width, fps)
+
+    def tiling(self) -> TilingConfig:
+        return TilingConfig() if self.memory is None else self.memory.tiling()
+
+    def release(self) -> None:
+        self.transformer.to("meta")
+
+
+class WorkerHost:
+    """The transformer sharded over the persistent workers of `workers` (a started `runtime.Controller`)."""
+
+    transformer = None
+    memory = None  # each worker holds its whole shard
+
+    def __init__(self, workers: Controller) -> None:
+        self.workers, self.config, self.device = workers, workers.config, torch.device(workers.device_type)
+
+    def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
+                compile: bool = False, cuda_graphs: bool = False,
+                should_stop: Callable[[], bool] | None = None) -> HostedSampler:
+        """The workers read `loras` from their files and fuse them for every stage; rank 0 draws the previews."""
+        if cuda_graphs:
+            raise ValueError("cuda_graphs is not available with a multi-GPU layout; switch it off (compile is)")
+        sampler = WorkerSampler(self.workers, loras, should_stop, compile=compile,
+                                preview=previews.projection if previews is not None else None)
+        return HostedSampler(sampler, sampler.take_preview if previews is not None else None)
+
+    def memory_problem(self, frames: int, height: int, width: int, fps: float) -> str | None:
+        """None: each worker meets its own device's memory when the job runs."""
+        return None
+
+    def tiling(self) -> TilingConfig:
+        return TilingConfig()
+
+    def release(self) -> None:
+        self.workers.shutdown()
