@@ -26,7 +26,7 @@ from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
-from ltx2_core.releases import DEFAULT_VERSION, RELEASES
+from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.quant.policy import FP8_MODES
 from ltx2_core.memory.plan import GB, MemoryPlan
 from ltx2_core.model.video_vae.tiling import TilingConfig
@@ -57,7 +57,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--height", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")
     p.add_argument("--frames", type=int, help="pixel frames, 8k+1 (default 121; demo 17)")
     p.add_argument("--fps", type=float, default=24.0)
-    p.add_argument("--steps", type=int, help="stage-1 steps (default 40 for LTX-2.0, 30 for 2.3; distilled: 8)")
+    p.add_argument("--steps", type=int, help=f"stage-1 steps (default {RELEASED_STEPS}; distilled: 8)")
     p.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("guidance (default: the release's values; cfg/modality 1 and stg/rescale 0 switch off)")
     for flag, help_text in (("cfg", "classifier-free guidance scale"), ("stg", "spatio-temporal guidance scale"),

@@ -34,6 +34,7 @@ from ltx2_core.quant.policy import quantize_blocks, stores_quantised
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
+from ltx2_core.releases import DEFAULT_VERSION
 from ltx2_core.model.decoders import Decoders
 
 DEMO_LABEL = ("tiny random-weight DEMO model (LTX-{version} structure, not trained: expect noise, not a video of the "
@@ -49,7 +50,7 @@ class ModelFiles:
     upsampler: str | None = None
     distilled_lora: str | None = None
     loras: tuple[tuple[str, float], ...] = field(default_factory=tuple)
-    version: str = "2.0"
+    version: str = DEFAULT_VERSION.value
     fp8: str = "auto"  # the transformer's weights: see quant.policy.FP8_MODES
 
     @property

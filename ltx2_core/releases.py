@@ -96,6 +96,9 @@ DEFAULT_VERSION = ModelVersion.V2_0
 # every head count of a released model: the layout checks made before a model is chosen (the parallelism widget)
 RELEASED_HEADS: tuple[int, ...] = tuple(dict.fromkeys(h for r in RELEASES.values() for h in r.heads))
 
+# the released step counts, as help texts give them: "40 for LTX-2, 30 for LTX-2.3"
+RELEASED_STEPS = ", ".join(f"{r.steps} for {r.name}" for r in RELEASES.values())
+
 _VERSION_RE = re.compile(r"^(\d+\.\d+)(?:\D.*)?$")  # '2.3', '2.3.0', '2.3.1-distilled' -> '2.3'
 
 

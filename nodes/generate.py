@@ -6,6 +6,7 @@ from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Req
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.preview import StagePreviews, rgb_projection
+from ltx2_core.releases import RELEASED_STEPS
 
 from . import bridge
 from .decode import comfy_outputs
@@ -47,7 +48,7 @@ class LTX2Generate:
                 "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True,
                                  "tooltip": "the noise seed"}),
                 "steps": ("INT", {"default": 0, "min": 0, "max": 200, "tooltip": "stage-1 steps; 0: the release's "
-                                  "(40 for LTX-2.0, 30 for 2.3)"}),
+                                  f"({RELEASED_STEPS})"}),
             },
             "optional": {
                 "upsampler": (UPSAMPLER, {"tooltip": "the x2 latent upsampler (two-stage and distilled)"}),

@@ -10,7 +10,7 @@ from ltx2_core import GuidanceParams
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
 from ltx2_core.geometry import is_frame_count
 from ltx2_core.preview import LatentPreview, rgb_projection
-from ltx2_core.releases import DEFAULT_VERSION
+from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.sampling.stage import Stage
@@ -183,8 +183,8 @@ class LTX2Sampler:
                 "latent": (LATENT, {"tooltip": "an empty latent, or an upsampled one to refine"}),
                 "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True,
                                  "tooltip": "the noise seed"}),
-                "steps": ("INT", {"default": 30, "min": 1, "max": 200, "tooltip": "steps of the ltx2 schedule (40 "
-                                  "for LTX-2.0, 30 for 2.3 in the releases); the fixed tables ignore it"}),
+                "steps": ("INT", {"default": 30, "min": 1, "max": 200, "tooltip": "steps of the ltx2 schedule "
+                                  f"({RELEASED_STEPS} in the releases); the fixed tables ignore it"}),
                 "schedule": (list(SCHEDULES), {"default": "ltx2", "tooltip": "ltx2: from noise; distilled: the "
                              "8-step table of distilled models; stage-2 refine: re-noise to 0.909375, 3 steps"}),
             },
