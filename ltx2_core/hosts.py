@@ -1,21 +1,22 @@
 """Where the transformer runs: here (`LocalHost`, one process, maybe under a memory plan) or on persistent workers
 (`WorkerHost`, one process per device). Both give what a caller needs, so nothing above them asks which one it
 has: the transformer's config, the device the sampling generator lives on, a sampler for a run (with LoRAs fused
-for every stage, previews, compile), the decode tiles and a memory check that fit the host, and `release()`.
+while it runs, previews, compile), the decode tiles and a memory check that fit the host, and `release()`.
 
 `transformer` and `workers` say what a host holds (the other is None); they are for inspection, not for branching.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
 
 from ltx2_core.compile import compile_blocks
-from ltx2_core.loader.lora import Lora
+from ltx2_core.loader.lora import Lora, fused_loras
 from ltx2_core.memory.plan import MemoryPlan, activation_problem
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.transformer.config import TransformerConfig
@@ -36,8 +37,9 @@ class Previews(Protocol):
 
 
 class HostedSampler(NamedTuple):
-    """A host's sampler for one run: `sample` (a pipeline `StageSampler`) and `preview` (returns the newest preview
-    image not yet shown, or None; itself None when no previews were asked for)."""
+    """A host's sampler for one run (`with host.sampler(...) as (sample, preview):`): `sample` (a pipeline
+    `StageSampler`) and `preview` (returns the newest preview image not yet shown, or None; itself None when no
+    previews were asked for)."""
 
     sample: StageSampler
     preview: Callable[[], np.ndarray | None] | None
@@ -54,7 +56,9 @@ class Host(Protocol):
 
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
                 compile: bool = False, cuda_graphs: bool = False,
-                should_stop: Callable[[], bool] | None = None) -> HostedSampler: ...
+                should_stop: Callable[[], bool] | None = None) -> contextlib.AbstractContextManager[HostedSampler]:
+        """A sampler for one run with `loras` on the transformer while the run lasts (every stage), restored after
+        it; `should_stop` is polled by samplers that wait on other processes."""
 
     def memory_problem(self, frames: int, height: int, width: int, fps: float) -> str | None: ...
 
@@ -74,20 +78,23 @@ class LocalHost:
         self.config = transformer.config
         self._compiled = False
 
+    @contextlib.contextmanager
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
                 compile: bool = False, cuda_graphs: bool = False,
-                should_stop: Callable[[], bool] | None = None) -> HostedSampler:
-        """`should_stop` is not polled here: a caller interrupts a local run from its progress callback."""
+                should_stop: Callable[[], bool] | None = None) -> Iterator[HostedSampler]:
+        """The LoRAs are fused once for the whole run; `should_stop` is not polled here (a caller interrupts a local
+        run from its progress callback)."""
         if (compile or cuda_graphs) and self.memory is not None and self.memory.streamed_blocks > 0:
             raise ValueError("compile and cuda_graphs need every block resident; set the loader's memory to "
                              "resident or switch them off")
         if compile and not self._compiled:
             compile_blocks(self.transformer)
             self._compiled = True
-        sampler = LocalSampler(self.transformer, loras=loras, cuda_graphs=cuda_graphs,
+        sampler = LocalSampler(self.transformer, cuda_graphs=cuda_graphs,
                                observe=previews.observe if previews is not None else None,
                                passes_per_forward=None if self.memory is None else self.memory.passes_per_forward)
-        return HostedSampler(sampler, previews.ready if previews is not None else None)
+        with fused_loras(self.transformer, loras) if loras else contextlib.nullcontext():
+            yield HostedSampler(sampler, previews.ready if previews is not None else None)
 
     def memory_problem(self, frames: int, height: int, width: int, fps: float) -> str | None:
         """Why one forward's activations cannot fit on the device now (None: they fit, or the free memory is
@@ -110,15 +117,17 @@ class WorkerHost:
     def __init__(self, workers: Controller) -> None:
         self.workers, self.config, self.device = workers, workers.config, torch.device(workers.device_type)
 
+    @contextlib.contextmanager
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
                 compile: bool = False, cuda_graphs: bool = False,
-                should_stop: Callable[[], bool] | None = None) -> HostedSampler:
-        """The workers read `loras` from their files and fuse them for every stage; rank 0 draws the previews."""
+                should_stop: Callable[[], bool] | None = None) -> Iterator[HostedSampler]:
+        """The workers read `loras` from their files (once) and fuse them for each stage's job; rank 0 draws the
+        previews."""
         if cuda_graphs:
             raise ValueError("cuda_graphs is not available with a multi-GPU layout; switch it off (compile is)")
         sampler = WorkerSampler(self.workers, loras, should_stop, compile=compile,
                                 preview=previews.projection if previews is not None else None)
-        return HostedSampler(sampler, sampler.take_preview if previews is not None else None)
+        yield HostedSampler(sampler, sampler.take_preview if previews is not None else None)
 
     def memory_problem(self, frames: int, height: int, width: int, fps: float) -> str | None:
         """None: each worker meets its own device's memory when the job runs."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
@@ -180,24 +180,21 @@ class StageSampler(Protocol):
 
 
 class LocalSampler:
-    """Stages on a transformer in this process. `loras` are fused for every stage, before the stage's own (and
-    restored after it); `cuda_graphs`: each stage captures its step on its first step."""
+    """Stages on a transformer in this process. `cuda_graphs`: each stage captures its step on its first step."""
 
-    def __init__(self, model: LTX2Transformer, *, loras: Sequence[tuple[Lora, float]] = (), cuda_graphs: bool = False,
-                 passes_per_forward: int | None = None, runner: RunnerFactory | None = None,
-                 observe: Observer | None = None) -> None:
+    def __init__(self, model: LTX2Transformer, *, cuda_graphs: bool = False, passes_per_forward: int | None = None,
+                 runner: RunnerFactory | None = None, observe: Observer | None = None) -> None:
         self.device = next(model.parameters()).device
         if cuda_graphs and self.device.type != "cuda":
             raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
-        self.model, self.config, self.loras, self.cuda_graphs = model, model.config, tuple(loras), cuda_graphs
+        self.model, self.config, self.cuda_graphs = model, model.config, cuda_graphs
         self.passes_per_forward, self.runner, self.observe = passes_per_forward, runner, observe
 
     def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
                  stage: Stage[Lora], generator: torch.Generator, *,
                  progress: Callable[[int, int], None] | None = None) -> AVLatent:
         fused = replace(stage, loras=())  # fused here for this stage only; `sample` takes the weights as they are
-        loras = (*self.loras, *stage.loras)
-        with fused_loras(self.model, loras) if loras else contextlib.nullcontext():
+        with fused_loras(self.model, stage.loras) if stage.loras else contextlib.nullcontext():
             return sample(self.model, positive, negative, latent, fused, generator,
                           step=CudaGraphStep() if self.cuda_graphs else guided_step, progress=progress,
                           observe=self.observe, passes_per_forward=self.passes_per_forward, runner=self.runner)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, generate, load_lora
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.model.upsampler import LatentUpsampler
@@ -82,16 +86,22 @@ class LTX2Generate:
                           images=images)
         previews = (StagePreviews(rgb_projection(model.decoders.video), frames, height, width)
                     if bridge.IN_COMFYUI else None)
-        sampler, ready = model.host.sampler(model.loras, previews=previews, should_stop=bridge.interrupt_requested)
-        bars = {}
+        with model.host.sampler(model.loras, previews=previews, should_stop=bridge.interrupt_requested) as \
+                (sampler, ready), bridge.interrupts():
+            return comfy_outputs(generate(request, models, StageBars(unique_id, ready), sampler=sampler,
+                                          tiling=model.host.tiling()))
 
-        def progress(stage: str, done: int, total: int) -> None:
-            bar = bars.setdefault(stage, bridge.progress_bar(total, unique_id, ready))
-            if bar is not None:
-                bar(done, total)
 
-        with bridge.interrupts():
-            return comfy_outputs(generate(request, models, progress, sampler=sampler, tiling=model.host.tiling()))
+class StageBars:
+    """A generation's progress as one ComfyUI progress bar per stage (with the newest preview from `ready`)."""
+
+    def __init__(self, unique_id: str | None, ready: Callable[[], np.ndarray | None] | None) -> None:
+        self.unique_id, self.ready, self.bars = unique_id, ready, {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        bar = self.bars.setdefault(stage, bridge.progress_bar(total, self.unique_id, self.ready))
+        if bar is not None:
+            bar(done, total)
 
 
 def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int,

@@ -229,12 +229,10 @@ class LTX2Sampler:
         video_guidance, audio_guidance = guidance or (None, None)
         previews = (LatentPreview(rgb_projection(model.decoders.video), *latent.video.shape[2:])
                     if bridge.IN_COMFYUI else None)
-        sampler, ready = model.host.sampler(model.loras, previews=previews, compile=compile, cuda_graphs=cuda_graphs,
-                                            should_stop=bridge.interrupt_requested)
-        generator = torch.Generator(sampler.device).manual_seed(seed)
-        with bridge.interrupts():
-            out = sampler(conditioning.positive, conditioning.negative, latent,
-                          Stage(table, noise_scale=noise_scale, video_guidance=video_guidance,
-                                audio_guidance=audio_guidance, conditions=conditions),
-                          generator, progress=bridge.progress_bar(len(table) - 1, unique_id, ready))
-        return (out,)
+        stage = Stage(table, noise_scale=noise_scale, video_guidance=video_guidance, audio_guidance=audio_guidance,
+                      conditions=conditions)
+        with model.host.sampler(model.loras, previews=previews, compile=compile, cuda_graphs=cuda_graphs,
+                                should_stop=bridge.interrupt_requested) as (sampler, ready), bridge.interrupts():
+            generator = torch.Generator(sampler.device).manual_seed(seed)
+            return (sampler(conditioning.positive, conditioning.negative, latent, stage, generator,
+                            progress=bridge.progress_bar(len(table) - 1, unique_id, ready)),)

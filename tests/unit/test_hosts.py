@@ -27,11 +27,11 @@ def _sample(host: Host, loras=()):
     text = TextEmbeddings(torch.randn(1, 8, config.caption_channels or config.video.context_dim, generator=generator),
                           torch.randn(1, 8, config.caption_channels or config.audio.context_dim, generator=generator))
     generator = torch.Generator(host.device).manual_seed(0)
-    sampler, _ = host.sampler(loras)
-    return sampler(text, None, latent, Stage(ltx2_sigmas(2)), generator)
+    with host.sampler(loras) as (sampler, _):
+        return sampler(text, None, latent, Stage(ltx2_sigmas(2)), generator)
 
 
-def test_a_local_host_fuses_the_handles_loras_for_the_stage_only():
+def test_a_local_host_fuses_the_handles_loras_while_the_run_lasts():
     transformer = demo_transformer()
     host = LocalHost(transformer, "cpu", torch.float32)
     lora = demo_lora(transformer)
@@ -55,14 +55,16 @@ def test_both_hosts_answer_the_same_questions():
     previews = LatentPreview((torch.zeros(128, 3), torch.zeros(3)), 2, 2, 2)
     for host in (local, workers):
         assert host.config == local.config and host.device == torch.device("cpu")
-        sampler, preview = host.sampler(previews=previews)
-        assert callable(sampler) and sampler.device == torch.device("cpu") and preview is not None
-        assert host.sampler()[1] is None  # no previews asked for
+        with host.sampler(previews=previews) as (sampler, preview):
+            assert callable(sampler) and sampler.device == torch.device("cpu") and preview is not None
+        with host.sampler() as (_, preview):
+            assert preview is None  # no previews asked for
         assert host.memory_problem(9, 64, 64, 24.0) is None and host.tiling() == TilingConfig()
-    sampler, _ = workers.sampler(compile=True, previews=previews)
-    assert isinstance(sampler, WorkerSampler) and sampler.compile and sampler.projection is not None
-    with pytest.raises(ValueError, match="cuda_graphs is not available with a multi-GPU layout"):
-        workers.sampler(cuda_graphs=True)
+    with workers.sampler(compile=True, previews=previews) as (sampler, _):
+        assert isinstance(sampler, WorkerSampler) and sampler.compile and sampler.projection is not None
+    with pytest.raises(ValueError, match="cuda_graphs is not available with a multi-GPU layout"), \
+            workers.sampler(cuda_graphs=True):
+        pass
     workers.release()
     assert not controller.workers.active
 
@@ -72,6 +74,6 @@ def test_a_streaming_local_host_refuses_compile_and_cuda_graphs():
     plan = files.plan("cpu", frames=9, height=64, width=64, passes=1, memory="stream")
     assert plan is not None and plan.streamed_blocks > 0
     host = LocalHost(files.load("cpu", plan=plan).transformer, "cpu", torch.float32, plan)
-    with pytest.raises(ValueError, match="need every block resident"):
-        host.sampler(compile=True)
+    with pytest.raises(ValueError, match="need every block resident"), host.sampler(compile=True):
+        pass
     assert host.tiling() == plan.tiling()
