@@ -81,7 +81,8 @@ class LTX2Generate:
         if problem := model.host.memory_problem(frames, height, width, fps):
             raise ValueError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
-        models = Models(None, text_encoder, model.decoders, upsampler, lora, model.video_encoder)  # sampled by the host
+        # sampled by the host's sampler; the transformer (None on workers) only checks the distilled LoRA's shapes
+        models = Models(model.host.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder)
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
                           images=images)
         previews = (StagePreviews(rgb_projection(model.decoders.video), frames, height, width)
