@@ -278,11 +278,14 @@ def memory(s: Settings) -> list[Row]:
     rows = []
     for version in s.versions:
         config = suite_config(version, s.full_layers, s.quick)
-        host = random_transformer(config, torch.device("cpu"), s.dtype)
         for fp8 in (False, True):
-            source = copy.deepcopy(host)
+            # random weights drawn (and quantised) on the device, then kept on the host for each row's plan: drawing
+            # 38 GB on the CPU took more than the 10 minutes of a lent GPU's call (2026-11-24)
+            source = random_transformer(config, s.device, s.dtype)
             if fp8:
                 quantize_blocks(source)
+            source = source.to("cpu")
+            _free(s.device)
             weights = transformer_weight_bytes(config, s.dtype, fp8=fp8)
             for cap in _caps(s, config, weights):
                 rows.append(_memory_row(s, config, source, weights, fp8, cap))
@@ -318,6 +321,7 @@ def _memory_row(s: Settings, config: TransformerConfig, source: LTX2Transformer,
     del model, step
     if s.device.type == "cuda":
         torch.cuda.set_per_process_memory_fraction(1.0, s.device)
+    print("memory row:", row, flush=True)  # the full-depth rows are slow to set up: each shows as soon as it is taken
     return row
 
 

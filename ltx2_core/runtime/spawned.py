@@ -12,9 +12,9 @@ import tempfile
 import threading
 import time
 
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from ltx2_core.parallel.launch import leave
 from ltx2_core.runtime.protocol import Run, StageJob, WorkerMessage, WorkerSpec
 from ltx2_core.runtime.worker import serve
 
@@ -46,8 +46,7 @@ def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) 
     """A spawned worker's body (its group joins through `spec.init_file`)."""
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(spec.layout.world_size), LOCAL_RANK=str(rank))
     serve(rank, rank, spec, LocalChannel(jobs, results, control, positions))
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    leave()
 
 
 class SpawnedWorkers:

@@ -14,6 +14,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from ltx2_core.parallel.launch import leave
+
 HERE = Path(__file__).resolve().parents[1] / "distributed"
 
 
@@ -45,4 +47,4 @@ def joined(rank: int, world: int, init_file: str) -> Iterator[None]:
     try:
         yield
     finally:
-        dist.destroy_process_group()
+        leave()
