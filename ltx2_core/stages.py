@@ -35,7 +35,7 @@ from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.upsampler import LatentUpsampler, upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.sampling import denoise, guided_setup, guided_step, noised_state
-from ltx2_core.sampling.denoise import Observer, Progress, RunnerFactory, Step
+from ltx2_core.sampling.denoise import AncestralStep, Observer, Progress, RunnerFactory, Step
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
 from ltx2_core.types import TextEmbeddings
@@ -98,7 +98,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     """Noises `latent` to `stage.noise_scale` (1: pure noise; the first sigma when refining) and denoises it over
     `stage.sigmas` with the stage's guidance and conditions (each applied to the state of its stream,
     `ltx2_core.conditioning`) in the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the
-    pass runner, e.g. CFG-parallel). The model is sampled as it is: its owner fuses `stage.loras` around this call
+    pass runner, e.g. CFG-parallel); a stage with an `ancestral_seed` takes ancestral steps instead of `step`.
+    The model is sampled as it is: its owner fuses `stage.loras` around this call
     (`pipeline.LocalSampler`). One NaN/inf check after the last step (NonFiniteError naming the stage)."""
     if stage.loras:
         raise ValueError(f"{stage.name}: stages.sample does not fuse LoRAs; sample with pipeline.LocalSampler, "
@@ -120,6 +121,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         states.append(noised_state(stream.clean.expand_as(noise), noise, stage.noise_scale, stream.mask))
     setup = guided_setup(model, positive, negative, video.positions, audio.positions, stage.video_guidance,
                          stage.audio_guidance, passes_per_forward=passes_per_forward, runner=runner)
+    if stage.ancestral_seed is not None:  # drawn per step: run eagerly, never as a captured graph of one draw
+        step = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed))
     video_state, audio_state = denoise(setup, *states, stage.sigmas.to(param.device), step=step, progress=progress,
                                        observe=observe)
     video_tokens = video_state.latent[:, : video.tokens]  # appended guiding tokens are dropped

@@ -20,7 +20,7 @@ import torch
 from ltx2_core.model.transformer import LTX2Transformer, to_x0
 from ltx2_core.model.transformer.perturbations import BatchPerturbations
 from ltx2_core.sampling.guidance import GuidanceParams, GuidanceWeights, active_passes, guidance_weights, guide
-from ltx2_core.sampling.steps import StreamState, euler_step, keep_clean, timesteps
+from ltx2_core.sampling.steps import StreamState, euler_ancestral_step, euler_step, keep_clean, timesteps
 from ltx2_core.types import PassPerturbation, RunConstants, StreamInput, TextEmbeddings
 
 Progress = Callable[[int, int], None]  # (steps done, total steps), called on the host after each step is queued
@@ -154,18 +154,44 @@ def _batch_perturbations(model: LTX2Transformer, perturbations: list[PassPerturb
     return BatchPerturbations(perturbations, model.config.num_layers, param.device, param.dtype)
 
 
-def guided_step(setup: StepSetup, video: StreamState, audio: StreamState, sigma: torch.Tensor,
-                sigma_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """One Euler step from σ to σ' (0-d device tensors) -> the next video and audio latents (1, tokens, C)."""
+def guided_prediction(setup: StepSetup, video: StreamState, audio: StreamState, sigma: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every pass at σ (a 0-d device tensor) in the runner's forwards, combined by the guidance -> the video and
+    audio x0 (1, tokens, C), fp32, with the conditioned tokens kept at their clean values."""
     count = len(setup.runner.passes)
     sigmas = sigma.reshape(1).expand(count)
     video_in = StreamInput(video.latent.expand(count, -1, -1), sigmas, timesteps(video, sigma, count))
     audio_in = StreamInput(audio.latent.expand(count, -1, -1), sigmas, timesteps(audio, sigma, count))
     video_x0, audio_x0 = setup.runner(video_in, audio_in)
-    video_x0 = _combine(video_x0, setup.video_weights)
-    audio_x0 = _combine(audio_x0, setup.audio_weights)
-    return (euler_step(video.latent, keep_clean(video_x0, video), sigma, sigma_next),
-            euler_step(audio.latent, keep_clean(audio_x0, audio), sigma, sigma_next))
+    return (keep_clean(_combine(video_x0, setup.video_weights), video),
+            keep_clean(_combine(audio_x0, setup.audio_weights), audio))
+
+
+def guided_step(setup: StepSetup, video: StreamState, audio: StreamState, sigma: torch.Tensor,
+                sigma_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One Euler step from σ to σ' (0-d device tensors) -> the next video and audio latents (1, tokens, C)."""
+    video_x0, audio_x0 = guided_prediction(setup, video, audio, sigma)
+    return (euler_step(video.latent, video_x0, sigma, sigma_next),
+            euler_step(audio.latent, audio_x0, sigma, sigma_next))
+
+
+class AncestralStep:
+    """A `Step` that moves each stream with `euler_ancestral_step`, drawing its noise on the device from
+    `generator`: per step the video's (1, tokens, C), then the audio's, in the latent dtype, as the reference's
+    ancestral loop draws them. Drawing is device work from a device generator, so the loop still never waits; a
+    noise draw on the last step (σ' = 0) is multiplied by 0, and nothing is drawn after it."""
+
+    def __init__(self, generator: torch.Generator, eta: float = 1.0) -> None:
+        self.generator, self.eta = generator, eta
+
+    def __call__(self, setup: StepSetup, video: StreamState, audio: StreamState, sigma: torch.Tensor,
+                 sigma_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        video_x0, audio_x0 = guided_prediction(setup, video, audio, sigma)
+        return tuple(euler_ancestral_step(state, x0, sigma, sigma_next, self._noise(state.latent), self.eta)
+                     for state, x0 in ((video, video_x0), (audio, audio_x0)))
+
+    def _noise(self, latent: torch.Tensor) -> torch.Tensor:
+        return torch.randn(latent.shape, generator=self.generator, device=latent.device, dtype=latent.dtype)
 
 
 def _combine(x0: torch.Tensor, weights: GuidanceWeights | None) -> torch.Tensor:

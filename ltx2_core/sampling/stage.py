@@ -34,6 +34,8 @@ class Stage(Generic[L]):
                     `StageJob` (workers read and shard LoRAs from their files, see `ltx2_core.runtime.protocol`)
     conditions:     what is held during sampling (`ltx2_core.conditioning`: encoded images at frames, ...), applied
                     in order; their tensors may live on any device
+    ancestral_seed: None: deterministic Euler steps; a seed: ancestral Euler steps (η = 1) whose fresh noise comes
+                    from a device generator seeded with it (LTX-2.5's distilled stage 1: the run's seed + 10000)
     """
 
     sigmas: torch.Tensor
@@ -43,6 +45,7 @@ class Stage(Generic[L]):
     audio_guidance: GuidanceParams | None = None
     loras: tuple[tuple[L, float], ...] = ()
     conditions: tuple[Condition, ...] = ()
+    ancestral_seed: int | None = None
 
     def __post_init__(self) -> None:
         # callers pass lists (the handle's LoRAs, encode_conditions' result); the record holds tuples

@@ -54,3 +54,22 @@ def euler_step(latent: torch.Tensor, x0: torch.Tensor, sigma: torch.Tensor, sigm
     x = latent.float()
     velocity = (x - x0.float()) / sigma
     return (x + velocity * (sigma_next - sigma)).to(latent.dtype)
+
+
+def euler_ancestral_step(state: StreamState, x0: torch.Tensor, sigma: torch.Tensor, sigma_next: torch.Tensor,
+                         noise: torch.Tensor, eta: float = 1.0) -> torch.Tensor:
+    """The rectified-flow ancestral Euler step (LTX-2.5's distilled stage 1), in fp32, stored in the latent's dtype.
+
+    A deterministic step to σ↓ = σ'·(1 + (σ'/σ − 1)·η) ≤ σ', then fresh `noise` (1, tokens, C) brings it back up to
+    σ' with the signal rescaled by α'/α↓ (α = 1 − σ) so the variance stays that of σ':
+    x' = (α'/α↓)·(σ↓/σ·x + (1 − σ↓/σ)·x0) + noise·√max(σ'² − σ↓²α'²/α↓², 0). η = 0 is the plain Euler step.
+    At σ' = 0 this is x0 exactly (σ↓ = 0, no noise term), so the last step needs no branch on the schedule.
+    `x0` is the prediction with the conditioned tokens already kept (`keep_clean`); they are kept again after the
+    noise, which covers every token."""
+    x = state.latent.float()
+    sigma_down = sigma_next * (1 + (sigma_next / sigma - 1) * eta)
+    ratio = sigma_down / sigma
+    alpha_next, alpha_down = 1 - sigma_next, 1 - sigma_down
+    renoise = (sigma_next**2 - sigma_down**2 * alpha_next**2 / alpha_down**2).clamp(min=0).sqrt()
+    stepped = (alpha_next / alpha_down) * (ratio * x + (1 - ratio) * x0.float()) + noise.float() * renoise
+    return keep_clean(stepped, state).to(state.latent.dtype)

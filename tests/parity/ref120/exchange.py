@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
+import types
 
 import torch
 from safetensors.torch import load_file, save_file
+
+
+def _stub_image_io() -> None:
+    """ltx_pipelines 1.2.0 imports OpenImageIO for its image/EXR files (not on PyPI for this Python); nothing a
+    parity script calls reads a file with it, so an empty module stands in where it is missing."""
+    if importlib.util.find_spec("OpenImageIO") is None and "OpenImageIO" not in sys.modules:
+        sys.modules["OpenImageIO"] = types.ModuleType("OpenImageIO")
+
+
+_stub_image_io()
 
 
 def inputs() -> tuple[dict[str, torch.Tensor], dict]:
