@@ -24,6 +24,7 @@ from ltx2_core.loader import (
     load_video_encoder,
     load_vocoder,
 )
+from ltx2_core.loader.file_kinds import FileKind, check_same_release, file_kind
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.sources import Component, Sources
 from ltx2_core.loader.text_weights import load_prompt_encoder
@@ -78,6 +79,7 @@ class ModelFiles:
         for flag, path in paths:
             if path is not None:
                 _check_path(flag, path)
+        check_same_release(_kinds(paths))
 
     def sources(self) -> Sources:
         """Where each component's weights are: the model's from the bundled `checkpoint`, the upsampler from its
@@ -191,6 +193,19 @@ class ModelFiles:
         if plan is not None and torch.device(device).type == "cuda":
             return load_streamed_prompt_encoder(self.text_encoder, sources, device=device, dtype=dtype, pin=plan.pin)
         return load_prompt_encoder(self.text_encoder, sources, device=device, dtype=dtype)
+
+
+def _kinds(paths: list[tuple[str, str | None]]) -> dict[str, FileKind]:
+    """Flag -> what each given file is (headers only), for the same-release check; a folder, or a file that is not
+    safetensors, is left to its loader's own check and message."""
+    kinds = {}
+    for flag, path in paths:
+        if path is not None and os.path.isfile(path):
+            try:
+                kinds[f"{flag} {os.path.basename(path)}"] = file_kind(path)
+            except LTX2Error:
+                continue
+    return kinds
 
 
 def _check_path(flag: str, path: str) -> None:
