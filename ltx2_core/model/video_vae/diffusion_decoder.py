@@ -21,8 +21,7 @@ from ltx2_core.model.transformer.adaln import TimestepEmbedding
 from ltx2_core.model.video_vae.diffusion_blocks import DiffusionBlock, NABlock, PixelShuffleUpsample, SharedAdaLN
 from ltx2_core.model.video_vae.diffusion_config import DiffusionDecoderConfig
 from ltx2_core.model.video_vae.diffusion_geometry import resize_axis, symmetric_pad
-from ltx2_core.model.video_vae.diffusion_tiling import decode_tiles
-from ltx2_core.model.video_vae.tiling import TilingConfig
+from ltx2_core.model.video_vae.diffusion_tiling import SpatialTiling, decode_tiles
 
 
 class DiffusionVideoDecoder(nn.Module):
@@ -62,7 +61,7 @@ class DiffusionVideoDecoder(nn.Module):
         return self.pixel_shape((b, ch, *(max(n, m) for n, m in zip(size, self.config.latent_floor()))))
 
     def forward(self, latent: torch.Tensor, generator: torch.Generator | None = None,
-                noise: torch.Tensor | None = None, tiling: TilingConfig | None = None) -> torch.Tensor:
+                noise: torch.Tensor | None = None, tiling: SpatialTiling | None = None) -> torch.Tensor:
         """latent (B, 128, F', H', W') normalised -> video (B, 3, 8(F'−1)+1, 32·H', 32·W') in [−1, 1], the
         latent's dtype. The starting noise is `noise` (shape `noise_shape`) or drawn from `generator` (on the
         generator's device, in the latent's dtype: the reference's draw); `tiling` splits stages 4-5 spatially."""

@@ -9,15 +9,39 @@ overlap is raised to that minimum. Time is never split (the whole clip goes thro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 
+from ltx2_core.model.video_vae.decoder import check_latent
+from ltx2_core.model.video_vae.diffusion_config import DiffusionDecoderConfig
 from ltx2_core.model.video_vae.diffusion_geometry import resize_axis, trapezoid
-from ltx2_core.model.video_vae.tiling import TilingConfig
 
-if TYPE_CHECKING:
-    from ltx2_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
+
+class SpatialTiling(Protocol):
+    """The spatial half of `tiling.TilingConfig`: tile and overlap in pixels, `spatial_tile` None for no tiling."""
+
+    spatial_tile: int | None
+    spatial_overlap: int
+
+
+class StagedDecoder(Protocol):
+    """What tiling needs of `DiffusionVideoDecoder`: its stages, callable one by one."""
+
+    config: DiffusionDecoderConfig
+
+    def pixel_shape(self, latent_shape: tuple[int, ...]) -> tuple[int, int, int, int, int]: ...
+
+    def draw_noise(self, latent: torch.Tensor, generator: torch.Generator | None,
+                   noise: torch.Tensor | None) -> torch.Tensor: ...
+
+    def pad_latent(self, latent: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]: ...
+
+    def stages_1_to_3(self, latent: torch.Tensor) -> torch.Tensor: ...
+
+    def context(self, feature: torch.Tensor, is_origin: bool, trailing: bool) -> torch.Tensor: ...
+
+    def denoise(self, context: torch.Tensor, x_t: torch.Tensor) -> torch.Tensor: ...
 
 
 class Span(NamedTuple):
@@ -29,12 +53,10 @@ class Span(NamedTuple):
     right: int
 
 
-def decode_tiles(decoder: DiffusionVideoDecoder, latent: torch.Tensor, tiling: TilingConfig | None, *,
+def decode_tiles(decoder: StagedDecoder, latent: torch.Tensor, tiling: SpatialTiling | None, *,
                  generator: torch.Generator | None = None, noise: torch.Tensor | None = None) -> torch.Tensor:
     """Normalised latent (B, 128, F', H', W') -> video (B, 3, 8(F'−1)+1, 32·H', 32·W') in [−1, 1], the latent's
     dtype; `tiling` None (or without a spatial tile) decodes stages 4-5 in one piece."""
-    from ltx2_core.model.video_vae.decoder import check_latent
-
     config = decoder.config
     check_latent(latent, config.latent_channels)
     frames, height, width = decoder.pixel_shape(tuple(latent.shape))[2:]
@@ -68,14 +90,14 @@ def decode_tiles(decoder: DiffusionVideoDecoder, latent: torch.Tensor, tiling: T
     return out[:, :, :frames, top:top + height, left:left + width].to(latent.dtype)
 
 
-def stage4_frames(decoder: DiffusionVideoDecoder, latent_frames: int) -> int:
+def stage4_frames(decoder: StagedDecoder, latent_frames: int) -> int:
     """Frames of the stage-4 input for a latent of `latent_frames` (before the trailing replication)."""
     for (st, _, _), _ in decoder.config.upsamples[:3]:
         latent_frames = latent_frames * st - (1 if st == 2 else 0)
     return latent_frames
 
 
-def minimum_overlap(decoder: DiffusionVideoDecoder) -> int:
+def minimum_overlap(decoder: StagedDecoder) -> int:
     """Smallest spatial overlap in pixels that covers the attention halo of stages 4 and 5 (a multiple of 32)."""
     config = decoder.config
     stride = config.upsamples[3][0]
@@ -88,7 +110,7 @@ def minimum_overlap(decoder: DiffusionVideoDecoder) -> int:
     return -(-pixels // 32) * 32
 
 
-def spatial_spans(decoder: DiffusionVideoDecoder, length: int, tiling: TilingConfig | None, axis: int) -> list[Span]:
+def spatial_spans(decoder: StagedDecoder, length: int, tiling: SpatialTiling | None, axis: int) -> list[Span]:
     """Tiles along stage-4 axis `axis` (1 height, 2 width) of `length` cells: the reference's split by size,
     a short last tile grown leftwards to the minimum tile size."""
     if tiling is None or tiling.spatial_tile is None:
