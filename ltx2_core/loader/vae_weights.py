@@ -18,7 +18,7 @@ from ltx2_core.loader.checkpoint import config_metadata
 from ltx2_core.loader.components import FULL_CHECKPOINT_HINT, load_component
 from ltx2_core.loader.diffusion_vae_weights import load_diffusion_decoder
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header
-from ltx2_core.loader.sources import BUNDLE, Component, PathLike, Source, component_source
+from ltx2_core.loader.sources import BUNDLE, Component, PathLike, Source
 from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
 from ltx2_core.model.video_vae.diffusion_config import CONV_VAE_CLASS, is_diffusion_vae
 from ltx2_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
@@ -78,11 +78,13 @@ def load_video_encoder(
 
 
 def _vae_source(source: PathLike | Source, component: Component) -> Source:
-    """A `Source` as given; for a path, the bundle's `vae.` prefix unless the file's VAE tensors are bare."""
+    """A `Source` as given; for a path, the bundle's `vae.` prefix unless the file's VAE tensors are bare
+    (`decoder.*`, `encoder.*`, as in a VAE file of its own)."""
     if isinstance(source, Source):
         return source
-    file = read_header(Path(source))
+    tensors = read_header(Path(source)).tensors
     prefix = BUNDLE[component]
-    if not any(name.startswith(prefix) for name in file.tensors):
+    if not any(name.startswith(prefix) for name in tensors) and any(
+            name.startswith((DECODER, ENCODER)) for name in tensors):
         prefix = ""
-    return component_source(Source(Path(source), prefix), component)
+    return Source(Path(source), prefix)
