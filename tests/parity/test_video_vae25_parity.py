@@ -52,6 +52,7 @@ def inputs():
     generator = torch.Generator().manual_seed(5)
     tensors = {name: torch.randn(1, 16, *size, generator=generator) for name, size in LATENTS.items()}
     tensors["conv_latent"] = torch.randn(1, 16, 2, 3, 4, generator=generator)
+    tensors["video"] = torch.rand(1, 3, 9, 64, 96, generator=generator) * 2 - 1
     tensors["audio_latent"] = torch.randn(1, 8, 3, 16, generator=generator)
     tensors["video_latent"] = torch.randn(1, 128, 2, 3, 4, generator=generator)
     return tensors
@@ -112,6 +113,12 @@ def test_conv_decoder_matches_reference(files, inputs, reference):
     decoder = load_video_decoder(files["conv"])
     assert isinstance(decoder, VideoDecoder) and decoder.config.decoder_channels == 4 * 8  # multipliers 2·2·1
     torch.testing.assert_close(decoder(inputs["conv_latent"]), reference["conv"], **TOLERANCE)
+
+
+def test_conv_encoder_matches_reference(files, inputs, reference):
+    encoder = load_video_encoder(files["conv"])
+    assert reference["encoded"].shape == (1, 16, 2, 2, 3)
+    torch.testing.assert_close(encoder(inputs["video"]), reference["encoded"], **TOLERANCE)
 
 
 def test_audio_decoder_and_vocoder_match_reference(files, inputs, reference):

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from ltx2_core.model.video_vae import VideoDecoder, VideoVaeConfig
+from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
 from ltx2_core.model.video_vae.diffusion_config import DiffusionDecoderConfig
 from ltx2_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 
@@ -100,8 +100,13 @@ def write_diffusion_vae(path: Path, section: dict = TINY_DIFFUSION_VAE, seed: in
 
 def write_conv_vae25(path: Path, section: dict = TINY_CONV_VAE25, seed: int = 0, prefix: str = "",
                      version: str | None = "2.5.0") -> Path:
-    """A tiny convolutional LTX-2.5 video VAE file (decoder and statistics; 4× bottleneck)."""
-    state = _random(VideoDecoder(VideoVaeConfig.from_metadata(section)), seed)
-    tensors = {(prefix + "per_channel_statistics." + k.split(".", 1)[1]) if k.startswith("per_channel_statistics.")
-               else prefix + "decoder." + k: v for k, v in state.items()}
+    """A tiny convolutional LTX-2.5 video VAE file (encoder, decoder with a 4× bottleneck, statistics)."""
+    config = VideoVaeConfig.from_metadata(section)
+    tensors = {}
+    for part, module, offset in (("decoder.", VideoDecoder(config), 0), ("encoder.", VideoEncoder(config), 1)):
+        for key, value in _random(module, seed + offset).items():
+            if key.startswith("per_channel_statistics."):
+                tensors[prefix + key] = value  # one copy: both halves hold the same statistics
+            else:
+                tensors[prefix + part + key] = value
     return _write(path, tensors, section, version)
