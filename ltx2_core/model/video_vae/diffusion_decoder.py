@@ -32,8 +32,8 @@ class DiffusionVideoDecoder(nn.Module):
         self.per_channel_statistics = PerChannelStatistics(c.latent_channels)
         self.conv_in = nn.Linear(c.latent_channels, c.stage_channels[0])
         self.det_stages = nn.ModuleList(
-            nn.ModuleList(NABlock(c.stage_channels[i], c.stage_kernels[i], c.head_dim) for _ in range(c.stage_depths[i]))
-            for i in range(4))
+            nn.ModuleList(NABlock(c.stage_channels[i], c.stage_kernels[i], c.head_dim)
+                          for _ in range(c.stage_depths[i])) for i in range(4))
         self.upsamples = nn.ModuleList(PixelShuffleUpsample(c.stage_channels[i], *c.upsamples[i]) for i in range(4))
         self.t_embedder = TimestepEmbedding(c.t_emb_dim)
         width, pixels = c.diffusion_channels, c.out_channels * c.patch_size**2
@@ -130,7 +130,8 @@ class DiffusionVideoDecoder(nn.Module):
         p = self.config.patch_size
         b, ch, f, h, w = x_t.shape
         # patchify per frame, channel order (c, r, q) for an (h q) (w r) split
-        patches = x_t.view(b, ch, f, h // p, p, w // p, p).permute(0, 2, 3, 5, 1, 6, 4).reshape(b, f, h // p, w // p, -1)
+        patches = x_t.view(b, ch, f, h // p, p, w // p, p).permute(0, 2, 3, 5, 1, 6, 4)
+        patches = patches.reshape(b, f, h // p, w // p, -1)
         x = self.conv_in_x_t(patches)
         embedding = self.t_embedder(self.config.timestep_scale_multiplier * t, x.dtype)
         modulation = self.shared_adaln(embedding)

@@ -73,7 +73,8 @@ def decode_tiles(decoder: StagedDecoder, latent: torch.Tensor, tiling: SpatialTi
     stage5_frames = max(s4_frames * st - (1 if st == 2 else 0), config.stage5_kernel[0])
     for row in rows:
         for col in cols:
-            h_px, w_px = slice(row.start * scale[0], row.end * scale[0]), slice(col.start * scale[1], col.end * scale[1])
+            h_px = slice(row.start * scale[0], row.end * scale[0])
+            w_px = slice(col.start * scale[1], col.end * scale[1])
             x_t = resize_axis(x_init[:, :, :, h_px, w_px], 2, stage5_frames, symmetric=False)[0]
             context = decoder.context(feature[:, :, row.start:row.end, col.start:col.end], True, True)
             pixels = decoder.denoise(context, x_t)[:, :, :x_init.shape[2]]
