@@ -1,34 +1,90 @@
 """Loading the video VAE decoder / encoder from their source: by default the bundled checkpoint's `vae.*` (spec §8).
 
 Inside the component the halves are `decoder.*` and `encoder.*` next to the latent `per_channel_statistics.*`.
+LTX-2.5 ships its VAEs as files of their own, one per decoder kind (`video_vae_kind`): the convolutional one
+(`_class_name` "CausalVideoAutoencoder", as in 2.0 / 2.3) and the diffusion one ("CausalDiffusionVAE"), with
+their tensors either under `vae.` or bare; a path is read with whichever prefix its tensors carry.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import NamedTuple
+
 import torch
 
-from ltx2_core.loader.components import load_component
-from ltx2_core.loader.sources import Component, PathLike, Source, component_source
+from ltx2_core.errors import CheckpointError, MissingConfigError
+from ltx2_core.loader.checkpoint import config_metadata
+from ltx2_core.loader.components import FULL_CHECKPOINT_HINT, load_component
+from ltx2_core.loader.diffusion_vae_weights import load_diffusion_decoder
+from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header
+from ltx2_core.loader.sources import BUNDLE, Component, PathLike, Source
 from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
+from ltx2_core.model.video_vae.diffusion_config import CONV_VAE_CLASS, is_diffusion_vae
+from ltx2_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 
 DECODER, ENCODER, STATISTICS = "decoder.", "encoder.", "per_channel_statistics."
+CONVOLUTIONAL, DIFFUSION = "convolutional", "diffusion"
+
+
+class VideoVaeKind(NamedTuple):
+    """What a file's `vae` section describes: `decoder` CONVOLUTIONAL or DIFFUSION, its `_class_name`, and the
+    file's `model_version` metadata when it has one (the diffusion decoder exists only in LTX-2.5)."""
+
+    decoder: str
+    class_name: str
+    version: str | None
+
+
+def video_vae_kind(file: SafetensorsFile) -> VideoVaeKind:
+    """The kind of video VAE in `file` from its header; MissingConfigError when it holds none."""
+    section = config_metadata(file).get("vae")
+    if not isinstance(section, dict):
+        raise MissingConfigError(f"{file.path}: the 'config' metadata has no 'vae' section, so this file holds no "
+                                 f"video VAE; {FULL_CHECKPOINT_HINT} (or an LTX-2.5 video VAE file)")
+    version = file.metadata.get("model_version")
+    if is_diffusion_vae(section):
+        return VideoVaeKind(DIFFUSION, str(section["_class_name"]), version or "2.5")
+    return VideoVaeKind(CONVOLUTIONAL, str(section.get("_class_name", CONV_VAE_CLASS)), version)
 
 
 def load_video_decoder(
     source: PathLike | Source, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
-) -> VideoDecoder:
-    """The video VAE decoder with its latent statistics; config, keys and shapes checked first. `source`: a
-    `Source` or the bundled checkpoint's path."""
-    return load_component(component_source(source, Component.VIDEO_DECODER), Component.VIDEO_DECODER,
-                          VideoVaeConfig.from_metadata, VideoDecoder, {DECODER: ""}, statistics=STATISTICS,
-                          device=device, dtype=dtype)
+) -> VideoDecoder | DiffusionVideoDecoder:
+    """The video VAE decoder with its latent statistics, convolutional or diffusion as the file's `vae` section
+    says (`video_vae_kind`); config, keys and shapes checked first. `source`: a `Source` or a file's path (a
+    bundled checkpoint or an LTX-2.5 VAE file)."""
+    source = _vae_source(source, Component.VIDEO_DECODER)
+    file = read_header(source.path)
+    if video_vae_kind(file).decoder == DIFFUSION:
+        return load_diffusion_decoder(file, source, device=device, dtype=dtype)
+    return load_component(source, Component.VIDEO_DECODER, VideoVaeConfig.from_metadata, VideoDecoder,
+                          {DECODER: ""}, statistics=STATISTICS, device=device, dtype=dtype)
 
 
 def load_video_encoder(
     source: PathLike | Source, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
 ) -> VideoEncoder:
     """The video VAE encoder with its latent statistics; config, keys and shapes checked first. `source`: a
-    `Source` or the bundled checkpoint's path."""
-    return load_component(component_source(source, Component.VIDEO_ENCODER), Component.VIDEO_ENCODER,
-                          VideoVaeConfig.from_metadata, VideoEncoder, {ENCODER: ""}, statistics=STATISTICS,
-                          device=device, dtype=dtype)
+    `Source` or the bundled checkpoint's path. The encoder of a diffusion VAE file is not supported."""
+    source = _vae_source(source, Component.VIDEO_ENCODER)
+    kind = video_vae_kind(read_header(source.path))
+    if kind.decoder == DIFFUSION:
+        raise CheckpointError(f"{source.path}: a diffusion video VAE ({kind.class_name}, LTX-{kind.version}); its "
+                              "encoder cannot be loaded here. Use the convolutional LTX-2.5 video VAE file "
+                              "(ltx-2.5-video-vae-conv-*.safetensors) for encoding.")
+    return load_component(source, Component.VIDEO_ENCODER, VideoVaeConfig.from_metadata, VideoEncoder,
+                          {ENCODER: ""}, statistics=STATISTICS, device=device, dtype=dtype)
+
+
+def _vae_source(source: PathLike | Source, component: Component) -> Source:
+    """A `Source` as given; for a path, the bundle's `vae.` prefix unless the file's VAE tensors are bare
+    (`decoder.*`, `encoder.*`, as in a VAE file of its own)."""
+    if isinstance(source, Source):
+        return source
+    tensors = read_header(Path(source)).tensors
+    prefix = BUNDLE[component]
+    if not any(name.startswith(prefix) for name in tensors) and any(
+            name.startswith((DECODER, ENCODER)) for name in tensors):
+        prefix = ""
+    return Source(Path(source), prefix)

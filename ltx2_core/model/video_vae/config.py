@@ -91,8 +91,13 @@ class VideoVaeConfig:
 
     @property
     def decoder_channels(self) -> int:
-        """Width after the decoder's conv_in: the reference fixes it at 8 × `decoder_base_channels`."""
-        return self.decoder_base_channels * 8
+        """Width after the decoder's conv_in: `decoder_base_channels` × the product of the upsampling blocks'
+        multipliers, since each divides the width and the last ends at the base (ltx-core 1.2.0; 1.0.0 fixed 8×,
+        the same for 2.0 / 2.3, whose multipliers are 2·2·2)."""
+        channels = self.decoder_base_channels
+        for block in self.decoder_blocks:
+            channels *= block.multiplier
+        return channels
 
 
 def _total_stride(blocks: tuple[VaeBlock, ...]) -> tuple[int, int]:

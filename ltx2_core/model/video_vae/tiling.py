@@ -18,6 +18,7 @@ import torch
 
 from ltx2_core.geometry import VIDEO_SPACE_SCALE as SCALE_SPACE, VIDEO_TIME_SCALE as SCALE_TIME
 from ltx2_core.model.video_vae.decoder import VideoDecoder
+from ltx2_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 
 MIN_SPATIAL_TILE, MIN_TEMPORAL_TILE = 64, 16
 
@@ -69,7 +70,7 @@ class AxisTiles:
 
 def decode_video(
     latent: torch.Tensor,
-    decoder: VideoDecoder,
+    decoder: VideoDecoder | DiffusionVideoDecoder,
     tiling: TilingConfig | None = TilingConfig(),
     *,
     generator: torch.Generator | None = None,
@@ -79,8 +80,11 @@ def decode_video(
     """Normalised latent (B, 128, F', H', W') -> fp32 video (B, 3, 8(F'−1)+1, 32·H', 32·W') in [−1, 1].
 
     Tiled by default; `tiling=None` (or `TilingConfig.off()`) decodes in one piece. The output is allocated on
-    `output_device` (default: the latent's device).
+    `output_device` (default: the latent's device). The LTX-2.5 diffusion decoder tiles itself (stages 4-5, in
+    space only) and draws its starting noise from `generator`; `timestep` does not apply to it.
     """
+    if isinstance(decoder, DiffusionVideoDecoder):
+        return decoder(latent, generator, tiling=tiling).float().to(output_device or latent.device)
     z = decoder.prepare(latent, generator)
     axes = tile_axes(tuple(z.shape[2:]), tiling or TilingConfig.off())
     if all(len(axis.latent) == 1 for axis in axes):  # one tile: no blend buffer, no second copy of the video
