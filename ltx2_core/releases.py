@@ -70,6 +70,7 @@ class Release:
     text_model_type: str  # the `model_type` of the text encoder whose hidden states the release's connectors take
     steps: int  # of the released one-stage / stage-1 schedule
     ancestral_distilled: bool  # the distilled pipeline's stage 1 takes ancestral Euler steps (η = 1)
+    negative_prompt: str  # the pipelines' default negative prompt
     stg_blocks: tuple[int, ...]  # the blocks STG perturbs, for video and audio
     video_guidance: GuidanceScales
     audio_guidance: GuidanceScales
@@ -84,6 +85,22 @@ class Release:
 # ltx_pipelines/utils/constants.py: the (video, audio) scales of every release (1.2.0 gives 2.5 those of 2.3)
 _VIDEO = GuidanceScales(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0)
 _AUDIO = GuidanceScales(cfg=7.0, stg=1.0, rescale=0.7, modality=3.0)
+# ltx_pipelines/utils/constants.py DEFAULT_NEGATIVE_PROMPT: 1.0.0's, and 1.2.0's (2.5) with five tags in front
+_NEGATIVE_PROMPT = (
+    "blurry, out of focus, overexposed, underexposed, low contrast, washed out colors, excessive noise, "
+    "grainy texture, poor lighting, flickering, motion blur, distorted proportions, unnatural skin tones, "
+    "deformed facial features, asymmetrical face, missing facial features, extra limbs, disfigured hands, "
+    "wrong hand count, artifacts around text, inconsistent perspective, camera shake, incorrect depth of "
+    "field, background too sharp, background clutter, distracting reflections, harsh shadows, inconsistent "
+    "lighting direction, color banding, cartoonish rendering, 3D CGI look, unrealistic materials, uncanny "
+    "valley effect, incorrect ethnicity, wrong gender, exaggerated expressions, wrong gaze direction, "
+    "mismatched lip sync, silent or muted audio, distorted voice, robotic voice, echo, background noise, "
+    "off-sync audio, incorrect dialogue, added dialogue, repetitive speech, jittery movement, awkward "
+    "pauses, incorrect timing, unnatural transitions, inconsistent framing, tilted camera, flat lighting, "
+    "inconsistent tone, cinematic oversaturation, stylized filters, or AI artifacts."
+)
+_NEGATIVE_PROMPT_2_5 = ("has_subtitles, has_blurbox, transition from black, transition to black, speech_ending_short, "
+                        + _NEGATIVE_PROMPT)
 _SIZES = ClipSizes(ClipSize(768, 512, 121), ClipSize(1536, 1024, 121))
 _DEMO_SIZES = ClipSizes(ClipSize(96, 64, 17), ClipSize(128, 128, 17))
 
@@ -91,21 +108,22 @@ RELEASES: Mapping[ModelVersion, Release] = MappingProxyType({
     ModelVersion.V2_0: Release(
         ModelVersion.V2_0, "LTX-2", layers=48, heads=(32, 32), gated_attention=False, cross_attention_adaln=False,
         caption_before_connector=False, ff_bias=(True, True), prompt_adaln=True, own_timestep_cross_modulation=False,
-        text_model_type="gemma3", steps=40, ancestral_distilled=False, stg_blocks=(29,), video_guidance=_VIDEO,
-        audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
+        text_model_type="gemma3", steps=40, ancestral_distilled=False, negative_prompt=_NEGATIVE_PROMPT,
+        stg_blocks=(29,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
     ModelVersion.V2_3: Release(
         ModelVersion.V2_3, "LTX-2.3", layers=48, heads=(32, 32), gated_attention=True, cross_attention_adaln=True,
         caption_before_connector=True, ff_bias=(True, True), prompt_adaln=True, own_timestep_cross_modulation=False,
-        text_model_type="gemma3", steps=30, ancestral_distilled=False, stg_blocks=(28,), video_guidance=_VIDEO,
-        audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
+        text_model_type="gemma3", steps=30, ancestral_distilled=False, negative_prompt=_NEGATIVE_PROMPT,
+        stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
     # the 22B structure of 2.3 without feed-forward biases ("LTX 2.5 (gemma4) sets ff_bias=false") and with text
     # K/V computed once per prompt (use_prompt_adaln_single false: the read from the released header is still to
-    # come); its pipelines take 2.3's defaults (1.2.0's LTX_2_4_PARAMS) and an ancestral distilled stage 1
+    # come); its pipelines take 2.3's defaults (1.2.0's LTX_2_4_PARAMS), an ancestral distilled stage 1 and 1.2.0's
+    # negative prompt
     ModelVersion.V2_5: Release(
         ModelVersion.V2_5, "LTX-2.5", layers=48, heads=(32, 32), gated_attention=True, cross_attention_adaln=True,
         caption_before_connector=True, ff_bias=(False, False), prompt_adaln=False, own_timestep_cross_modulation=True,
-        text_model_type="gemma4_unified", steps=30, ancestral_distilled=True, stg_blocks=(28,),
-        video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
+        text_model_type="gemma4_unified", steps=30, ancestral_distilled=True, negative_prompt=_NEGATIVE_PROMPT_2_5,
+        stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
 })
 
 # the release where none is named: the demo model's structure, the guidance node's widget values

@@ -5,7 +5,8 @@ Two structures: the release's (no feed-forward biases, no prompt AdaLN, so text 
 a variant with everything else the 1.2.0 configurator reads switched the other way (prompt AdaLN on, video
 feed-forward biases, the keyframe embedding). The cases cover what 2.5 changes: per-token timesteps (the audio<->video
 scale/shift follow each stream's own timesteps in 1.2.0), streams at different sigmas, STG, modality isolation and
-all four guidance passes as one batch. Tolerance atol=rtol=1e-5 as for 2.0/2.3; measured max |Δ| in the test.
+all four guidance passes as one batch. Tolerance atol=rtol=1e-5 as for 2.0/2.3; measured max |Δ| 6.7e-6 (outputs
+up to ~10).
 """
 
 from __future__ import annotations
