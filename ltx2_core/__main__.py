@@ -51,7 +51,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m ltx2_core generate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--prompt", default="A cat walks along the beach at sunset while waves roll in.")
-    p.add_argument("--negative-prompt", default=DEFAULT_NEGATIVE_PROMPT)
+    p.add_argument("--negative-prompt", help="default: the release's (LTX-2.5 adds five tags in front of "
+                   f"LTX-2's and 2.3's: {DEFAULT_NEGATIVE_PROMPT[:40]}…)")
     p.add_argument("--mode", choices=MODES, default="one-stage")
     p.add_argument("--width", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")
     p.add_argument("--height", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")

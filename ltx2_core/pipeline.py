@@ -3,12 +3,15 @@
 * one-stage: the full-size latent is sampled from noise on the LTX2 schedule with the full multimodal guidance.
 * two-stage: the same at half width and height, then the video latent is upsampled ×2, video and audio are
   re-noised to σ = 0.909375 and refined in 3 steps with the distilled LoRA fused and no guidance.
-* distilled (a distilled checkpoint): stage 1 is 8 steps of the distilled table without guidance, then as above
-  without a LoRA.
+* distilled (a distilled checkpoint): stage 1 is 8 steps of the distilled table without guidance (LTX-2.5:
+  ancestral Euler steps, fresh noise at each), then as above without a LoRA.
 
 Noise: one generator on the transformer's device seeded with `seed` draws, in this order, the stage-1 video and
 audio noise and then the stage-2 video and audio noise, each as `torch.randn((1, tokens, 128))` in the latent dtype,
-as the reference pipelines do; the same seed gives the same noise as the reference on the same device.
+as the reference pipelines do; the same seed gives the same noise as the reference on the same device. The ancestral
+steps draw theirs from a second generator seeded with `seed` + 10000 (`ANCESTRAL_SEED_OFFSET`).
+
+The defaults of each release (steps, guidance, the negative prompt, ancestral or not) come from `releases.RELEASES`.
 
 NaN or infinite values (damaged weights, a float16 overflow) stop a generation with NonFiniteError naming the stage:
 the prompt embeddings, the latents after the last step of each stage and the decoded media are checked once each
@@ -41,33 +44,24 @@ from ltx2_core.stages import AVLatent, Generation, decode, empty_latent, encode,
 from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
+from ltx2_core.releases import DEFAULT_VERSION, RELEASES
 from ltx2_core.types import TextEmbeddings
 
 MODES = ("one-stage", "two-stage", "distilled")
-# ltx_pipelines/utils/constants.py
-DEFAULT_NEGATIVE_PROMPT = (
-    "blurry, out of focus, overexposed, underexposed, low contrast, washed out colors, excessive noise, "
-    "grainy texture, poor lighting, flickering, motion blur, distorted proportions, unnatural skin tones, "
-    "deformed facial features, asymmetrical face, missing facial features, extra limbs, disfigured hands, "
-    "wrong hand count, artifacts around text, inconsistent perspective, camera shake, incorrect depth of "
-    "field, background too sharp, background clutter, distracting reflections, harsh shadows, inconsistent "
-    "lighting direction, color banding, cartoonish rendering, 3D CGI look, unrealistic materials, uncanny "
-    "valley effect, incorrect ethnicity, wrong gender, exaggerated expressions, wrong gaze direction, "
-    "mismatched lip sync, silent or muted audio, distorted voice, robotic voice, echo, background noise, "
-    "off-sync audio, incorrect dialogue, added dialogue, repetitive speech, jittery movement, awkward "
-    "pauses, incorrect timing, unnatural transitions, inconsistent framing, tilted camera, flat lighting, "
-    "inconsistent tone, cinematic oversaturation, stylized filters, or AI artifacts."
-)
+DEFAULT_NEGATIVE_PROMPT = RELEASES[DEFAULT_VERSION].negative_prompt  # 2.0's and 2.3's; 2.5 adds five tags
+# ltx_pipelines/distilled.py: the ancestral loop's generator is seeded apart from the initial noise's
+ANCESTRAL_SEED_OFFSET = 10000
 StageProgress = Callable[[str, int, int], None]  # (stage name, steps done, steps of the stage)
 
 
 @dataclass(frozen=True)
 class Request:
-    """One generation. `steps` None: the release default (40 for LTX-2.0, 30 for 2.3; distilled stage 1 is 8).
-    `video_guidance` / `audio_guidance` None: the release defaults (ignored by the distilled mode, which has none)."""
+    """One generation. `steps` None: the release default (40 for LTX-2.0, 30 for 2.3 and 2.5; distilled stage 1 is
+    8). `video_guidance` / `audio_guidance` None: the release defaults (ignored by the distilled mode, which has
+    none). `negative_prompt` None: the release's."""
 
     prompt: str
-    negative_prompt: str = DEFAULT_NEGATIVE_PROMPT
+    negative_prompt: str | None = None
     width: int = 768
     height: int = 512
     frames: int = 121
@@ -248,7 +242,16 @@ def encode_request(request: Request, encoder: PromptEncoder, config: Transformer
     """The request's prompts in one batched pass; no negative when no modality uses CFG."""
     video_guidance, audio_guidance = guidance_for(request, config)
     guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
-    return encode(encoder, request.prompt, request.negative_prompt if guided else None)
+    negative = RELEASES[config.version].negative_prompt if request.negative_prompt is None else request.negative_prompt
+    return encode(encoder, request.prompt, negative if guided else None)
+
+
+def ancestral_seed(request: Request, config: TransformerConfig) -> int | None:
+    """The seed of stage 1's ancestral noise where the release samples it so (the distilled mode of LTX-2.5: the
+    request's seed + 10000, as ltx-pipelines 1.2.0's distilled pipeline), else None (deterministic Euler steps)."""
+    if request.mode == "distilled" and RELEASES[config.version].ancestral_distilled:
+        return request.seed + ANCESTRAL_SEED_OFFSET
+    return None
 
 
 @torch.no_grad()
@@ -270,7 +273,8 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
     conditions = encode_conditions(request.images, models.video_encoder, request.height // scale,
                                    request.width // scale)
     stage = Stage(sigmas, "stage 1" if scale == 2 else "denoise", video_guidance=video_guidance,
-                  audio_guidance=audio_guidance, conditions=conditions)
+                  audio_guidance=audio_guidance, conditions=conditions,
+                  ancestral_seed=ancestral_seed(request, sampler.config))
     latent = sampler(positive, negative, latent, stage, generator, progress=_stage(progress, stage.name))
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)

@@ -25,6 +25,7 @@ class ModelVersion(str, enum.Enum):
 
     V2_0 = "2.0"
     V2_3 = "2.3"
+    V2_5 = "2.5"
 
 
 class GuidanceScales(NamedTuple):
@@ -61,7 +62,15 @@ class Release:
     gated_attention: bool
     cross_attention_adaln: bool
     caption_before_connector: bool  # the caption projection runs in the text projection, not in the DiT
+    ff_bias: tuple[bool, bool]  # (video, audio) feed-forwards with biases (`ff_bias` / `audio_ff_bias`, 2.5: none)
+    prompt_adaln: bool  # the text K/V modulated by sigma (`use_prompt_adaln_single`); off: the same every step
+    # not in any metadata: ltx-core 1.2.0 (2.5's reference) modulates the audio<->video cross-attention's scale/shift
+    # by each stream's own per-token timesteps, 1.0.0 (2.0, 2.3) by the other stream's sigma
+    own_timestep_cross_modulation: bool
+    text_model_type: str  # the `model_type` of the text encoder whose hidden states the release's connectors take
     steps: int  # of the released one-stage / stage-1 schedule
+    ancestral_distilled: bool  # the distilled pipeline's stage 1 takes ancestral Euler steps (η = 1)
+    negative_prompt: str  # the pipelines' default negative prompt
     stg_blocks: tuple[int, ...]  # the blocks STG perturbs, for video and audio
     video_guidance: GuidanceScales
     audio_guidance: GuidanceScales
@@ -73,21 +82,48 @@ class Release:
         return sizes.two_stage if two_stage else sizes.one_stage
 
 
-# ltx_pipelines/utils/constants.py: the (video, audio) scales of both releases
+# ltx_pipelines/utils/constants.py: the (video, audio) scales of every release (1.2.0 gives 2.5 those of 2.3)
 _VIDEO = GuidanceScales(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0)
 _AUDIO = GuidanceScales(cfg=7.0, stg=1.0, rescale=0.7, modality=3.0)
+# ltx_pipelines/utils/constants.py DEFAULT_NEGATIVE_PROMPT: 1.0.0's, and 1.2.0's (2.5) with five tags in front
+_NEGATIVE_PROMPT = (
+    "blurry, out of focus, overexposed, underexposed, low contrast, washed out colors, excessive noise, "
+    "grainy texture, poor lighting, flickering, motion blur, distorted proportions, unnatural skin tones, "
+    "deformed facial features, asymmetrical face, missing facial features, extra limbs, disfigured hands, "
+    "wrong hand count, artifacts around text, inconsistent perspective, camera shake, incorrect depth of "
+    "field, background too sharp, background clutter, distracting reflections, harsh shadows, inconsistent "
+    "lighting direction, color banding, cartoonish rendering, 3D CGI look, unrealistic materials, uncanny "
+    "valley effect, incorrect ethnicity, wrong gender, exaggerated expressions, wrong gaze direction, "
+    "mismatched lip sync, silent or muted audio, distorted voice, robotic voice, echo, background noise, "
+    "off-sync audio, incorrect dialogue, added dialogue, repetitive speech, jittery movement, awkward "
+    "pauses, incorrect timing, unnatural transitions, inconsistent framing, tilted camera, flat lighting, "
+    "inconsistent tone, cinematic oversaturation, stylized filters, or AI artifacts."
+)
+_NEGATIVE_PROMPT_2_5 = ("has_subtitles, has_blurbox, transition from black, transition to black, speech_ending_short, "
+                        + _NEGATIVE_PROMPT)
 _SIZES = ClipSizes(ClipSize(768, 512, 121), ClipSize(1536, 1024, 121))
 _DEMO_SIZES = ClipSizes(ClipSize(96, 64, 17), ClipSize(128, 128, 17))
 
 RELEASES: Mapping[ModelVersion, Release] = MappingProxyType({
     ModelVersion.V2_0: Release(
         ModelVersion.V2_0, "LTX-2", layers=48, heads=(32, 32), gated_attention=False, cross_attention_adaln=False,
-        caption_before_connector=False, steps=40, stg_blocks=(29,), video_guidance=_VIDEO, audio_guidance=_AUDIO,
-        sizes=_SIZES, demo_sizes=_DEMO_SIZES),
+        caption_before_connector=False, ff_bias=(True, True), prompt_adaln=True, own_timestep_cross_modulation=False,
+        text_model_type="gemma3", steps=40, ancestral_distilled=False, negative_prompt=_NEGATIVE_PROMPT,
+        stg_blocks=(29,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
     ModelVersion.V2_3: Release(
         ModelVersion.V2_3, "LTX-2.3", layers=48, heads=(32, 32), gated_attention=True, cross_attention_adaln=True,
-        caption_before_connector=True, steps=30, stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO,
-        sizes=_SIZES, demo_sizes=_DEMO_SIZES),
+        caption_before_connector=True, ff_bias=(True, True), prompt_adaln=True, own_timestep_cross_modulation=False,
+        text_model_type="gemma3", steps=30, ancestral_distilled=False, negative_prompt=_NEGATIVE_PROMPT,
+        stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
+    # the 22B structure of 2.3 without feed-forward biases ("LTX 2.5 (gemma4) sets ff_bias=false") and with text
+    # K/V computed once per prompt (use_prompt_adaln_single false: the read from the released header is still to
+    # come); its pipelines take 2.3's defaults (1.2.0's LTX_2_4_PARAMS), an ancestral distilled stage 1 and 1.2.0's
+    # negative prompt
+    ModelVersion.V2_5: Release(
+        ModelVersion.V2_5, "LTX-2.5", layers=48, heads=(32, 32), gated_attention=True, cross_attention_adaln=True,
+        caption_before_connector=True, ff_bias=(False, False), prompt_adaln=False, own_timestep_cross_modulation=True,
+        text_model_type="gemma4_unified", steps=30, ancestral_distilled=True, negative_prompt=_NEGATIVE_PROMPT_2_5,
+        stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
 })
 
 # the release where none is named: the demo model's structure, the guidance node's widget values
@@ -96,7 +132,7 @@ DEFAULT_VERSION = ModelVersion.V2_0
 # every head count of a released model: the layout checks made before a model is chosen (the parallelism widget)
 RELEASED_HEADS: tuple[int, ...] = tuple(dict.fromkeys(h for r in RELEASES.values() for h in r.heads))
 
-# the released step counts, as help texts give them: "40 for LTX-2, 30 for LTX-2.3"
+# the released step counts, as help texts give them: "40 for LTX-2, 30 for LTX-2.3, 30 for LTX-2.5"
 RELEASED_STEPS = ", ".join(f"{r.steps} for {r.name}" for r in RELEASES.values())
 
 _VERSION_RE = re.compile(r"^(\d+\.\d+)(?:\D.*)?$")  # '2.3', '2.3.0', '2.3.1-distilled' -> '2.3'

@@ -51,8 +51,10 @@ class RunConstants(NamedTuple):
     video_context: torch.Tensor
     audio_context: torch.Tensor
     # per block (video keys, video values, audio keys, audio values) of the text cross-attention, when the text
-    # K/V are the same every step (LTX-2.0: computed once per run); None: computed in every forward (2.3)
+    # K/V are the same every step (LTX-2.0 and 2.5: computed once per run); None: computed in every forward (2.3)
     text_kv: tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], ...] | None = None
+    # (1 or B, video tokens, 1) 1 on the first latent frame's tokens, for a model with the keyframe embedding
+    video_keyframes: torch.Tensor | None = None
 
     def batch(self, part: slice) -> RunConstants:
         """The constants of the samples `part` of the batch (the RoPE tables are shared by all)."""

@@ -1,5 +1,5 @@
 """A memory plan made before any weight moves: how much of the transformer stays on the device, how many guidance
-passes share a forward, whether LTX-2.0's text keys and values are kept for the run, and how the streamed weights
+passes share a forward, whether the text keys and values are kept for the run, and how the streamed weights
 are held in host memory.
 
 Device: the free memory (or the user's budget) holds, through the whole run, the transformer's weights as planned
@@ -10,9 +10,9 @@ hidden states), encoding the images (the video encoder) and upsampling (the upsa
 the largest stage. The transformer's weight bytes are per dtype, fp8 linears at one byte, per rank under tensor
 parallelism (`transformer_weight_bytes` counts them on a meta model); one forward's activations at the requested
 size and batch of passes are estimated (`activation_bytes`). The plan prefers, in order: every block resident with
-LTX-2.0's text K/V cache; every block resident without it (the cache saves ~2 % of a step's work, streaming costs
-bandwidth); all passes in one forward with the blocks that do not fit streamed (one streamed copy of the weights
-serves every pass of a step, so streaming costs the least there); fewer passes per forward.
+the text K/V cache of 2.0 and 2.5; every block resident without it (the cache saves ~2 % of a step's work,
+streaming costs bandwidth); all passes in one forward with the blocks that do not fit streamed (one streamed copy of
+the weights serves every pass of a step, so streaming costs the least there); fewer passes per forward.
 
 Host: the streamed blocks and Gemma's layers are pinned (fastest copies, but RAM the system cannot swap) when they
 fit the available RAM beside the modules waiting for their visits; else, when the weights keep their files' dtype,
@@ -128,8 +128,8 @@ def activation_problem(config: TransformerConfig, dtype: torch.dtype, device: to
 
 
 def text_kv_bytes(config: TransformerConfig, batch: int, dtype: torch.dtype = torch.bfloat16) -> int:
-    """LTX-2.0's per-run text K/V cache (2.3 has none): keys and values of every block for the batch."""
-    if config.cross_attention_adaln:
+    """The per-run text K/V cache of LTX-2.0 and 2.5 (2.3 has none): keys and values of every block for the batch."""
+    if not config.static_text_kv:
         return 0
     size = torch.finfo(dtype).bits // 8
     return config.num_layers * 2 * batch * TEXT_TOKENS * (config.video.width + config.audio.width) * size

@@ -75,7 +75,7 @@ class BlockStreamer:
         self._move_resident(self.device)
         self.streamed = blocks[resident:]
         if self.streamed and getattr(model, "cache_text_kv", False):
-            # LTX-2.0's per-run text K/V are computed outside the blocks' forwards, where a streamed block's
+            # the per-run text K/V (2.0, 2.5) are computed outside the blocks' forwards, where a streamed block's
             # weights are in host memory: computed per forward instead (the memory plan drops the cache first)
             model.cache_text_kv = False
         self.cuda = self.device.type == "cuda"

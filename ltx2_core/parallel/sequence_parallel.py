@@ -111,8 +111,8 @@ class GatheredKeysAttention:
 
 
 class LocalTokensRun:
-    """`prepare_run` of a sequence-parallel model: positions padded, then the video RoPE tables (self and cross)
-    cut to this rank's tokens; once per run."""
+    """`prepare_run` of a sequence-parallel model: positions padded, then the video RoPE tables (self and cross) and
+    the first-frame mask cut to this rank's tokens; once per run."""
 
     def __init__(self, prepare_run, layout: _Layout) -> None:
         self.prepare_run, self.layout = prepare_run, layout
@@ -121,7 +121,9 @@ class LocalTokensRun:
         layout = self.layout
         layout.set_tokens(video_positions.shape[2], video_positions.device)
         run = self.prepare_run(layout.pad(video_positions, 2), *args, **kwargs)
-        return run._replace(video_rope=self._local(run.video_rope), video_cross_rope=self._local(run.video_cross_rope))
+        keyframes = None if run.video_keyframes is None else run.video_keyframes[:, layout.local]
+        return run._replace(video_rope=self._local(run.video_rope), video_cross_rope=self._local(run.video_cross_rope),
+                            video_keyframes=keyframes)
 
     def _local(self, rope: Rope) -> Rope:
         return Rope(rope.cos[:, self.layout.local], rope.sin[:, self.layout.local])  # tokens are dim 1

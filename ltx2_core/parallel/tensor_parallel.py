@@ -108,8 +108,10 @@ def _feed_forward_(ff: nn.Module, prefix: str, rank: int, world: int, group: dis
     hidden = _share(ff.net[0].proj.out_features, rank, world)
     column_parallel_(ff.net[0].proj, hidden)
     ff.net[2] = RowParallelLinear(ff.net[2], hidden, group)
-    return {f"{prefix}net.0.proj.weight": Shard(0, hidden), f"{prefix}net.0.proj.bias": Shard(0, hidden),
-            f"{prefix}net.2.weight": Shard(1, hidden)}
+    shards = {f"{prefix}net.0.proj.weight": Shard(0, hidden), f"{prefix}net.2.weight": Shard(1, hidden)}
+    if ff.net[0].proj.bias is not None:  # LTX-2.5's feed-forwards have none
+        shards[f"{prefix}net.0.proj.bias"] = Shard(0, hidden)
+    return shards
 
 
 class LocalHeadsRun:

@@ -3,17 +3,23 @@ slicing (a pure copy: exactly), LoRAs are fused into the shards, and each rank r
 
 from __future__ import annotations
 
+import pytest
+
 from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_transformer
 from support.checkpoints import write_checkpoint
 from support.model_files import write_lora
 from support.ranks import run_ranks
+from support.transformer25 import write_transformer25
 
 
-def test_tp2_sharded_load_equals_sliced_full_load(tmp_path):
-    config = TransformerConfig.tiny("2.3")
-    checkpoint = write_checkpoint(tmp_path / "tiny.safetensors", demo_transformer(config, seed=3).state_dict(), config)
-    lora = write_lora(tmp_path / "lora.safetensors", seed=5, version="2.3")
+@pytest.mark.parametrize("version", ["2.3", "2.5"])
+def test_tp2_sharded_load_equals_sliced_full_load(tmp_path, version):
+    """2.3 from its bundle; 2.5 from its transformer file (feed-forwards without biases)."""
+    config = TransformerConfig.tiny(version)
+    write = write_checkpoint if version == "2.3" else write_transformer25
+    checkpoint = write(tmp_path / "tiny.safetensors", demo_transformer(config, seed=3).state_dict(), config)
+    lora = write_lora(tmp_path / "lora.safetensors", seed=5, version=version)
     for result in run_ranks("load_rank.py", 2, tmp_path, str(checkpoint), str(lora)):
         plain, fused = result["plain"], result["lora"]
         assert plain["keys_equal"] and plain["shards"] > 0

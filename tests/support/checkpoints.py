@@ -55,6 +55,18 @@ def _prefixed(prefix: str, state: dict[str, torch.Tensor], stats_prefix: str | N
     return out
 
 
+def connector_tensors(version: ModelVersion) -> dict[str, torch.Tensor]:
+    """The tiny text connectors of a version under the DiT's prefix, where the bundle (and 2.5's transformer file)
+    keep them."""
+    import_ltx_core()
+    text = TextConfig.tiny(TransformerConfig.tiny(version))
+    tensors: dict[str, torch.Tensor] = {}
+    for i, (side, c) in enumerate((("video", text.video), ("audio", text.audio))):
+        connector = reference_connector(c)
+        tensors |= _prefixed(f"model.diffusion_model.{side}_embeddings_connector.", _random_(connector, 10 + i))
+    return tensors
+
+
 @functools.lru_cache(maxsize=2)
 def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
     """Tensors of every non-DiT component of a tiny bundle, under their official keys."""
@@ -63,10 +75,7 @@ def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
     from ltx_core.model.video_vae import VideoDecoderConfigurator, VideoEncoderConfigurator
 
     text = TextConfig.tiny(TransformerConfig.tiny(version))
-    tensors: dict[str, torch.Tensor] = {}
-    for i, (side, c) in enumerate((("video", text.video), ("audio", text.audio))):
-        connector = reference_connector(c)
-        tensors |= _prefixed(f"model.diffusion_model.{side}_embeddings_connector.", _random_(connector, 10 + i))
+    tensors = connector_tensors(version)
     generator = torch.Generator().manual_seed(20)
     randn = lambda *shape: torch.randn(shape, generator=generator)  # noqa: E731
     if text.kind is FeatureExtractorKind.PER_TOKEN_RMS:

@@ -93,10 +93,19 @@ RELEASED_2_3 = {
     "audio_connector_num_attention_heads": 32, "audio_connector_attention_head_dim": 64,
 }
 
+# LTX-2.5's transformer as ltx-core 1.2.0 reads it: 2.3's keys plus the three 2.5 switches. No 2.5 header was at hand:
+# the values are those the reference's comments give ("LTX 2.5 (gemma4) sets ff_bias=false"; K/V computed once per
+# prompt), to check against the released file
+RELEASED_2_5 = {**RELEASED_2_3, "ff_bias": False, "audio_ff_bias": False, "use_prompt_adaln_single": False}
+# what a 2.5 transformer file names as its text encoder (`gemma_source_checkpoint` metadata, checked against the text
+# encoder's `gemma_config.gemma_version` by the reference); the value the issue quotes
+GEMMA_SOURCE_2_5 = {"gemma_version": "gemma4-12b-ltx-v1"}
+
 
 def released_transformer_configs() -> dict:
     """The released transformers' configs by version (for byte counts and plans at full size)."""
     from ltx2_core import TransformerConfig
 
     return {"2.0": TransformerConfig.from_metadata(RELEASED_2_0, "2.0.0"),
-            "2.3": TransformerConfig.from_metadata(RELEASED_2_3, "2.3.0")}
+            "2.3": TransformerConfig.from_metadata(RELEASED_2_3, "2.3.0"),
+            "2.5": TransformerConfig.from_metadata(RELEASED_2_5, "2.5.0")}

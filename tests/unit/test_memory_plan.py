@@ -27,7 +27,7 @@ from support.configs import released_transformer_configs
 RELEASED = released_transformer_configs()
 
 
-@pytest.mark.parametrize("version", ["2.0", "2.3"])
+@pytest.mark.parametrize("version", ["2.0", "2.3", "2.5"])
 def test_weight_bytes_of_the_releases(version):
     bf16, fp8 = (transformer_weight_bytes(RELEASED[version], fp8=f) for f in (False, True))
     assert 36e9 < bf16.total < 40e9 and bf16.blocks == 48  # the 19B / 22B transformers in bf16
@@ -36,7 +36,7 @@ def test_weight_bytes_of_the_releases(version):
     assert 0.49 < tp2.per_block / bf16.per_block < 0.52
 
 
-@pytest.mark.parametrize("version", ["2.0", "2.3"])
+@pytest.mark.parametrize("version", ["2.0", "2.3", "2.5"])
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
 @pytest.mark.parametrize("gb", [24, 32])
 def test_plans_for_24_and_32_gb_cards_fit_and_say_so(version, fp8, gb):
@@ -89,7 +89,7 @@ def test_an_impossible_request_names_the_smallest_change():
     assert plan_memory(config, transformer_weight_bytes(config, fp8=True), 3 * 10**9, 121, 512, 768, 4).peak < 3e9
 
 
-@pytest.mark.parametrize("version", ["2.0", "2.3"])
+@pytest.mark.parametrize("version", ["2.0", "2.3", "2.5"])
 def test_the_activation_estimate_covers_what_a_full_width_forward_holds(version):
     """Fake tensors (no memory, no kernels): two released-width blocks at 256x256x17 with four passes; the estimate
     is above the measured peak of live tensors and not far above it."""

@@ -24,6 +24,8 @@ from support.configs import released_transformer_configs
 
 RELEASED = released_transformer_configs()
 VERSIONS = list(RELEASES)
+# 2.5's demo takes the tiny Gemma 4 encoder and the 2.5 decoders, which other branches of issue 23 build
+DEMO_VERSIONS = [version for version in VERSIONS if version is not ModelVersion.V2_5]
 
 
 def test_the_table_has_one_release_per_version():
@@ -52,10 +54,13 @@ def test_every_release_matches_its_released_transformer(version):
     assert config.version is version
     assert (config.num_layers, (config.video.heads, config.audio.heads)) == (release.layers, release.heads)
     assert all(0 <= block < config.num_layers for block in release.stg_blocks)
-    flags = (config.gated_attention, config.cross_attention_adaln, config.caption_channels is None)
-    assert flags == (release.gated_attention, release.cross_attention_adaln, release.caption_before_connector)
-    tiny = TransformerConfig.tiny(version)  # the test / demo transformer has the release's structure
-    assert (tiny.gated_attention, tiny.cross_attention_adaln, tiny.caption_channels is None) == flags
+    def flags(c: TransformerConfig) -> tuple:
+        return (c.gated_attention, c.cross_attention_adaln, c.caption_channels is None, (c.ff_bias, c.audio_ff_bias),
+                c.prompt_adaln, c.own_timestep_cross_modulation)
+
+    assert flags(config) == (release.gated_attention, release.cross_attention_adaln, release.caption_before_connector,
+                             release.ff_bias, release.prompt_adaln, release.own_timestep_cross_modulation)
+    assert flags(TransformerConfig.tiny(version)) == flags(config)  # the test / demo transformer: the same structure
 
 
 @pytest.mark.parametrize("version", VERSIONS, ids=str)
@@ -88,7 +93,7 @@ def test_the_heads_every_layout_check_assumes_are_the_releases():
     assert {int(heads[1]), int(heads[2])} == set(RELEASED_HEADS)  # the widget cannot import Python: same values
 
 
-@pytest.mark.parametrize("version", VERSIONS, ids=str)
+@pytest.mark.parametrize("version", DEMO_VERSIONS, ids=str)
 def test_demo_structures_exist_for_every_release(version):
     assert version in DEMO_VAES and version in DEMO_VOCODERS and version in DEMO_RATIONAL_UPSAMPLERS
 

@@ -19,6 +19,7 @@ from ltx2_core.sampling import (
     noised_state,
     sigma_table,
 )
+from ltx2_core.sampling.denoise import AncestralStep
 from ltx2_core.sampling.steps import StreamState
 from ltx2_core.types import TextEmbeddings
 from support.census import OpCensus
@@ -56,18 +57,28 @@ def _states(seed=1, video_mask=None):
             noised_state(torch.zeros_like(noise_audio), noise_audio))
 
 
-@pytest.mark.parametrize("guidance, sigmas", [(FULL, ltx2_sigmas(4)), ((None, None), sigma_table(DISTILLED_SIGMAS))],
-                         ids=["full-guidance", "distilled"])
-def test_steps_never_sync_or_copy_host_data(model, guidance, sigmas):
+@pytest.fixture(scope="module", params=["2.3", "2.5"])
+def census_model(request):
+    """2.3 (text K/V per forward) and 2.5 (text K/V from the run's cache, per-token cross-attention modulation)."""
+    return demo_transformer(TransformerConfig.tiny(request.param), seed=4)
+
+
+@pytest.mark.parametrize("guidance, sigmas, ancestral", [
+    (FULL, ltx2_sigmas(4), False), ((None, None), sigma_table(DISTILLED_SIGMAS), False),
+    ((None, None), sigma_table(DISTILLED_SIGMAS), True)], ids=["full-guidance", "distilled", "distilled-ancestral"])
+def test_steps_never_sync_or_copy_host_data(census_model, guidance, sigmas, ancestral):
+    """Also LTX-2.5's distilled stage 1: ancestral steps draw their noise on the device, from a device generator."""
+    model = census_model
     mask = torch.ones(1, FRAMES * ROWS * COLS, 1)
     mask[:, : ROWS * COLS] = 0.0  # a conditioned first frame: per-token timesteps and the clean blend run too
     plan = _plan(model, *guidance)  # set-up: scales, contexts, RoPE, masks go to the device here, once
     video, audio = _states(video_mask=mask)
+    step = AncestralStep(torch.Generator().manual_seed(5)) if ancestral else guided_step
     steps, forwards = [], []
     hook = model.register_forward_hook(lambda module, args, out: forwards.append(args[0].latent.shape[0]))
     try:
         with OpCensus() as census:
-            denoise(plan, video, audio, sigmas, progress=lambda done, total: steps.append(done))
+            denoise(plan, video, audio, sigmas, step=step, progress=lambda done, total: steps.append(done))
     finally:
         hook.remove()
     assert steps == list(range(1, len(sigmas)))

@@ -21,7 +21,7 @@ def _bytes(tensors) -> int:
 
 
 @pytest.mark.parametrize("resident", [0, 1, 3])
-@pytest.mark.parametrize("version", ["2.0", "2.3"])
+@pytest.mark.parametrize("version", ["2.0", "2.3", "2.5"])
 def test_streamed_blocks_compute_what_the_resident_model_does(version, resident):
     model = demo_transformer(TransformerConfig.tiny(version))
     inputs = demo_inputs(model, text_tokens=7)

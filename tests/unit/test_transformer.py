@@ -13,7 +13,7 @@ from ltx2_core.model.transformer import rope as rope_module
 from support.census import OpCensus
 
 
-@pytest.mark.parametrize("version", ["2.0", "2.3"])
+@pytest.mark.parametrize("version", ["2.0", "2.3", "2.5"])
 def test_output_shapes_and_dtype(version):
     model = demo_transformer(TransformerConfig.tiny(version))
     video, audio, run = demo_inputs(model, pixel_frames=17, height=64, width=96)
@@ -22,7 +22,7 @@ def test_output_shapes_and_dtype(version):
     assert v.dtype == video.latent.dtype and torch.isfinite(v).all() and torch.isfinite(a).all()
 
 
-@pytest.mark.parametrize("version", ["2.0", "2.3"])
+@pytest.mark.parametrize("version", ["2.0", "2.3", "2.5"])
 def test_forward_with_mixed_guidance_batch_has_no_host_sync(version, monkeypatch):
     """One batched forward of [cond, uncond, STG, isolated]: 0 device->host reads, and RoPE is not rebuilt."""
     model = demo_transformer(TransformerConfig.tiny(version))
@@ -56,22 +56,25 @@ def test_demo_inputs_reject_bad_sizes():
         demo_inputs(model, pixel_frames=16)
 
 
-@pytest.mark.parametrize("version", ["2.0", "2.3"])
+@pytest.mark.parametrize("version", ["2.0", "2.3", "2.5"])
 def test_text_keys_and_values_are_computed_once_per_run_where_they_do_not_change(version):
-    """LTX-2.0's text K/V depend only on the prompt: prepare_run computes them once and no forward projects the
-    context again, with the same output as projecting it every step. 2.3 modulates them by sigma: never cached."""
+    """The text K/V of LTX-2.0 depend only on the prompt, those of 2.5 on the prompt and the blocks' static prompt
+    tables: prepare_run computes them once and no forward projects the context again, with the same output as
+    projecting it every step. 2.3 modulates them by sigma: never cached."""
     model = demo_transformer(TransformerConfig.tiny(version))
+    cached_kv = version != "2.3"
+    assert model.config.static_text_kv == cached_kv
     video, audio, run = demo_inputs(model, text_tokens=7)
-    assert (run.text_kv is not None) == (version == "2.0")
+    assert (run.text_kv is not None) == cached_kv
     calls = []
     hooks = [block.attn2.to_k.register_forward_hook(lambda *_: calls.append(1)) for block in model.transformer_blocks]
     cached = model(video, audio, run)
     for hook in hooks:
         hook.remove()
-    assert len(calls) == (0 if version == "2.0" else model.config.num_layers)
+    assert len(calls) == (0 if cached_kv else model.config.num_layers)
     uncached = model(video, audio, run._replace(text_kv=None))
     for got, want in zip(cached, uncached):
         torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
-    if version == "2.0":  # a batch's share of the cache is the share of the contexts
+    if cached_kv:  # a batch's share of the cache is the share of the contexts
         first = run.batch(slice(0, 1))
         assert first.text_kv[0][0].shape[0] == 1 and first.video_context.shape[0] == 1

@@ -29,8 +29,9 @@ class StreamArgs(NamedTuple):
     """Per-step inputs of one stream shared by every block.
 
     ada:        (B, 1 or tokens, rows·D) AdaLN modulation from the stream's own timesteps
-    prompt_ada: (B, 1, 2·D) text K/V modulation from the stream's sigma (2.3), else None
-    cross_ada:  (B, 1, 4·D) a2v/v2a scale/shift from the OTHER stream's sigma
+    prompt_ada: (B, 1, 2·D) text K/V modulation from the stream's sigma (2.3's prompt AdaLN), else None
+    cross_ada:  (B, 1 or tokens, 4·D) a2v/v2a scale/shift from the OTHER stream's sigma (2.0, 2.3) or from the
+                stream's own timesteps (2.5)
     cross_gate: (B, 1, D) gate of the cross-attention writing into this stream, from the other stream's sigma
     context:    (B, text_tokens, D) text context
     rope / cross_rope: self-attention RoPE and this side's audio<->video cross-attention RoPE
@@ -68,18 +69,18 @@ class AVTransformerBlock(nn.Module):
 
         self.attn1 = attention(v.width, v.width, v)
         self.attn2 = attention(v.width, v.context_dim, v)
-        self.ff = FeedForward(v.width)
+        self.ff = FeedForward(v.width, bias=config.ff_bias)
         self.scale_shift_table = nn.Parameter(torch.empty(config.adaln_rows, v.width))
         self.audio_attn1 = attention(a.width, a.width, a)
         self.audio_attn2 = attention(a.width, a.context_dim, a)
-        self.audio_ff = FeedForward(a.width)
+        self.audio_ff = FeedForward(a.width, bias=config.audio_ff_bias)
         self.audio_scale_shift_table = nn.Parameter(torch.empty(config.adaln_rows, a.width))
         # both cross-modal attentions use the audio geometry (heads × audio head_dim)
         self.audio_to_video_attn = attention(v.width, a.width, a)
         self.video_to_audio_attn = attention(a.width, v.width, a)
         self.scale_shift_table_a2v_ca_video = nn.Parameter(torch.empty(5, v.width))
         self.scale_shift_table_a2v_ca_audio = nn.Parameter(torch.empty(5, a.width))
-        if config.cross_attention_adaln:
+        if config.cross_attention_adaln:  # with or without the prompt AdaLN (2.3 / 2.5)
             self.prompt_scale_shift_table = nn.Parameter(torch.empty(2, v.width))
             self.audio_prompt_scale_shift_table = nn.Parameter(torch.empty(2, a.width))
 
@@ -94,7 +95,7 @@ class AVTransformerBlock(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """vx (B, video_tokens, Dv), ax (B, audio_tokens, Da) -> updated (vx, ax); `skips`: this block's share of
         the batch's perturbations (`block_skips(perturbations, idx)`); `text_kv`: this block's text keys and
-        values computed once per run (LTX-2.0), or None."""
+        values computed once per run (`text_keys_values`; LTX-2.0 and 2.5), or None."""
         video_modules, audio_modules = self._streams()
         video_kv, audio_kv = (None, None) if text_kv is None else (text_kv[:2], text_kv[2:])
         vx = vx + self._self_attention(video_modules, vx, video, skips)
@@ -122,14 +123,35 @@ class AVTransformerBlock(nn.Module):
         h = rms(x, self.eps) * (1 + scale) + shift
         return m.self_attn(h, rope=args.rope, keep=skip.keep, passthrough=skip.skip_all) * gate
 
+    def text_keys_values(self, video_context: torch.Tensor, audio_context: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(video keys, video values, audio keys, audio values) of the text cross-attentions, (B, S, inner) each,
+        for text K/V that do not depend on the step (`TransformerConfig.static_text_kv`): computed once per run."""
+        kv = []
+        for m, context in zip(self._streams(), (video_context, audio_context)):
+            kv += m.text_attn.keys_values(self._prompt_context(m, context, None))
+        return tuple(kv)
+
+    def _prompt_context(self, m: StreamModules, context: torch.Tensor, prompt_ada: torch.Tensor | None
+                        ) -> torch.Tensor:
+        """The text context the keys and values are made of: modulated by the block's prompt table (2.3 and 2.5),
+        plus the sigma-dependent `prompt_ada` where there is one (2.3)."""
+        if not self.cross_attention_adaln:
+            return context
+        if prompt_ada is None:
+            shift_kv, scale_kv = m.prompt_table.to(context.dtype).unbind(0)
+        else:
+            shift_kv, scale_kv = modulation_rows(m.prompt_table, prompt_ada, 0, 2)
+        return context * (1 + scale_kv) + shift_kv
+
     def _text_cross_attention(self, m: StreamModules, x: torch.Tensor, args: StreamArgs,
                               kv: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         if not self.cross_attention_adaln:
             return m.text_attn(rms(x, self.eps), args.context, kv=kv)
         shift_q, scale_q, gate = modulation_rows(m.table, args.ada, TEXT_CROSS_ATTN, 3)
-        shift_kv, scale_kv = modulation_rows(m.prompt_table, args.prompt_ada, 0, 2)
         q_in = rms(x, self.eps) * (1 + scale_q) + shift_q
-        return m.text_attn(q_in, args.context * (1 + scale_kv) + shift_kv) * gate
+        context = args.context if kv is not None else self._prompt_context(m, args.context, args.prompt_ada)
+        return m.text_attn(q_in, context, kv=kv) * gate
 
     def _audio_video_cross_attention(
         self,

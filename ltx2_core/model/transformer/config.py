@@ -15,9 +15,15 @@ from ltx2_core.errors import ConfigError
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES, ModelVersion, parse_version
 
 
+# config keys first written by LTX-2.5's files: without a `model_version`, any of them names the release
+_KEYS_SINCE_2_5 = ("ff_bias", "audio_ff_bias", "use_prompt_adaln_single", "use_keyframes_abs_pos_embedding")
+
+
 def parse_model_version(value: str | None, section: Mapping[str, Any]) -> ModelVersion:
     """Reads the `model_version` metadata string; without one, infers the generation from the config keys."""
     if value is None or value == "":
+        if any(key in section for key in _KEYS_SINCE_2_5):
+            return ModelVersion.V2_5
         return ModelVersion.V2_3 if section.get("cross_attention_adaln", False) else ModelVersion.V2_0
     return parse_version(value)
 
@@ -85,7 +91,7 @@ AUDIO_DEFAULTS = StreamConfig(heads=32, head_dim=64, context_dim=2048, in_channe
 
 @dataclass(frozen=True)
 class TransformerConfig:
-    """The AV DiT, both generations. Built with `from_metadata` or `tiny`."""
+    """The AV DiT of every release. Built with `from_metadata` or `tiny`."""
 
     version: ModelVersion
     video: StreamConfig
@@ -93,7 +99,16 @@ class TransformerConfig:
     num_layers: int
     caption_channels: int | None  # Gemma feature width fed to the in-DiT caption projection; None = no projection
     gated_attention: bool  # 2.3: per-head 2·sigmoid gates on every attention
-    cross_attention_adaln: bool  # 2.3: text cross-attention modulated by AdaLN (9-row tables, prompt AdaLN)
+    cross_attention_adaln: bool  # 2.3: text cross-attention modulated by AdaLN (9-row tables, prompt tables)
+    ff_bias: bool = True  # the video feed-forward's linears have biases (2.5: none)
+    audio_ff_bias: bool = True
+    # with cross_attention_adaln: the text K/V modulation also follows sigma (2.3's prompt AdaLN); off (2.5), only
+    # the blocks' static prompt tables modulate it, so the text K/V are the same at every step
+    prompt_adaln: bool = True
+    keyframe_embedding: bool = False  # a learned vector added to the tokens of the first latent frame
+    # the audio<->video cross-attention's scale/shift from the stream's own timesteps (ltx-core 1.2.0, the 2.5
+    # reference) instead of the other stream's sigma (1.0.0): a fact of the release, not of the metadata
+    own_timestep_cross_modulation: bool = False
     norm_eps: float = 1e-6
     rope_theta: float = 10000.0
     rope_type: str = "split"
@@ -105,6 +120,12 @@ class TransformerConfig:
     def adaln_rows(self) -> int:
         """Rows of each block's scale_shift_table: shift/scale/gate for attention and FFN (+3 for text cross-attn)."""
         return 9 if self.cross_attention_adaln else 6
+
+    @property
+    def static_text_kv(self) -> bool:
+        """Whether the text cross-attention's keys and values are the same at every step (computable once per
+        prompt): always without the cross-attention AdaLN (2.0), and with it when the prompt AdaLN is off (2.5)."""
+        return not (self.cross_attention_adaln and self.prompt_adaln)
 
     @property
     def cross_pe_max_pos(self) -> float:
@@ -134,6 +155,12 @@ class TransformerConfig:
             caption_channels=get("caption_channels", 3840) if caption_in_dit else None,
             gated_attention=bool(get("apply_gated_attention", False)),
             cross_attention_adaln=bool(get("cross_attention_adaln", False)),
+            # the reference's defaults keep what the configs before 2.5 did not state
+            ff_bias=bool(get("ff_bias", True)),
+            audio_ff_bias=bool(get("audio_ff_bias", True)),
+            prompt_adaln=bool(get("use_prompt_adaln_single", True)),
+            keyframe_embedding=bool(get("use_keyframes_abs_pos_embedding", False)),
+            own_timestep_cross_modulation=RELEASES[version].own_timestep_cross_modulation,
             norm_eps=float(get("norm_eps", 1e-6)),
             rope_theta=float(get("positional_embedding_theta", 10000.0)),
             rope_type=get("rope_type", "interleaved"),
@@ -202,6 +229,12 @@ class TransformerConfig:
             "use_embeddings_connector": True,
             "caption_channels": self.caption_channels if self.caption_channels is not None else 3840,
         }
+        # the keys 2.5 added, where they differ from the reference's defaults (older configs leave them out)
+        for key, value, default in (("ff_bias", self.ff_bias, True), ("audio_ff_bias", self.audio_ff_bias, True),
+                                    ("use_prompt_adaln_single", self.prompt_adaln, True),
+                                    ("use_keyframes_abs_pos_embedding", self.keyframe_embedding, False)):
+            if value != default:
+                section[key] = value
         if self.caption_channels is None or self.gated_attention or self.cross_attention_adaln:
             section.update(
                 apply_gated_attention=self.gated_attention,
@@ -227,6 +260,10 @@ class TransformerConfig:
             caption_channels=None if release.caption_before_connector else 12,
             gated_attention=release.gated_attention,
             cross_attention_adaln=release.cross_attention_adaln,
+            ff_bias=release.ff_bias[0],
+            audio_ff_bias=release.ff_bias[1],
+            prompt_adaln=release.prompt_adaln,
+            own_timestep_cross_modulation=release.own_timestep_cross_modulation,
             rope_type="split",
             rope_float64=True,
         )
@@ -269,6 +306,9 @@ def _check_section(section: Mapping[str, Any]) -> list[str]:
         value = section.get(key, 1.0)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
             problems.append(f"{key}={value!r} (must be a positive number)")
+    for key in _KEYS_SINCE_2_5:
+        if key in section and not isinstance(section[key], bool):
+            problems.append(f"{key}={section[key]!r} (must be true or false)")
     if section.get("caption_proj_before_connector", False):
         for key in ("caption_projection_first_linear", "caption_projection_second_linear", "caption_proj_input_norm"):
             if section.get(key, False):

@@ -15,20 +15,22 @@ def rms(x: torch.Tensor, eps: float) -> torch.Tensor:
 class GeluProjection(nn.Module):
     """Linear followed by GELU(tanh); the linear is named `proj` like in the checkpoint."""
 
-    def __init__(self, dim_in: int, dim_out: int) -> None:
+    def __init__(self, dim_in: int, dim_out: int, bias: bool = True) -> None:
         super().__init__()
-        self.proj = nn.Linear(dim_in, dim_out)
+        self.proj = nn.Linear(dim_in, dim_out, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.gelu(self.proj(x), approximate="tanh")
 
 
 class FeedForward(nn.Module):
-    """D -> 4D -> D. Keys `net.0.proj` and `net.2`; `net.1` is an Identity kept only for the checkpoint's numbering."""
+    """D -> 4D -> D. Keys `net.0.proj` and `net.2`; `net.1` is an Identity kept only for the checkpoint's numbering.
+    `bias` False: neither linear has one (LTX-2.5)."""
 
-    def __init__(self, dim: int, mult: int = 4) -> None:
+    def __init__(self, dim: int, mult: int = 4, bias: bool = True) -> None:
         super().__init__()
-        self.net = nn.Sequential(GeluProjection(dim, dim * mult), nn.Identity(), nn.Linear(dim * mult, dim))
+        self.net = nn.Sequential(GeluProjection(dim, dim * mult, bias), nn.Identity(),
+                                 nn.Linear(dim * mult, dim, bias=bias))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)

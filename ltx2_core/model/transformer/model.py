@@ -19,7 +19,8 @@ from ltx2_core.model.transformer.rope import rope_tables
 from ltx2_core.types import Rope, RunConstants, StreamInput
 
 
-# AdaLN modules of each stream: own timesteps, own sigma (2.3 text K/V), other stream's sigma (cross scale/shift, gate)
+# AdaLN modules of each stream: own timesteps, own sigma (2.3 text K/V), cross scale/shift (other stream's sigma; 2.5:
+# own timesteps), cross gate (other stream's sigma)
 _ADALN = {
     False: ("adaln_single", "prompt_adaln_single", "av_ca_video_scale_shift_adaln_single", "av_ca_a2v_gate_adaln_single"),
     True: ("audio_adaln_single", "audio_prompt_adaln_single", "av_ca_audio_scale_shift_adaln_single",
@@ -39,7 +40,7 @@ class LTX2Transformer(nn.Module):
             self.audio_caption_projection = CaptionProjection(config.caption_channels, a.width)
         self.adaln_single = AdaLayerNormSingle(v.width, config.adaln_rows)
         self.audio_adaln_single = AdaLayerNormSingle(a.width, config.adaln_rows)
-        if config.cross_attention_adaln:
+        if config.cross_attention_adaln and config.prompt_adaln:
             self.prompt_adaln_single = AdaLayerNormSingle(v.width, 2)
             self.audio_prompt_adaln_single = AdaLayerNormSingle(a.width, 2)
         self.av_ca_video_scale_shift_adaln_single = AdaLayerNormSingle(v.width, 4)
@@ -51,6 +52,8 @@ class LTX2Transformer(nn.Module):
         self.audio_scale_shift_table = nn.Parameter(torch.empty(2, a.width))
         self.proj_out = nn.Linear(v.width, v.out_channels)
         self.audio_proj_out = nn.Linear(a.width, a.out_channels)
+        if config.keyframe_embedding:
+            self.keyframes_abs_pos_embedding = nn.Parameter(torch.empty(1, v.width))
         self.cache_text_kv = True  # prepare_run's default; a memory plan may turn it off
 
     @property
@@ -71,9 +74,9 @@ class LTX2Transformer(nn.Module):
     ) -> RunConstants:
         """Positions `(1 or B, axes, tokens, 2)` [start, end) bounds (video: seconds, px, px; audio: seconds) and
         text contexts `(B, text_tokens, ·)` from the connectors -> the per-run constants of every forward.
-        LTX-2.0's text keys and values do not depend on the step: with `cache_text_kv` they are computed here,
-        once per run, instead of in every forward (2.3 modulates them by sigma, so never there); None: the
-        model's `cache_text_kv`."""
+        The text keys and values of LTX-2.0 and 2.5 do not depend on the step (`TransformerConfig.static_text_kv`):
+        with `cache_text_kv` they are computed here, once per run, instead of in every forward (2.3 modulates them
+        by sigma, so never there); None: the model's `cache_text_kv`."""
         cache_text_kv = self.cache_text_kv if cache_text_kv is None else cache_text_kv
         cfg = self.config
         dtype = dtype or self.compute_dtype
@@ -91,13 +94,13 @@ class LTX2Transformer(nn.Module):
             video_context=video_context,
             audio_context=audio_context,
             text_kv=self._text_kv(video_context, audio_context) if cache_text_kv else None,
+            video_keyframes=first_frame_mask(video_positions, dtype) if cfg.keyframe_embedding else None,
         )
 
     def _text_kv(self, video_context: torch.Tensor, audio_context: torch.Tensor):
-        if self.config.cross_attention_adaln:
+        if not self.config.static_text_kv:
             return None
-        return tuple((*block.attn2.keys_values(video_context), *block.audio_attn2.keys_values(audio_context))
-                     for block in self.transformer_blocks)
+        return tuple(block.text_keys_values(video_context, audio_context) for block in self.transformer_blocks)
 
     def _rope(self, positions: torch.Tensor, stream: StreamConfig, max_pos: tuple[float, ...], dim: int,
               dtype: torch.dtype) -> Rope:
@@ -119,6 +122,8 @@ class LTX2Transformer(nn.Module):
         audio_args, audio_embedded = self._stream_args(audio, video, run.audio_context, run.audio_rope,
                                                        run.audio_cross_rope, audio_side=True)
         vx = self.patchify_proj(video.latent)
+        if run.video_keyframes is not None:  # fixed for the run: the same operations every step
+            vx = vx + run.video_keyframes * self.keyframes_abs_pos_embedding.to(vx.dtype)
         ax = self.audio_patchify_proj(audio.latent)
         for index, block in enumerate(self.transformer_blocks):
             text_kv = None if run.text_kv is None else run.text_kv[index]
@@ -133,7 +138,7 @@ class LTX2Transformer(nn.Module):
         *, audio_side: bool,
     ) -> tuple[StreamArgs, torch.Tensor]:
         """AdaLN inputs of one stream: its own timesteps, its own sigma (text K/V, 2.3), the other stream's sigma
-        (audio<->video cross-attention)."""
+        (audio<->video cross-attention: its scale/shift, from the stream's own timesteps in 2.5, and its gate)."""
         cfg = self.config
         adaln, prompt_adaln, cross_adaln, gate_adaln = (getattr(self, name, None) for name in _ADALN[audio_side])
         dtype = own.latent.dtype
@@ -141,7 +146,7 @@ class LTX2Transformer(nn.Module):
         ada, embedded = adaln(own.timesteps * scale, dtype)
         prompt_ada = prompt_adaln(own.sigma[:, None] * scale, dtype)[0] if prompt_adaln is not None else None
         cross_t = other.sigma[:, None] * scale
-        cross_ada, _ = cross_adaln(cross_t, dtype)
+        cross_ada, _ = cross_adaln(own.timesteps * scale if cfg.own_timestep_cross_modulation else cross_t, dtype)
         cross_gate, _ = gate_adaln(cross_t * (cfg.av_ca_timestep_scale_multiplier / scale), dtype)
         return StreamArgs(ada, prompt_ada, cross_ada, cross_gate, context, rope, cross_rope), embedded
 
@@ -149,6 +154,16 @@ class LTX2Transformer(nn.Module):
         shift, scale = (table.to(embedded.dtype) + embedded.unsqueeze(2)).unbind(dim=2)  # (B, n, D) each
         x = F.layer_norm(x, (x.shape[-1],), eps=self.config.norm_eps)
         return proj(x * (1 + scale) + shift)
+
+
+def first_frame_mask(video_positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(1 or B, tokens, 1): 1 on the tokens of the first latent frame (a single pixel frame of the causal VAE, the
+    tokens the keyframe embedding marks), 0 elsewhere, from positions (1 or B, 3, tokens, 2). Those tokens lead the
+    sequence with the time bounds of token 0; guiding tokens appended after the grid are never in that leading run.
+    Device work only (no host read)."""
+    time = video_positions[:, 0]
+    same = (time == time[:, :1]).all(dim=-1)
+    return same.to(torch.int32).cumprod(dim=1).unsqueeze(-1).to(dtype)
 
 
 def to_x0(latent: torch.Tensor, velocity: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
