@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import torch
 
-from ltx2_core.errors import CheckpointError, MissingConfigError
+from ltx2_core.errors import MissingConfigError
 from ltx2_core.loader.checkpoint import config_metadata
 from ltx2_core.loader.components import FULL_CHECKPOINT_HINT, load_component
 from ltx2_core.loader.diffusion_vae_weights import load_diffusion_decoder
@@ -66,14 +66,10 @@ def load_video_encoder(
     source: PathLike | Source, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
 ) -> VideoEncoder:
     """The video VAE encoder with its latent statistics; config, keys and shapes checked first. `source`: a
-    `Source` or the bundled checkpoint's path. The encoder of a diffusion VAE file is not supported."""
+    `Source` or the bundled checkpoint's path. Both LTX-2.5 video VAE files carry the same convolutional encoder (the
+    diffusion one's config nested under `vae.encoder`)."""
     source = _vae_source(source, Component.VIDEO_ENCODER)
-    kind = video_vae_kind(read_header(source.path))
-    if kind.decoder == DIFFUSION:
-        raise CheckpointError(f"{source.path}: a diffusion video VAE ({kind.class_name}, LTX-{kind.version}); its "
-                              "encoder cannot be loaded here. Use the convolutional LTX-2.5 video VAE file "
-                              "(ltx-2.5-video-vae-conv-*.safetensors) for encoding.")
-    return load_component(source, Component.VIDEO_ENCODER, VideoVaeConfig.from_metadata, VideoEncoder,
+    return load_component(source, Component.VIDEO_ENCODER, VideoVaeConfig.encoder_from_metadata, VideoEncoder,
                           {ENCODER: ""}, statistics=STATISTICS, device=device, dtype=dtype)
 
 

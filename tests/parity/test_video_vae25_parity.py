@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx2_core.errors import CheckpointError, ConfigError, MissingConfigError
+from ltx2_core.errors import ConfigError, MissingConfigError
 from ltx2_core.loader import load_upsampler
 from ltx2_core.loader.audio_weights import load_audio_decoder, load_vocoder
 from ltx2_core.loader.safetensors_file import read_header
@@ -121,6 +121,15 @@ def test_conv_encoder_matches_reference(files, inputs, reference):
     torch.testing.assert_close(encoder(inputs["video"]), reference["encoded"], **TOLERANCE)
 
 
+def test_the_diffusion_vae_files_encoder_matches_reference(files, inputs, reference):
+    """The diffusion VAE file's own encoder (its config nested under `vae.encoder`): image conditioning with the
+    release's default VAE file."""
+    encoder = load_video_encoder(files["diffusion"])
+    torch.testing.assert_close(encoder(inputs["video"]), reference["diffusion_encoded"], **TOLERANCE)
+    bare = load_video_encoder(files["diffusion_bare"])
+    torch.testing.assert_close(bare(inputs["video"]), reference["diffusion_encoded"], **TOLERANCE)
+
+
 def test_audio_decoder_and_vocoder_match_reference(files, inputs, reference):
     decoder, vocoder = load_audio_decoder(files["audio"]), load_vocoder(files["audio"])
     torch.testing.assert_close(decoder(inputs["audio_latent"]), reference["mel"], **TOLERANCE)
@@ -143,7 +152,5 @@ def test_files_say_which_decoder_they_hold(files, inputs):
         assert torch.equal(a, b), name  # the same tensors under two prefixes, loaded the same way
     with pytest.raises(MissingConfigError, match="no 'vae' section"):
         load_video_decoder(files["audio"])
-    with pytest.raises(CheckpointError, match="a diffusion video VAE .CausalDiffusionVAE, LTX-2.5.0"):
-        load_video_encoder(files["diffusion"])
     with pytest.raises(ConfigError, match="describes the convolutional decoder"):
         DiffusionDecoderConfig.from_metadata({"_class_name": "CausalVideoAutoencoder"})

@@ -20,6 +20,11 @@ TINY_DIFFUSION_VAE = {
                 "stage_kernels": [[3, 3, 3], [3, 3, 3], [3, 3, 3], [3, 3, 3], [3, 3, 3]], "stage5_kernel": [3, 5, 5],
                 "stage5_channels": 32, "t_emb_dim": 32, "default_num_inference_steps": 2,
                 "timestep_scale_multiplier": 1000.0},
+    # the convolutional encoder both 2.5 VAE files carry, nested as 1.2.0 reads it (`blocks`; `out_channels` = latent)
+    "encoder": {"blocks": [["res_x", {"num_layers": 1}], ["compress_all_res", {"multiplier": 2}],
+                           ["compress_time_res", {"multiplier": 1}], ["compress_space_res", {"multiplier": 2}],
+                           ["compress_all_res", {"multiplier": 1}]],
+                "out_channels": 16, "norm_layer": "pixel_norm", "latent_log_var": "uniform"},
 }
 # a bottleneck of 4× the base width (multipliers 2·2·1): 1.2.0 computes it from the blocks, 1.0.0 fixed 8×
 TINY_CONV_VAE25 = {
@@ -90,11 +95,16 @@ def _write(path: Path, tensors: dict[str, torch.Tensor], section: dict, version:
 
 def write_diffusion_vae(path: Path, section: dict = TINY_DIFFUSION_VAE, seed: int = 0, prefix: str = "",
                         version: str | None = "2.5.0") -> Path:
-    """A tiny diffusion video VAE file: decoder tensors under `prefix` + "decoder.", statistics under `prefix` +
-    "per_channel_statistics." (bare by default, as a VAE file of its own)."""
+    """A tiny diffusion video VAE file: decoder tensors under `prefix` + "decoder.", its convolutional encoder's under
+    `prefix` + "encoder.", statistics under `prefix` + "per_channel_statistics." (bare by default, as a VAE file of
+    its own)."""
     state = diffusion_file_state(section, seed)
     tensors = {(prefix + "per_channel_statistics." + k.split(".", 1)[1]) if k.startswith("per_channel_statistics.")
                else prefix + "decoder." + k: v for k, v in state.items()}
+    if "encoder" in section:  # its encoder, beside the decoder's statistics (one copy serves both)
+        encoder = VideoEncoder(VideoVaeConfig.encoder_from_metadata(section))
+        tensors |= {prefix + "encoder." + k: v for k, v in _random(encoder, seed + 2).items()
+                    if not k.startswith("per_channel_statistics.")}
     return _write(path, tensors, section, version)
 
 

@@ -49,8 +49,9 @@ class VideoVaeConfig:
     timestep_conditioning: bool = False
 
     @classmethod
-    def from_metadata(cls, section: Mapping[str, Any]) -> VideoVaeConfig:
-        """Builds the config from the `vae` section; every unsupported value is reported in one ConfigError."""
+    def from_metadata(cls, section: Mapping[str, Any], *, decoder: bool = True) -> VideoVaeConfig:
+        """Builds the config from the `vae` section; every unsupported value is reported in one ConfigError.
+        `decoder` False: the encoder's fields only (no decoder blocks are read or checked)."""
         problems: list[str] = []
         get = section.get
         for key, supported in (("dims", 3), ("norm_layer", "pixel_norm")):
@@ -63,7 +64,7 @@ class VideoVaeConfig:
         if log_variance not in LOG_VARIANCE_CHANNELS:
             problems.append(f"latent_log_var={log_variance!r} (supported: {', '.join(LOG_VARIANCE_CHANNELS)})")
         encoder = _blocks(get("encoder_blocks", []), ENCODER_BLOCKS, "encoder_blocks", problems)
-        decoder = _blocks(get("decoder_blocks", []), DECODER_BLOCKS, "decoder_blocks", problems)
+        decoder = _blocks(get("decoder_blocks", []), DECODER_BLOCKS, "decoder_blocks", problems) if decoder else ()
         if problems:
             raise ConfigError("unsupported video VAE config: " + "; ".join(problems)
                               + ". Use the `vae` section of an official LTX-2 / LTX-2.3 checkpoint.")
@@ -79,9 +80,30 @@ class VideoVaeConfig:
         config.validate()
         return config
 
+    @classmethod
+    def encoder_from_metadata(cls, section: Mapping[str, Any]) -> VideoVaeConfig:
+        """The encoder's config from a `vae` section: flat in every convolutional VAE; in an LTX-2.5 diffusion VAE
+        file nested under `encoder`, with `blocks` for the block list and `out_channels` for the latent width, as
+        ltx-core 1.2.0 reads it (padding from the nested `spatial_padding_mode`, else the section's
+        `encoder_spatial_padding_mode`, else zeros)."""
+        nested = section.get("encoder")
+        if not isinstance(nested, Mapping):
+            return cls.from_metadata(section)
+        flat = {key: nested.get(key, section.get(key)) for key in ("dims", "in_channels", "patch_size", "norm_layer",
+                                                                    "latent_log_var")}
+        flat = {key: value for key, value in flat.items() if value is not None}
+        flat["latent_channels"] = nested.get("out_channels", section.get("latent_channels", 128))
+        flat["encoder_blocks"] = nested.get("blocks", nested.get("encoder_blocks", []))
+        flat["spatial_padding_mode"] = nested.get("spatial_padding_mode",
+                                                  section.get("encoder_spatial_padding_mode", "zeros"))
+        return cls.from_metadata(flat, decoder=False)
+
     def validate(self) -> None:
-        """Checks that the block lists compose to the ×8 time / ×32 space compression the pipelines assume."""
+        """Checks that the block lists compose to the ×8 time / ×32 space compression the pipelines assume (an
+        encoder-only config has no decoder blocks to check)."""
         for name, blocks in (("encoder_blocks", self.encoder_blocks), ("decoder_blocks", self.decoder_blocks)):
+            if not blocks and name == "decoder_blocks":
+                continue
             time, space = _total_stride(blocks)
             if (time, space * self.patch_size) != (SCALE_TIME, SCALE_SPACE):
                 raise ConfigError(
