@@ -44,7 +44,7 @@ from ltx2_core.stages import AVLatent, Generation, decode, empty_latent, encode,
 from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
-from ltx2_core.releases import DEFAULT_VERSION, RELEASES
+from ltx2_core.releases import DEFAULT_VERSION, RELEASES, ModelVersion
 from ltx2_core.types import TextEmbeddings
 
 MODES = ("one-stage", "two-stage", "distilled")
@@ -249,9 +249,13 @@ def encode_request(request: Request, encoder: PromptEncoder, config: Transformer
 def ancestral_seed(request: Request, config: TransformerConfig) -> int | None:
     """The seed of stage 1's ancestral noise where the release samples it so (the distilled mode of LTX-2.5: the
     request's seed + 10000, as ltx-pipelines 1.2.0's distilled pipeline), else None (deterministic Euler steps)."""
-    if request.mode == "distilled" and RELEASES[config.version].ancestral_distilled:
-        return request.seed + ANCESTRAL_SEED_OFFSET
-    return None
+    return distilled_ancestral_seed(request.seed, config.version) if request.mode == "distilled" else None
+
+
+def distilled_ancestral_seed(seed: int, version: ModelVersion) -> int | None:
+    """The ancestral noise seed of a distilled-table stage 1 seeded `seed` in release `version` (None where that
+    release steps deterministically)."""
+    return seed + ANCESTRAL_SEED_OFFSET if RELEASES[version].ancestral_distilled else None
 
 
 @torch.no_grad()

@@ -7,14 +7,16 @@ from . import bridge
 from .decode import LTX2Decode, LTX2LatentUpsample
 from .generate import LTX2Generate
 from .images import LTX2ImageCondition
-from .loaders import LTX2CheckpointLoader, LTX2LoraLoader, LTX2TextEncoderLoader, LTX2UpsamplerLoader
+from .loaders import (LTX2CheckpointLoader, LTX2LoraLoader, LTX2ModelLoader, LTX2TextEncoderLoader,
+                      LTX2UpsamplerLoader)
 from .parallel import LTX2ParallelConfig
 from .sampling import LTX2EmptyLatent, LTX2Guidance, LTX2Sampler
 from .text import LTX2TextEncode
 
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
     "LTX2CheckpointLoader": "LTX-2 Checkpoint Loader",
-    "LTX2TextEncoderLoader": "LTX-2 Text Encoder Loader (Gemma 3)",
+    "LTX2ModelLoader": "LTX-2 Model Loader (separate files)",
+    "LTX2TextEncoderLoader": "LTX-2 Text Encoder Loader (Gemma)",
     "LTX2LoraLoader": "LTX-2 LoRA Loader",
     "LTX2UpsamplerLoader": "LTX-2 Latent Upsampler Loader",
     "LTX2TextEncode": "LTX-2 Text Encode",
@@ -29,9 +31,9 @@ NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
 }
 NODE_CLASS_MAPPINGS: dict[str, type] = {
     node.__name__: node
-    for node in (LTX2CheckpointLoader, LTX2TextEncoderLoader, LTX2LoraLoader, LTX2UpsamplerLoader, LTX2TextEncode,
-                 LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode, LTX2Generate,
-                 LTX2ParallelConfig, LTX2ImageCondition)
+    for node in (LTX2CheckpointLoader, LTX2ModelLoader, LTX2TextEncoderLoader, LTX2LoraLoader, LTX2UpsamplerLoader,
+                 LTX2TextEncode, LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode,
+                 LTX2Generate, LTX2ParallelConfig, LTX2ImageCondition)
 }
 
 # the pictures the image-to-video examples load (LoadImage reads ComfyUI's input folder)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import torch
+
 from ltx2_core import TilingConfig
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.stages import AVLatent, Generation, decode, upsample
 
 from .handles import LATENT, MODEL, UPSAMPLER, ModelHandle
+from .sampling import MAX_SEED
 
 
 def comfy_outputs(result: Generation) -> tuple:
@@ -49,10 +52,18 @@ class LTX2Decode:
                                      "tooltip": "tile size in pixels (0: no spatial tiling); smaller tiles use less "
                                                 "memory"}),
             "temporal_tile": ("INT", {"default": 64, "min": 0, "max": 1024, "step": 8,
-                                      "tooltip": "frames per chunk (0: no temporal tiling)"}),
+                                      "tooltip": "frames per chunk (0: no temporal tiling; the LTX-2.5 diffusion "
+                                                 "decoder tiles in space only)"}),
+        }, "optional": {
+            "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": False,
+                             "tooltip": "the starting noise of the LTX-2.5 diffusion decoder, which denoises pixels "
+                                        "in two steps (the convolutional decoders draw no noise)"}),
         }}
 
-    def decode(self, model: ModelHandle, latent: AVLatent, spatial_tile: int = 512, temporal_tile: int = 64):
+    def decode(self, model: ModelHandle, latent: AVLatent, spatial_tile: int = 512, temporal_tile: int = 64,
+               seed: int = 0):
         tiling = TilingConfig(spatial_tile=spatial_tile or None, spatial_overlap=64 if spatial_tile else 0,
                               temporal_tile=temporal_tile or None, temporal_overlap=24 if temporal_tile else 0)
-        return comfy_outputs(decode(latent, model.check_loaded().decoders, tiling))
+        decoders = model.check_loaded().decoders
+        generator = torch.Generator(next(decoders.video.parameters()).device).manual_seed(seed)
+        return comfy_outputs(decode(latent, decoders, tiling, generator=generator))

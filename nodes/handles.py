@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import torch
 
 from ltx2_core import Lora, TextEmbeddings, TransformerConfig
 from ltx2_core.hosts import Host
+from ltx2_core.loader.sources import Sources
 from ltx2_core.memory.plan import MemoryPlan
+from ltx2_core.model_files import ModelFiles
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.model.decoders import Decoders
@@ -20,15 +23,20 @@ PARALLEL = "LTX2_PARALLEL"
 
 class ModelHandle(NamedTuple):
     """LTX2_MODEL: where the transformer runs (`host`: here, or on persistent workers with a multi-device layout)
-    and the checkpoint's VAEs and vocoder, which stay here on the device the user chose. `loras` are fused only
+    and the model's VAEs and vocoder (`files`), which stay here on the device the user chose. `loras` are fused only
     while a sampler runs and restored afterwards, so a LoRA'd handle never changes the model a loader node has
     cached. Nodes use the host's sampler and never ask which host it is."""
 
     host: Host
     decoders: Decoders
     video_encoder: VideoEncoder
-    checkpoint: str
+    files: ModelFiles
     loras: tuple[tuple[Lora, float], ...] = ()
+
+    def text_sources(self, text_encoder: str) -> Sources:
+        """Where the text path's weights are with `text_encoder`: a bundle's projection and connectors, or LTX-2.5's
+        connectors in the transformer file and its projection in the Gemma 4 file."""
+        return replace(self.files, text_encoder=text_encoder).sources()
 
     @property
     def config(self) -> TransformerConfig:
@@ -61,7 +69,7 @@ class ModelHandle(NamedTuple):
 
     def check_loaded(self) -> ModelHandle:
         if self.weights.is_meta:
-            raise ValueError(f"the model of {self.checkpoint} was released when its loader node loaded another "
+            raise ValueError(f"the model of {self.files.label} was released when its loader node loaded another "
                              "checkpoint or ComfyUI unloaded all models; queue the workflow again to reload it")
         return self
 

@@ -1,4 +1,5 @@
-"""Loader nodes: the checkpoint (transformer + VAEs + vocoder), the Gemma 3 text encoder, LoRAs, the upsampler."""
+"""Loader nodes: the model (an LTX-2.0/2.3 checkpoint bundling transformer, VAEs and vocoder, or LTX-2.5's separate
+files), the Gemma text encoder, LoRAs, the upsampler."""
 
 from __future__ import annotations
 
@@ -90,27 +91,69 @@ class LTX2CheckpointLoader:
 
     def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default", fp8: str = "auto",
              memory: str = "auto", parallel: Parallel | None = None, unique_id: str | None = None):
-        path, target, dtype = bridge.model_path("checkpoints", ckpt_name), _device(device), DTYPES[weight_dtype]
-        previous = _LOADED.pop(unique_id, None)
-        if previous is not None:  # this node loads another model: the old one goes first, never two at once
-            previous.release()
-        bridge.free_memory()
-        files = ModelFiles(checkpoint=path, fp8=fp8)
-        if parallel is not None and (parallel.layout.world_size > 1 or parallel.attach):
-            models = files.load_checkpoint(target, dtype, transformer=False)
-            host = WorkerHost(_start_workers(files, parallel, target, dtype))
-        else:
-            frames, height, width, passes = PLANNED_FOR
-            plan = files.plan(target, frames=frames, height=height, width=width, passes=passes, dtype=dtype,
-                              memory=memory)
-            models = files.load_checkpoint(target, dtype, plan)
-            if plan is not None:
-                print(f"[LTX-2] {plan.describe()}")
-            host = LocalHost(models.transformer, target, next(models.decoders.video.parameters()).dtype, plan)
-        handle = ModelHandle(host, models.decoders, models.video_encoder, path)
-        if unique_id is not None:
-            _LOADED[unique_id] = handle
-        return (handle,)
+        files = ModelFiles(checkpoint=bridge.model_path("checkpoints", ckpt_name), fp8=fp8)
+        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id),)
+
+
+class LTX2ModelLoader(LTX2CheckpointLoader):
+    DESCRIPTION = ("Loads an LTX-2.5 model from its separate files, as ComfyUI keeps them: the transformer from "
+                   "models/diffusion_models, the video VAE and the audio VAE (with its vocoder) from models/vae.")
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        inputs = super().INPUT_TYPES()
+        vae = _options("vae")
+        files = {
+            "transformer": (_options("diffusion_models"), {"tooltip": "ltx-2.5-22b-dev-transformer-*.safetensors "
+                            "(or -distilled-) from models/diffusion_models"}),
+            "video_vae": (vae, {"tooltip": "from models/vae: ltx-2.5-video-vae-bf16 (the diffusion decoder, the "
+                          "release's quality) or ltx-2.5-video-vae-conv-bf16 (the convolutional decoder: faster, less "
+                          "memory)"}),
+            "audio_vae": (vae, {"tooltip": "ltx-2.5-audio-vae-*.safetensors (audio VAE and vocoder) from models/vae"}),
+        }
+        required = {name: spec for name, spec in inputs["required"].items() if name != "ckpt_name"}
+        return {**inputs, "required": files | required}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, transformer: str | None = None, video_vae: str | None = None,
+                        audio_vae: str | None = None):
+        return (file_problem("transformer", transformer) or file_problem("video VAE", video_vae)
+                or file_problem("audio VAE", audio_vae) or True)
+
+    def load(self, transformer: str, video_vae: str, audio_vae: str, weight_dtype: str = "auto",
+             device: str = "default", fp8: str = "auto", memory: str = "auto", parallel: Parallel | None = None,
+             unique_id: str | None = None):
+        files = ModelFiles(checkpoint=bridge.model_path("diffusion_models", transformer),
+                           vae=bridge.model_path("vae", video_vae), audio_vae=bridge.model_path("vae", audio_vae),
+                           fp8=fp8)
+        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id),)
+
+
+def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, parallel: Parallel | None,
+                unique_id: str | None) -> ModelHandle:
+    """The model handle of `files`: its files checked together first (kinds, one release), the node's previous
+    model released, then the transformer on workers (a multi-device `parallel` layout) or here under a memory plan,
+    and the decoders and the video encoder here."""
+    target, dtype = _device(device), DTYPES[weight_dtype]
+    previous = _LOADED.pop(unique_id, None)
+    if previous is not None:  # this node loads another model: the old one goes first, never two at once
+        previous.release()
+    bridge.free_memory()
+    if parallel is not None and (parallel.layout.world_size > 1 or parallel.attach):
+        models = files.load_checkpoint(target, dtype, transformer=False)
+        host = WorkerHost(_start_workers(files, parallel, target, dtype))
+    else:
+        frames, height, width, passes = PLANNED_FOR
+        plan = files.plan(target, frames=frames, height=height, width=width, passes=passes, dtype=dtype,
+                          memory=memory)
+        models = files.load_checkpoint(target, dtype, plan)
+        if plan is not None:
+            print(f"[LTX-2] {plan.describe()}")
+        host = LocalHost(models.transformer, target, next(models.decoders.video.parameters()).dtype, plan)
+    handle = ModelHandle(host, models.decoders, models.video_encoder, files)
+    if unique_id is not None:
+        _LOADED[unique_id] = handle
+    return handle
 
 
 def _start_workers(files: ModelFiles, parallel: Parallel, device: torch.device, dtype: torch.dtype | None
@@ -154,9 +197,9 @@ class LTX2TextEncoderLoader:
         path, target = bridge.model_path("text_encoders", text_encoder, marker="config.json"), _device(device)
         dtype = model.check_loaded().weights.dtype
         if offload and target.type != "cpu":
-            return (load_streamed_prompt_encoder(path, model.checkpoint, device=target, dtype=dtype,
+            return (load_streamed_prompt_encoder(path, model.text_sources(path), device=target, dtype=dtype,
                                                  pin=model.memory is None or model.memory.pin),)
-        return (load_prompt_encoder(path, model.checkpoint, device=target, dtype=dtype),)
+        return (load_prompt_encoder(path, model.text_sources(path), device=target, dtype=dtype),)
 
 
 class LTX2LoraLoader:

@@ -9,6 +9,7 @@ import torch
 from ltx2_core import GuidanceParams
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
 from ltx2_core.geometry import is_frame_count
+from ltx2_core.pipeline import distilled_ancestral_seed
 from ltx2_core.preview import LatentPreview, rgb_projection
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
@@ -186,7 +187,8 @@ class LTX2Sampler:
                 "steps": ("INT", {"default": 30, "min": 1, "max": 200, "tooltip": "steps of the ltx2 schedule "
                                   f"({RELEASED_STEPS} in the releases); the fixed tables ignore it"}),
                 "schedule": (list(SCHEDULES), {"default": "ltx2", "tooltip": "ltx2: from noise; distilled: the "
-                             "8-step table of distilled models; stage-2 refine: re-noise to 0.909375, 3 steps"}),
+                             "8-step table of distilled models (LTX-2.5: ancestral steps, fresh noise from seed + "
+                             "10000, as its release pipeline); stage-2 refine: re-noise to 0.909375, 3 steps"}),
             },
             "optional": {
                 "guidance": (GUIDANCE, {"tooltip": "without it: the plain conditional prediction (distilled, refine)"}),
@@ -229,8 +231,10 @@ class LTX2Sampler:
         video_guidance, audio_guidance = guidance or (None, None)
         previews = (LatentPreview(rgb_projection(model.decoders.video), *latent.video.shape[2:])
                     if bridge.IN_COMFYUI else None)
+        distilled = schedule == "distilled" and not sigmas.strip()  # the release's distilled stage 1
+        ancestral = distilled_ancestral_seed(seed, model.config.version) if distilled else None
         stage = Stage(table, noise_scale=noise_scale, video_guidance=video_guidance, audio_guidance=audio_guidance,
-                      conditions=conditions)
+                      conditions=conditions, ancestral_seed=ancestral)
         with model.host.sampler(model.loras, previews=previews, compile=compile, cuda_graphs=cuda_graphs,
                                 should_stop=bridge.interrupt_requested) as (sampler, ready), bridge.interrupts():
             generator = torch.Generator(sampler.device).manual_seed(seed)

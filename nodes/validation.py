@@ -13,6 +13,7 @@ import math
 import os
 
 from ltx2_core.errors import LTX2Error
+from ltx2_core.loader.file_kinds import file_kind
 from ltx2_core.loader.identify import check_kind
 
 from . import bridge
@@ -21,8 +22,14 @@ from . import bridge
 FILE_KINDS = {
     "checkpoint": ("checkpoints", "LTX-2 Checkpoint Loader", "ckpt_name",
                    "an LTX-2 checkpoint such as ltx-2-19b-dev.safetensors or ltx-2.3-22b-dev.safetensors"),
-    "text encoder": ("text_encoders", "LTX-2 Text Encoder Loader (Gemma 3)", "text_encoder",
-                     "Gemma 3 12B: gemma_3_12B_it*.safetensors or a google/gemma-3-12b-it folder"),
+    "transformer": ("diffusion_models", "LTX-2 Model Loader (separate files)", "transformer",
+                    "an LTX-2.5 transformer such as ltx-2.5-22b-dev-transformer-bf16.safetensors"),
+    "video VAE": ("vae", "LTX-2 Model Loader (separate files)", "video_vae",
+                  "ltx-2.5-video-vae-bf16.safetensors (diffusion decoder) or ltx-2.5-video-vae-conv-bf16.safetensors"),
+    "audio VAE": ("vae", "LTX-2 Model Loader (separate files)", "audio_vae", "ltx-2.5-audio-vae-bf16.safetensors"),
+    "text encoder": ("text_encoders", "LTX-2 Text Encoder Loader (Gemma)", "text_encoder",
+                     "Gemma 3 12B for LTX-2.0/2.3 (gemma_3_12B_it*.safetensors or a google/gemma-3-12b-it folder), "
+                     "gemma4-12b-with-proj-ltx-2.5-bf16.safetensors for LTX-2.5"),
     "latent upsampler": ("latent_upscale_models", "LTX-2 Latent Upsampler Loader", "upscale_model_name",
                          "ltx-2-spatial-upscaler-x2-*.safetensors or ltx-2.3-spatial-upscaler-x2-*.safetensors"),
     "LoRA": ("loras", "LTX-2 LoRA Loader", "lora_name", "a LoRA trained for LTX-2"),
@@ -69,8 +76,14 @@ def stated_limits(node: type, name: str, value: object) -> str | None:
     return None
 
 
+# the kinds only LTX-2.5's separate files have: told from the header by `file_kind`
+_SEPARATE_KINDS = ("transformer", "video VAE", "audio VAE")
+
+
 def _is_kind(path: str, kind: str) -> bool:
     try:
+        if kind in _SEPARATE_KINDS:
+            return os.path.isfile(path) and file_kind(path).kind == kind
         check_kind(path, kind)
     except (LTX2Error, OSError, ValueError):
         return False
@@ -93,6 +106,11 @@ def file_problem(kind: str, name: object) -> str | None:
     shown = os.path.basename(str(name).rstrip("/\\"))
     for other, (other_folder, node, other_input, _) in FILE_KINDS.items():
         if other != kind and _is_kind(path, other):
-            return (f"{input_name}: {shown} is a {other} file, not a {kind}: put it in models/{other_folder} and "
-                    f"pick it in {node} ({other_input}); here pick {wanted} from models/{folder}")
-    return f"{input_name}: {shown} is not a {kind} LTX-2 can use; pick {wanted} from models/{folder}"
+            return (f"{input_name}: {shown} is {_article(other)} {other} file, not {_article(kind)} {kind}: put it in "
+                    f"models/{other_folder} and pick it in {node} ({other_input}); here pick {wanted} from "
+                    f"models/{folder}")
+    return f"{input_name}: {shown} is not {_article(kind)} {kind} LTX-2 can use; pick {wanted} from models/{folder}"
+
+
+def _article(kind: str) -> str:
+    return "an" if kind[0] in "aeiou" else "a"

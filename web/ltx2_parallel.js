@@ -11,7 +11,9 @@ import {
 } from "./ltx2_parallel_logic.js";
 
 const AXES = ["cfg", "sp", "tp"];
-const MODELS = { "LTX-2 19B": 37e9, "LTX-2.3 22B": 44e9 }; // transformer weights in bf16
+// transformer weights in bf16, as the memory plan counts them for the released configs (tests/web/test_widget_logic.py)
+const MODELS = { "LTX-2 19B": 37.75e9, "LTX-2.3 22B": 37.98e9, "LTX-2.5 22B": 37.85e9 };
+const CURRENT = "LTX-2.5 22B"; // the release the default layout is sized for
 const GB = 1e9;
 
 async function listDevices() {
@@ -62,7 +64,7 @@ function setUp(node, devices) {
   }
   node.addWidget("button", "default layout", null, () => {
     const free = devices.length ? Math.min(...devices.map((d) => d.free)) : 0;
-    const layout = defaultLayout({ ...facts(), weightBytes: MODELS["LTX-2.3 22B"], freeBytes: free || Infinity });
+    const layout = defaultLayout({ ...facts(), weightBytes: MODELS[CURRENT], freeBytes: free || Infinity });
     layoutWidget.value = formatLayout(layout);
     refresh();
   }, { serialize: false });

@@ -72,7 +72,7 @@ def test_the_layout_widget_leaves_out_invalid_choices_and_its_value_is_queued(co
     assert result["before"]["sp"] == ["1", "2", "4"] and "GPU" in result["before"]["devices"]  # four GPUs
     assert result["after"]["tp"] == ["1", "2"]  # tp 4 with sp 2 needs 8 GPUs: not offered
     assert json.loads(result["after"]["layout"]) == {"cfg": 1, "sp": 2, "tp": 1}
-    assert "LTX-2.3 22B 44.0 GB" in result["after"]["memory"] and "Warning" not in result["after"]["memory"]
+    assert "LTX-2.5 22B 37.9 GB" in result["after"]["memory"] and "Warning" not in result["after"]["memory"]
     (queued,) = [node for node in result["prompt"].values() if node["class_type"] == "LTX2ParallelConfig"]
     assert queued["inputs"]["layout"] == result["after"]["layout"]
 
@@ -80,7 +80,7 @@ def test_the_layout_widget_leaves_out_invalid_choices_and_its_value_is_queued(co
 def test_the_widget_warns_when_the_weights_per_gpu_exceed_a_gpus_memory(comfyui, tmp_path):
     gpus = [{"index": i, "name": "RTX 4090", "total": 24e9, "free": 23e9} for i in range(2)]
     memory = _widget(comfyui, tmp_path, gpus)["after"]["memory"]
-    assert "Warning: LTX-2 19B: 37.0 GB of weights per GPU exceed the 24 GB of RTX 4090; raise tp" in memory
+    assert "Warning: LTX-2 19B: 37.8 GB of weights per GPU exceed the 24 GB of RTX 4090; raise tp" in memory
 
 
 def test_without_a_gpu_the_widget_offers_the_cpu_workers_the_server_runs(comfyui, tmp_path):
