@@ -27,8 +27,8 @@ class LTX2ImageCondition:
             "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "1 holds it "
                                    "exactly, lower lets the model change it"}),
             "crf": ("INT", {"default": DEFAULT_IMAGE_CRF, "min": 0, "max": MAX_CRF, "tooltip": "H.264 quality of "
-                            "the round trip that makes a still look like a video frame (the reference's 33); 0 skips "
-                            "it. Too clean an image tends to give a frozen video"}),
+                            "the round trip that makes a still look like a video frame (the reference's 33 for LTX-2.0/2.3, 18 "
+                            "for LTX-2.5); 0 skips it. Too clean an image tends to give a frozen video"}),
         }, "optional": {
             "images": (IMAGES, {"tooltip": "earlier image conditions to add this one to"}),
         }}

@@ -16,7 +16,8 @@ API_WORKFLOWS = sorted((ROOT / "example_workflows" / "api").glob("*.api.json"))
 CORE = {"LoadImage": ({"image"}, set(), 2),
         "CreateVideo": ({"images", "fps"}, {"audio", "bit_depth"}, 1),
         "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0)}
-FOLDER_COMBOS = {"ckpt_name", "text_encoder", "lora_name", "upscale_model_name", "distilled_lora", "image"}
+FOLDER_COMBOS = {"ckpt_name", "transformer", "video_vae", "audio_vae", "text_encoder", "lora_name", "upscale_model_name",
+                 "distilled_lora", "image"}
 
 
 def _inputs(class_type: str) -> tuple[dict, dict, int]:
