@@ -11,8 +11,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from ltx2_core import load_lora, load_transformer
-from ltx2_core.demo import demo_inputs
+from ltx2_core import TransformerConfig, load_lora, load_transformer
+from ltx2_core.demo import demo_inputs, demo_transformer
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.lora import fuse_loras, fused_loras
 from ltx2_core.loader.safetensors_file import read_header
@@ -24,6 +24,7 @@ from ltx2_core.stages import empty_latent, sample
 from ltx2_core.types import TextEmbeddings
 from support.fp8_files import LAYOUTS, PREFIX, quantised_layers, write_fp8_checkpoint
 from support.model_files import write_lora
+from support.transformer25 import FILE_NAME, write_transformer25
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +34,25 @@ def fp8_files(tiny_checkpoints, tmp_path_factory):
             for layout in LAYOUTS}
 
 
+@pytest.fixture(scope="module")
+def fp8_files25(tmp_path_factory):
+    """Each fp8 layout of an LTX-2.5 transformer file (the DiT and its connectors alone, bias-free feed-forwards)."""
+    root = tmp_path_factory.mktemp("fp8-25")
+    config = TransformerConfig.tiny("2.5")
+    source = write_transformer25(root / FILE_NAME, demo_transformer(config, seed=3).state_dict(), config)
+    return {layout: write_fp8_checkpoint(source, root / f"{layout}.safetensors", layout) for layout in LAYOUTS}
+
+
 def _outputs(model):
     return model(*demo_inputs(model, text_tokens=7))
 
 
+@pytest.mark.parametrize("version", ["2.0", "2.5"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_each_layout_keeps_fp8_storage_and_runs_as_the_dequantised_model(fp8_files, layout):
+def test_each_layout_keeps_fp8_storage_and_runs_as_the_dequantised_model(request, layout, version):
+    fp8_files = request.getfixturevalue("fp8_files" if version == "2.0" else "fp8_files25")
     model = load_transformer(fp8_files[layout], dtype=torch.float32)
+    assert model.config.version == version
     with safe_open(str(fp8_files[layout]), framework="pt") as f:
         expected = {k[len(PREFIX):] for k in quantised_layers(f.keys())}
     fp8 = fp8_modules(model)
