@@ -30,6 +30,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
+from suite_models import RELEASED  # noqa: E402
 from suite_sections import SECTIONS, Settings  # noqa: E402
 from support.reference import import_ltx_pipelines  # noqa: E402
 
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="tiny structure and sizes: a CPU smoke run of every section")
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}")
-    p.add_argument("--versions", default="2.0,2.3", help="model structures: 2.0, 2.3 or both")
+    p.add_argument("--versions", default="2.0,2.3", help="model structures: any of 2.0, 2.3, 2.5")
     p.add_argument("--layers", type=int, default=8, help="blocks of the full-width slice (forward, syncs, recompiles)")
     p.add_argument("--repeats", type=int, help="timed runs per figure (default 10; quick 2)")
     p.add_argument("--device", help="default: cuda when available")
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     chosen = [name.strip() for name in args.sections.split(",") if name.strip()]
     unknown = sorted(set(chosen) - set(SECTIONS))
-    if unknown or any(v not in ("2.0", "2.3") for v in args.versions.split(",")):
+    if unknown or any(v not in RELEASED for v in args.versions.split(",")):
         p.error(f"unknown sections {unknown} or versions {args.versions!r}")
     s = settings(args)
     import_ltx_pipelines()  # the reference loop; imports ltx_core too

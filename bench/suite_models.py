@@ -1,7 +1,7 @@
 """The models and inputs of the GPU suite: one set of random weights, shared by ours, the reference `ltx_core`
 LTXModel and diffusers' LTX2VideoTransformer3DModel (assigned, not copied, so three sides cost one model's memory).
 
-Full mode: the released structure (every width and head count of LTX-2.0 / 2.3) with a slice of its 48 blocks;
+Full mode: the released structure (every width and head count of LTX-2.0 / 2.3 / 2.5) with a slice of its 48 blocks;
 quick mode: the tiny test structure, for a CPU smoke run.
 """
 
@@ -15,10 +15,13 @@ from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.geometry import audio_latent_length, audio_positions, video_positions
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.types import StreamInput, TextEmbeddings
-from support.configs import RELEASED_2_0, RELEASED_2_3
+from support.configs import RELEASED_2_0, RELEASED_2_3, RELEASED_2_5
 from support.reference import reference_transformer
 
-RELEASED = {"2.0": (RELEASED_2_0, "2.0.0"), "2.3": (RELEASED_2_3, "2.3.0")}
+RELEASED = {"2.0": (RELEASED_2_0, "2.0.0"), "2.3": (RELEASED_2_3, "2.3.0"), "2.5": (RELEASED_2_5, "2.5.0")}
+# the structures the suite's references build: ltx_core 1.0.0 and diffusers 0.42 predate LTX-2.5 (its bias-free
+# feed-forwards, prompt AdaLN off), which its rows time alone (its parity is ltx-core 1.2.0's, tests/parity)
+REFERENCE_VERSIONS = ("2.0", "2.3")
 
 
 def suite_config(version: str, layers: int, quick: bool) -> TransformerConfig:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -36,7 +37,7 @@ from ltx2_core.sampling.denoise import StepSetup
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.sampling.steps import StreamState
 from suite_measure import PEAK_TFLOPS, forward_flops, median_ms, peak_extra_bytes, synchronize, tflops
-from suite_models import Clip, clip, random_transformer, reference_of, suite_config
+from suite_models import REFERENCE_VERSIONS, Clip, clip, random_transformer, reference_of, suite_config
 from support.census import OpCensus
 from support.diffusers import diffusers_forward, diffusers_transformer
 
@@ -66,7 +67,8 @@ def forward(s: Settings) -> list[Row]:
     for version in s.versions:
         config = suite_config(version, s.slice_layers, s.quick)
         ours = random_transformer(config, s.device, s.dtype)
-        ref, theirs = reference_of(ours), diffusers_transformer(config, ours.state_dict())
+        ref, theirs = ((reference_of(ours), diffusers_transformer(config, ours.state_dict()))
+                       if version in REFERENCE_VERSIONS else (None, None))
         for size in s.forward_sizes:
             rows.append(_forward_row(s, config, ours, ref, theirs, clip(config, size, s.text_tokens, s.device,
                                                                         s.dtype), size))
@@ -76,32 +78,36 @@ def forward(s: Settings) -> list[Row]:
 
 
 @torch.no_grad()
-def _forward_row(s: Settings, config: TransformerConfig, ours: LTX2Transformer, ref: torch.nn.Module,
-                 theirs: torch.nn.Module, c: Clip, size: tuple[int, int, int]) -> Row:
+def _forward_row(s: Settings, config: TransformerConfig, ours: LTX2Transformer, ref: torch.nn.Module | None,
+                 theirs: torch.nn.Module | None, c: Clip, size: tuple[int, int, int]) -> Row:
+    """One size's row; a reference that cannot build this release (None) leaves its columns empty."""
     from ltx_core.guidance.perturbations import BatchedPerturbationConfig
 
     run = ours.prepare_run(c.video_positions, c.audio_positions, c.text.video, c.text.audio)  # once per run
     video, audio = c.streams()
     ref_video, ref_audio = c.reference_modalities()
-    sides = {
-        "ours": lambda: ours(video, audio, run),
-        "ltx_core": lambda: ref(ref_video, ref_audio, BatchedPerturbationConfig.empty(1)),
-        "diffusers": lambda: diffusers_forward(theirs, config, c.video, c.audio, c.text, c.sigma, c.video_positions,
-                                               c.audio_positions),
-    }
+    sides = {"ours": lambda: ours(video, audio, run)}
+    if ref is not None:
+        sides["ltx_core"] = lambda: ref(ref_video, ref_audio, BatchedPerturbationConfig.empty(1))
+    if theirs is not None:
+        sides["diffusers"] = lambda: diffusers_forward(theirs, config, c.video, c.audio, c.text, c.sigma,
+                                                       c.video_positions, c.audio_positions)
     outputs = {name: fn()[0].float() for name, fn in sides.items()}
     ms = {name: median_ms(fn, s.device, s.repeats, s.warmup) for name, fn in sides.items()}
     tv, ta, text = c.tokens
     achieved = tflops(forward_flops(config, tv, ta, text), ms["ours"])
     scale = outputs["ours"].abs().max().item()
-    return {
-        "version": config.version.value, "size": "×".join(map(str, size[::-1])), "video_tokens": tv,
-        "audio_tokens": ta, "blocks": config.num_layers, **{f"{name}_ms": t for name, t in ms.items()},
-        "vs_ltx_core": ms["ltx_core"] / ms["ours"], "vs_diffusers": ms["diffusers"] / ms["ours"],
-        "tflops": achieved, "of_peak": achieved / PEAK_TFLOPS,
-        "diff_ltx_core": (outputs["ours"] - outputs["ltx_core"]).abs().max().item() / scale,
-        "diff_diffusers": (outputs["ours"] - outputs["diffusers"]).abs().max().item() / scale,
-    }
+    row = {"version": config.version.value, "size": "×".join(map(str, size[::-1])), "video_tokens": tv,
+           "audio_tokens": ta, "blocks": config.num_layers}
+    for name in ("ours", "ltx_core", "diffusers"):
+        row[f"{name}_ms"] = ms.get(name)
+    for name in ("ltx_core", "diffusers"):
+        row[f"vs_{name}"] = ms[name] / ms["ours"] if name in ms else None
+    row |= {"tflops": achieved, "of_peak": achieved / PEAK_TFLOPS}
+    for name in ("ltx_core", "diffusers"):
+        row[f"diff_{name}"] = ((outputs["ours"] - outputs[name]).abs().max().item() / scale if name in outputs
+                               else None)
+    return row
 
 
 class _Step(NamedTuple):
@@ -138,12 +144,13 @@ def _step_rows(s: Settings, config: TransformerConfig) -> list[Row]:
     ours = random_transformer(config, s.device, s.dtype)
     c = clip(config, s.step_size, s.text_tokens, s.device, s.dtype)
     batched, one_by_one = _guided(ours, c, s.steps), _guided(ours, c, s.steps, passes_per_forward=1)
-    ref_step, _ = reference_loop(reference_of(ours), c.text, c.negative, *default_guidance(
-        config.version, config.num_layers), c.video_positions, c.audio_positions)
-    ref_states = (reference_state(c.video.clone(), c.video_positions), reference_state(c.audio.clone(),
-                                                                                      c.audio_positions))
-    sides = {"ours, passes batched": batched, "ours, one pass at a time": one_by_one,
-             "reference loop": lambda: ref_step(*ref_states, batched.sigmas, 0)}
+    sides = {"ours, passes batched": batched, "ours, one pass at a time": one_by_one}
+    if config.version.value in REFERENCE_VERSIONS:
+        ref_step, _ = reference_loop(reference_of(ours), c.text, c.negative, *default_guidance(
+            config.version, config.num_layers), c.video_positions, c.audio_positions)
+        ref_states = (reference_state(c.video.clone(), c.video_positions), reference_state(c.audio.clone(),
+                                                                                          c.audio_positions))
+        sides["reference loop"] = lambda: ref_step(*ref_states, batched.sigmas, 0)
     return [{"version": config.version.value, "size": "×".join(map(str, s.step_size[::-1])),
              "blocks": config.num_layers, "side": name, "passes": len(batched.setup.runner.passes),
              "ms": median_ms(fn, s.device, s.repeats, s.warmup), "peak_gib": peak_extra_bytes(fn, s.device) / 2**30}
@@ -304,12 +311,15 @@ def _caps(s: Settings, config: TransformerConfig, weights) -> list[int]:
 
 def _memory_row(s: Settings, config: TransformerConfig, source: LTX2Transformer, weights, fp8: bool, cap: int) -> Row:
     row = {"version": config.version.value, "weights": "fp8" if fp8 else "bf16", "cap_gb": cap / 1e9}
-    if s.device.type == "cuda":
-        torch.cuda.set_per_process_memory_fraction(min(1.0, cap / torch.cuda.get_device_properties(s.device)
-                                                       .total_memory), s.device)
+    gpu = torch.device("cuda", torch.cuda.current_device()) if s.device.type == "cuda" else None  # an index
+    if gpu is not None:
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap / torch.cuda.get_device_properties(gpu)
+                                                       .total_memory), gpu)
     try:
         plan = plan_memory(config, weights, cap, *s.step_size, 4, dtype=s.dtype, fp8_available=not fp8)
     except MemoryPlanError as exc:
+        if gpu is not None:
+            torch.cuda.set_per_process_memory_fraction(1.0, gpu)
         return row | {"plan": f"refused: {exc}"}
     model = copy.deepcopy(source)
     apply_memory_plan(model, plan, s.device)
@@ -318,14 +328,19 @@ def _memory_row(s: Settings, config: TransformerConfig, source: LTX2Transformer,
     row |= {"resident": f"{plan.resident_blocks}/{config.num_layers}", "planned_peak_gb": plan.peak / 1e9,
             "ms": median_ms(step, s.device, s.repeats, s.warmup),
             "peak_gib": peak_extra_bytes(step, s.device) / 2**30}
+    if gpu is not None:  # the whole device peak of that step (weights included), against the plan's
+        row["device_peak_gb"] = torch.cuda.max_memory_allocated(gpu) / 1e9
     del model, step
-    if s.device.type == "cuda":
-        torch.cuda.set_per_process_memory_fraction(1.0, s.device)
+    if gpu is not None:
+        torch.cuda.set_per_process_memory_fraction(1.0, gpu)
     print("memory row:", row, flush=True)  # the full-depth rows are slow to set up: each shows as soon as it is taken
     return row
 
 
 def _free(device: torch.device) -> None:
+    """Frees what the last row left: a streamed model and its streamer's hooks refer to each other, so only the
+    cycle collector frees them (without it the next 32 GB row found the 24 GB row's blocks still on the device)."""
+    gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
 
