@@ -11,6 +11,9 @@ it, `eager_na3d` below computes the same thing with plain SDPA over query blocks
 
 from __future__ import annotations
 
+import itertools
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 
@@ -58,38 +61,74 @@ def window_starts(length: int, kernel: int) -> list[int]:
     return [min(max(i - kernel // 2, 0), length - kernel) for i in range(length)]
 
 
-def _window_mask(starts: list[int], keys: tuple[int, int], kernel: int, device: torch.device) -> torch.Tensor:
-    """(queries, keys) bool: key `keys[0] + j` is inside query i's window."""
-    first = torch.tensor(starts, device=device)[:, None]
-    key = torch.arange(*keys, device=device)[None, :]
-    return (key >= first) & (key < first + kernel)
+GATHER_BYTES = 256 * 2**20  # keys and values gathered for one SDPA call of the eager path
+
+
+class _AxisGroup(NamedTuple):
+    """The query blocks of one axis whose windows fall alike inside their key boxes: their first queries, their
+    boxes' first keys, and the (block length, box length) mask keeping each query's own window."""
+
+    query_starts: list[int]
+    box_starts: list[int]
+    mask: torch.Tensor  # (block length, box length) bool
+
+
+def _axis_groups(length: int, kernel: int, block: int, device: torch.device) -> list[_AxisGroup]:
+    """One axis cut into query blocks of `block`, grouped: the interior blocks share one pattern, the border ones
+    (windows shifted inward, a shorter last block) a few more."""
+    starts = window_starts(length, kernel)
+    found: dict[tuple[tuple[int, ...], int], tuple[list[int], list[int]]] = {}
+    for first in range(0, length, block):
+        last = min(first + block, length)
+        box = starts[first]
+        relative = tuple(start - box for start in starts[first:last])
+        queries, boxes = found.setdefault((relative, starts[last - 1] + kernel - box), ([], []))
+        queries.append(first)
+        boxes.append(box)
+    groups = []
+    for (relative, box_length), (queries, boxes) in found.items():
+        first = torch.tensor(relative, device=device)[:, None]
+        key = torch.arange(box_length, device=device)[None, :]
+        groups.append(_AxisGroup(queries, boxes, (key >= first) & (key < first + kernel)))
+    return groups
+
+
+def _indices(starts: list[int], length: int, device: torch.device) -> torch.Tensor:
+    """(len(starts), length): the positions of each block (or box) on its axis."""
+    return torch.tensor(starts, device=device)[:, None] + torch.arange(length, device=device)[None, :]
 
 
 def eager_na3d(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kernel: tuple[int, int, int]) -> torch.Tensor:
-    """The pure-torch na3d: for each block of queries, SDPA over the box of keys its windows cover, with a mask
-    keeping each query's own window. q, k, v (B, T, H, W, heads, D) -> same shape."""
+    """The pure-torch na3d: queries cut into blocks of QUERY_BLOCK; every block attends by SDPA to the box of keys
+    its windows cover, masked to each query's own window. Blocks whose windows sit alike in their boxes share one
+    mask, so they run batched, as many per call as GATHER_BYTES of gathered keys and values allow (a few calls per
+    layer instead of one per block: the per-block loop was launch-bound on a GPU).
+    q, k, v (B, T, H, W, heads, D) -> same shape."""
     b, *size, heads, dim = q.shape
     out = torch.empty_like(v)
-    starts = [window_starts(n, kk) for n, kk in zip(size, kernel)]
-    ranges = [[(i, min(i + step, n)) for i in range(0, n, step)] for n, step in zip(size, QUERY_BLOCK)]
-    for t0, t1 in ranges[0]:
-        for h0, h1 in ranges[1]:
-            for w0, w1 in ranges[2]:
-                block = ((t0, t1), (h0, h1), (w0, w1))
-                # the key box: from the first query's window start to the last query's window end, per axis
-                boxes = [(s[a0], s[a1 - 1] + kk) for s, (a0, a1), kk in zip(starts, block, kernel)]
-                masks = [_window_mask(s[a0:a1], box, kk, q.device)
-                         for s, (a0, a1), box, kk in zip(starts, block, boxes, kernel)]
-                mask = (masks[0][:, None, None, :, None, None] & masks[1][None, :, None, None, :, None]
-                        & masks[2][None, None, :, None, None, :])
-                queries = q[:, t0:t1, h0:h1, w0:w1]
-                (k0, k1), (g0, g1), (x0, x1) = boxes
-                keys, values = k[:, k0:k1, g0:g1, x0:x1], v[:, k0:k1, g0:g1, x0:x1]
-                n_q, n_k = queries.shape[1] * queries.shape[2] * queries.shape[3], keys[0, ..., 0, 0].numel()
-                attended = F.scaled_dot_product_attention(
-                    queries.reshape(b, n_q, heads, dim).transpose(1, 2),
-                    keys.reshape(b, n_k, heads, dim).transpose(1, 2),
-                    values.reshape(b, n_k, heads, dim).transpose(1, 2),
-                    attn_mask=mask.reshape(n_q, n_k), scale=1.0)
-                out[:, t0:t1, h0:h1, w0:w1] = attended.transpose(1, 2).reshape(queries.shape)
+    axes = [_axis_groups(n, kk, step, q.device) for n, kk, step in zip(size, kernel, QUERY_BLOCK)]
+    for gt, gh, gw in itertools.product(*axes):
+        masks = (gt.mask, gh.mask, gw.mask)
+        (qt, bt), (qh, bh), (qw, bw) = (m.shape for m in masks)
+        mask = (masks[0][:, None, None, :, None, None] & masks[1][None, :, None, None, :, None]
+                & masks[2][None, None, :, None, None, :]).reshape(qt * qh * qw, bt * bh * bw)
+        per_block = 2 * bt * bh * bw * heads * dim * k.element_size() * b
+        rows = max(1, GATHER_BYTES // (per_block * len(gw.query_starts) * len(gh.query_starts)))
+        w_query, w_box = _indices(gw.query_starts, qw, q.device), _indices(gw.box_starts, bw, q.device)
+        h_query, h_box = _indices(gh.query_starts, qh, q.device), _indices(gh.box_starts, bh, q.device)
+        for first in range(0, len(gt.query_starts), rows):
+            t_query = _indices(gt.query_starts[first:first + rows], qt, q.device)
+            t_box = _indices(gt.box_starts[first:first + rows], bt, q.device)
+            query_index = (t_query[:, None, None, :, None, None], h_query[None, :, None, None, :, None],
+                           w_query[None, None, :, None, None, :])
+            box_index = (t_box[:, None, None, :, None, None], h_box[None, :, None, None, :, None],
+                         w_box[None, None, :, None, None, :])
+            queries = q[(slice(None), *query_index)]  # (B, blocks t, h, w, qt, qh, qw, heads, D)
+            blocks = queries.shape[:4]
+            keys, values = (x[(slice(None), *box_index)].reshape(-1, bt * bh * bw, heads, dim).transpose(1, 2)
+                            for x in (k, v))
+            attended = F.scaled_dot_product_attention(
+                queries.reshape(-1, qt * qh * qw, heads, dim).transpose(1, 2), keys, values, attn_mask=mask,
+                scale=1.0)
+            out[(slice(None), *query_index)] = attended.transpose(1, 2).reshape(*blocks, qt, qh, qw, heads, dim)
     return out
