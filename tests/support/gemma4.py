@@ -120,3 +120,24 @@ def write_gemma4_file(path: Path, *, config: dict | None = None, metadata: dict[
         metadata = {"format": "pt", "gemma_config": json.dumps(config or gemma4_config())}
     save_file(tensors, str(path), metadata=metadata)
     return path
+
+
+def sources25(text_encoder: Path, transformer: Path):
+    """The `Sources` of an LTX-2.5 model's text path (what `model_files.ModelFiles` builds): the projection from the
+    text encoder file, the connectors and the transformer from the transformer file."""
+    from ltx2_core.loader.sources import Component, Source, Sources
+
+    return Sources.separate({
+        Component.TEXT_PROJECTION: Source(Path(text_encoder), "text_embedding_projection."),
+        Component.TEXT_CONNECTORS: Source(Path(transformer), "model.diffusion_model."),
+        Component.TRANSFORMER: Source(Path(transformer), "model.diffusion_model."),
+    })
+
+
+def write_transformer25_file(path: Path, seed: int = 0) -> Path:
+    """The tiny 2.5 transformer file (DiT + connectors, `gemma_source_checkpoint` naming this Gemma)."""
+    from ltx2_core.demo import demo_transformer
+    from support.transformer25 import write_transformer25
+
+    config = TransformerConfig.tiny("2.5")
+    return write_transformer25(path, demo_transformer(config, seed=seed).state_dict(), config)
