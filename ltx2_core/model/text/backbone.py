@@ -55,8 +55,7 @@ class TextBackbone(Protocol):
 
 # LTX-2 was trained on Gemma 3 12B: it answers for files nothing recognises, so their errors name what to use.
 DEFAULT: TextBackbone = GEMMA3
-# Gemma 4 first: its weight names include all of Gemma 3's (plus `layer_scalar`)
-_REGISTERED: list[TextBackbone] = [GEMMA4, GEMMA3]
+_REGISTERED: list[TextBackbone] = [GEMMA3, GEMMA4]
 
 
 def registered() -> tuple[TextBackbone, ...]:
