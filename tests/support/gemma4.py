@@ -21,6 +21,7 @@ import torch
 from safetensors.torch import save_file
 
 from ltx2_core import TransformerConfig
+from ltx2_core.demo.text import bpe_tokenizer_json
 from ltx2_core.model.text.config import TextConfig
 from support.configs import GEMMA_SOURCE_2_5
 from support.gemma import CORPUS
@@ -57,14 +58,7 @@ def gemma4_config(gemma_version: str | None = GEMMA_SOURCE_2_5["gemma_version"],
 @functools.lru_cache(maxsize=1)
 def tokenizer_json() -> bytes:
     """tokenizer.json of a BPE trained on the test corpus, Gemma's special ids first."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    trainer = trainers.BpeTrainer(vocab_size=TOKENIZER_VOCAB, show_progress=False,
-                                  special_tokens=["<pad>", "<eos>", "<bos>", "<unk>"])
-    tokenizer.train_from_iterator(CORPUS * 4, trainer)
-    return tokenizer.to_str().encode()
+    return bpe_tokenizer_json(CORPUS, TOKENIZER_VOCAB)
 
 
 @functools.lru_cache(maxsize=2)

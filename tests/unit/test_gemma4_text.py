@@ -133,3 +133,14 @@ def test_text_path_after_gemma4_has_no_host_sync(encoder):
         states = encoder.backbone.hidden_states(encoder.gemma, tokens.input_ids, tokens.attention_mask)
         encoder.projection(states, tokens.attention_mask)
     assert census.syncs() == {}
+
+
+@pytest.mark.parametrize("version", ["2.3", "2.5"])
+def test_the_demo_encodes_2_5_prompts_with_gemma4(version):
+    from ltx2_core.demo import demo_prompt_encoder
+
+    encoder = demo_prompt_encoder(TransformerConfig.tiny(version))
+    assert encoder.backbone.name == ("Gemma 4" if version == "2.5" else "Gemma 3")
+    positive, negative = encoder.encode(POSITIVE, NEGATIVE)
+    assert positive.video.shape == (1, 128, 16) and torch.isfinite(positive.video).all()
+    assert not torch.allclose(positive.video, negative.video)
