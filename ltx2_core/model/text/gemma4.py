@@ -58,30 +58,38 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 
 class Attention(nn.Module):
-    """Grouped-query attention of one layer. x (B, T, D), RoPE (cos, sin) and a bool mask (B, 1, T, T) -> (B, T, D)."""
+    """Grouped-query attention of one layer. x (B, T, D), RoPE (cos, sin), a bool mask (B, 1, T, T) and the K/V
+    shared between layers (layer type -> (k, v), filled by "store" layers, read by "reuse" ones) -> (B, T, D)."""
 
     def __init__(self, config: Gemma4Config, layer: int) -> None:
         super().__init__()
         self.head_dim = config.head_dims[layer]
         self.heads, self.kv_heads = config.num_attention_heads, config.kv_heads[layer]
-        bias = config.attention_bias
+        self.layer_type, self.kv_mode = config.layer_types[layer], config.kv_modes[layer]
+        bias, width, eps = config.attention_bias, self.kv_heads * self.head_dim, config.rms_norm_eps
         self.q_proj = nn.Linear(config.hidden_size, self.heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(config.hidden_size, self.kv_heads * self.head_dim, bias=bias)
-        # `attention_k_eq_v` on a full-attention layer: the values are the keys' projection (normed without weight)
-        self.v_proj = None if config.k_is_v[layer] else nn.Linear(config.hidden_size, self.kv_heads * self.head_dim,
-                                                                     bias=bias)
+        self.q_norm = Norm(self.head_dim, eps)
+        if self.kv_mode != "reuse":  # a layer reusing another's K/V has no K/V weights
+            self.k_proj = nn.Linear(config.hidden_size, width, bias=bias)
+            # `attention_k_eq_v` on a full-attention layer: the values are the keys' projection (normed, no weight)
+            self.v_proj = None if config.k_is_v[layer] else nn.Linear(config.hidden_size, width, bias=bias)
+            self.k_norm = Norm(self.head_dim, eps)
+            self.v_norm = Norm(self.head_dim, eps, scaled=False)
         self.o_proj = nn.Linear(self.heads * self.head_dim, config.hidden_size, bias=bias)
-        self.q_norm = Norm(self.head_dim, config.rms_norm_eps)
-        self.k_norm = Norm(self.head_dim, config.rms_norm_eps)
-        self.v_norm = Norm(self.head_dim, config.rms_norm_eps, scaled=False)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor,
+                shared: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         shape = (*x.shape[:-1], -1, self.head_dim)
         cos, sin = rope
         q = _rotate(self.q_norm(self.q_proj(x).view(shape)), cos, sin).transpose(1, 2)
-        k_raw = self.k_proj(x).view(shape)
-        v = self.v_norm(k_raw if self.v_proj is None else self.v_proj(x).view(shape)).transpose(1, 2)
-        k = _rotate(self.k_norm(k_raw), cos, sin).transpose(1, 2)
+        if self.kv_mode == "reuse":
+            k, v = shared[self.layer_type]
+        else:
+            k_raw = self.k_proj(x).view(shape)
+            v = self.v_norm(k_raw if self.v_proj is None else self.v_proj(x).view(shape)).transpose(1, 2)
+            k = _rotate(self.k_norm(k_raw), cos, sin).transpose(1, 2)
+        if self.kv_mode == "store":
+            shared[self.layer_type] = k, v
         if self.kv_heads != self.heads:  # each K/V head serves heads / kv_heads query heads, in order
             k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
             v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
@@ -91,11 +99,12 @@ class Attention(nn.Module):
 
 
 class Mlp(nn.Module):
-    def __init__(self, config: Gemma4Config) -> None:
+    def __init__(self, config: Gemma4Config, layer: int) -> None:
         super().__init__()
-        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        width = config.intermediate_sizes[layer]
+        self.gate_proj = nn.Linear(config.hidden_size, width, bias=False)
+        self.up_proj = nn.Linear(config.hidden_size, width, bias=False)
+        self.down_proj = nn.Linear(width, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
@@ -108,15 +117,16 @@ class DecoderLayer(nn.Module):
         super().__init__()
         eps = config.rms_norm_eps
         self.self_attn = Attention(config, layer)
-        self.mlp = Mlp(config)
+        self.mlp = Mlp(config, layer)
         self.input_layernorm = Norm(config.hidden_size, eps)
         self.post_attention_layernorm = Norm(config.hidden_size, eps)
         self.pre_feedforward_layernorm = Norm(config.hidden_size, eps)
         self.post_feedforward_layernorm = Norm(config.hidden_size, eps)
         self.register_buffer("layer_scalar", torch.ones(1))  # persistent: the file stores each layer's
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        h = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), (cos, sin), mask))
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                shared: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        h = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), (cos, sin), mask, shared))
         h = h + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(h)))
         return h * self.layer_scalar
 
@@ -173,9 +183,9 @@ class Gemma4TextModel(nn.Module):
         positions = torch.arange(x.shape[1], device=x.device).unsqueeze(0)
         masks = self.config.masks(attention_mask)
         ropes = {t: self.rotary_emb(t, positions, x.dtype) for t in self.config.rope}
-        states = [x]
+        states, shared = [x], {}
         for layer_type, layer in zip(self.config.layer_types, self.layers):
-            x = layer(x, *ropes[layer_type], masks[layer_type])
+            x = layer(x, *ropes[layer_type], masks[layer_type], shared)
             states.append(x)
         states[-1] = self.norm(x)
         return tuple(states)

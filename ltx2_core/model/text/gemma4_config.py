@@ -47,9 +47,6 @@ def text_values(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
     known = {k: values[k] for k in (*DEFAULTS, "per_layer_config") if k in values}
     merged = {**DEFAULTS, **known, "model_type": "gemma4_unified_text", "gemma_version": raw.get("gemma_version")}
     problems = []
-    if merged["num_kv_shared_layers"]:
-        problems.append(f"num_kv_shared_layers={merged['num_kv_shared_layers']} (layers sharing keys/values are not "
-                        "supported: only Gemma 4's small E2B/E4B models have them)")
     if merged["hidden_activation"] not in ("gelu_pytorch_tanh", "gelu_tanh"):
         problems.append(f"hidden_activation={merged['hidden_activation']!r} (supported: 'gelu_pytorch_tanh')")
     if merged["use_bidirectional_attention"] not in ("vision", "all", None):
@@ -76,6 +73,8 @@ class Gemma4Config:
     head_dims: tuple[int, ...]  # per layer: head_dim on sliding layers, global_head_dim on full ones
     kv_heads: tuple[int, ...]
     k_is_v: tuple[bool, ...]  # per layer: the values reuse the keys' projection (attention_k_eq_v, full layers)
+    kv_modes: tuple[str | None, ...]  # per layer: "reuse" another layer's K/V, "store" them for those, or None
+    intermediate_sizes: tuple[int, ...]  # per layer (doubled on K/V-reusing layers with `use_double_wide_mlp`)
     rope: Mapping[str, Mapping[str, Any]]  # layer type -> rope parameters
     rms_norm_eps: float
     sliding_window: int  # as the masks use it (already halved + 1 for bidirectional attention)
@@ -99,6 +98,8 @@ class Gemma4Config:
         head_dims = tuple(int(per_layer.get(str(i), {}).get("head_dim", values["head_dim"])) for i in range(layers))
         kv_heads = tuple(int(per_layer.get(str(i), {}).get("num_key_value_heads", values["num_key_value_heads"]))
                          for i in range(layers))
+        kv_modes = _kv_modes(layer_types, int(values["num_kv_shared_layers"]))
+        wide = 2 if values["use_double_wide_mlp"] else 1
         bidirectional = values["use_bidirectional_attention"] == "all"
         window = int(values["sliding_window"])
         return cls(
@@ -107,6 +108,9 @@ class Gemma4Config:
             num_attention_heads=int(values["num_attention_heads"]), layer_types=tuple(layer_types),
             head_dims=head_dims, kv_heads=kv_heads,
             k_is_v=tuple(bool(values["attention_k_eq_v"]) and t == FULL for t in layer_types),
+            kv_modes=kv_modes,
+            intermediate_sizes=tuple(int(values["intermediate_size"]) * (wide if mode == "reuse" else 1)
+                                     for mode in kv_modes),
             rope={t: dict(values["rope_parameters"][t]) for t in sorted(set(layer_types))},
             rms_norm_eps=float(values["rms_norm_eps"]),
             sliding_window=window // 2 + 1 if bidirectional else window,
@@ -152,3 +156,18 @@ class Gemma4Config:
             sliding = (q - k).abs() <= self.sliding_window
         masks = {FULL: keys & full, SLIDING: keys & sliding}
         return {t: masks[t] for t in self.rope}
+
+
+def _kv_modes(layer_types: list[str], shared: int) -> tuple[str | None, ...]:
+    """transformers' K/V sharing: the last `shared` layers reuse the K/V of the last earlier layer of their type,
+    which stores them."""
+    first = len(layer_types) - shared
+    modes: list[str | None] = [None if i < first else "reuse" for i in range(len(layer_types))]
+    if shared:
+        producers = layer_types[:first]
+        if set(producers) != set(layer_types):
+            raise CheckpointError(f"num_kv_shared_layers={shared}: a layer type that reuses keys/values has no "
+                                  "earlier layer of its type computing them")
+        for layer_type in set(layer_types):
+            modes[first - 1 - producers[::-1].index(layer_type)] = "store"
+    return tuple(modes)
