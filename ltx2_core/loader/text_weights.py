@@ -90,7 +90,8 @@ def check_compatible(gemma: GemmaSource, source: Source, file: SafetensorsFile) 
 def check_gemma_pairing(gemma: GemmaSource, transformer: SafetensorsFile, config: TransformerConfig) -> None:
     """The text encoder must be the Gemma the transformer was trained with, from headers only (as ltx-core 1.2.0):
     a transformer naming `gemma_source_checkpoint.gemma_version` (LTX-2.5) needs the text encoder whose
-    `gemma_config.gemma_version` is the same; an LTX-2.0/2.3 model needs Gemma 3."""
+    `gemma_config.gemma_version` is the same; an LTX-2.0/2.3 model refuses LTX-2.5's Gemma 4 (and any text encoder
+    naming a `gemma_version`), an LTX-2.5 one Gemma 3."""
     expected = _gemma_source_version(transformer)
     release = f"LTX-{config.version.value}"
     if expected is not None and gemma.gemma_version != expected:
@@ -100,11 +101,12 @@ def check_gemma_pairing(gemma: GemmaSource, transformer: SafetensorsFile, config
             f"Gemma version mismatch: the {release} transformer {transformer.path} was trained with the Gemma "
             f"whose gemma_version is {expected!r}, but text encoder {gemma.path} {found}. Pick the text encoder of "
             "the same release (LTX-2.5: text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors).")
-    if expected is None and config.version is ModelVersion.V2_5 and gemma.backbone is not GEMMA4:
+    if expected is None and config.version is ModelVersion.V2_5 and gemma.backbone is GEMMA3:
         raise CheckpointError(
             f"the {release} transformer {transformer.path} needs the Gemma 4 text encoder, but {gemma.path} is "
             f"{gemma.backbone.name}; pick text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors.")
-    if expected is None and config.version is not ModelVersion.V2_5 and gemma.backbone is not GEMMA3:
+    later = gemma.backbone is GEMMA4 or gemma.gemma_version is not None  # an LTX-2.5 text encoder
+    if expected is None and config.version is not ModelVersion.V2_5 and later:
         raise CheckpointError(
             f"the {release} model {transformer.path} was trained with Gemma 3 12B, but text encoder {gemma.path} is "
             f"{gemma.backbone.name} (LTX-2.5's); pick gemma_3_12B_it*.safetensors (or the LTX-2.5 transformer "
