@@ -84,8 +84,8 @@ class GemmaSource:
 
 
 def find_gemma(path: str | os.PathLike) -> GemmaSource:
-    """Inspects a ComfyUI text-encoder file or a Hugging Face folder (headers only) and checks it is a registered
-    backbone (Gemma 3)."""
+    """Inspects a text-encoder file (ComfyUI's or LTX-2.5's) or a Hugging Face folder (headers only) and checks it is
+    a registered backbone (Gemma 3 or Gemma 4)."""
     path = Path(path)
     if path.is_dir():
         return _from_folder(path)
@@ -104,8 +104,8 @@ def find_gemma(path: str | os.PathLike) -> GemmaSource:
 
 
 def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None):
-    """The backbone's model (`transformers.Gemma3TextModel`) holding the file's weights (cast to `dtype`), checked
-    before any read."""
+    """The backbone's model (`transformers.Gemma3TextModel`, or our `Gemma4TextModel`) holding the file's weights
+    (cast to `dtype`), checked before any read."""
     model = source.backbone.build(source.config)
     plans = [read_formats(file, keys, weight_only=True) for file, keys in source.shards]
     merged = StoredFormats.union(plans)
