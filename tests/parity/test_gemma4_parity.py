@@ -11,24 +11,26 @@ import torch
 
 from ltx2_core.loader.gemma_files import find_gemma
 from ltx2_core.loader.text_weights import load_prompt_encoder
-from support.gemma4 import FILE_NAME, TOKENIZER_CONFIG, sources25, write_gemma4_file, write_transformer25_file
+from support.gemma4 import FILE_NAME, TOKENIZER_CONFIG, padded_tokenizer_json, sources25, write_gemma4_file, \
+    write_transformer25_file
 from support.reference120 import run_reference
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 MAX = 32  # padded prompt length (a multiple of the tiny connectors' 4 registers; longer than the sliding window 6)
 PROMPTS = ["  A cat walks along the beach at sunset while waves roll in.  ", "blurry, low quality",
            "The camera slowly pans across a quiet forest; birds sing and leaves rustle. " * 3]  # truncated
-# tokenizer configs 1.2.0 reads differently: the flags replace the post-processor (BOS then not added twice), no
-# pad token (pads are EOS)
-TOKENIZER_VARIANTS = {"add_bos": {**TOKENIZER_CONFIG, "add_bos_token": True, "add_eos_token": False},
-                      "no_pad": {k: v for k, v in TOKENIZER_CONFIG.items() if k != "pad_token"}}
+_NO_PAD = {k: v for k, v in TOKENIZER_CONFIG.items() if k != "pad_token"}
+# tokenizer files 1.2.0 reads differently: the flags replace the post-processor (BOS then not added twice), no pad
+# token (pads are EOS), the pad token from tokenizer.json's padding section
+TOKENIZER_VARIANTS = {"add_bos": ({**TOKENIZER_CONFIG, "add_bos_token": True, "add_eos_token": False}, None),
+                      "no_pad": (_NO_PAD, None), "json_pad": (_NO_PAD, padded_tokenizer_json())}
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ltx25_text")
-    variants = {name: write_gemma4_file(folder / f"{name}.safetensors", tokenizer_config=config)
-                for name, config in TOKENIZER_VARIANTS.items()}
+    variants = {name: write_gemma4_file(folder / f"{name}.safetensors", tokenizer_config=config, tokenizer=tokenizer)
+                for name, (config, tokenizer) in TOKENIZER_VARIANTS.items()}
     return folder, write_gemma4_file(folder / FILE_NAME), write_transformer25_file(folder / "transformer.safetensors"), \
         variants
 

@@ -95,16 +95,25 @@ def _uint8(data: bytes) -> torch.Tensor:
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
+def padded_tokenizer_json() -> bytes:
+    """The test tokenizer.json with a padding section (transformers then takes its pad token from there)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(tokenizer_json().decode())
+    tokenizer.enable_padding(pad_id=0, pad_token="<pad>", direction="right")
+    return tokenizer.to_str().encode()
+
+
 def write_gemma4_file(path: Path, *, config: dict | None = None, metadata: dict[str, str] | None = None,
-                      tokenizer_config: dict | None = None, drop: tuple[str, ...] = (),
-                      dtype: torch.dtype = torch.float32) -> Path:
+                      tokenizer_config: dict | None = None, tokenizer: bytes | None = None,
+                      drop: tuple[str, ...] = (), dtype: torch.dtype = torch.float32) -> Path:
     """Writes the tiny 2.5 text encoder file; `drop` leaves out tensors by name (bad-file tests), `metadata` replaces
     the header's (None: the released entries)."""
     tensors = {"model." + k: v.to(dtype).contiguous() for k, v in gemma4_state().items()}
     tensors |= {"vision_model.patch_embedding.weight": torch.zeros(4, 3, 2, 2),
                 "multi_modal_projector.embedding_projection.weight": torch.zeros(TINY_GEMMA4_TEXT["hidden_size"], 4)}
     tensors |= projection_tensors()
-    tensors["tokenizer_json"] = _uint8(tokenizer_json())
+    tensors["tokenizer_json"] = _uint8(tokenizer or tokenizer_json())
     tensors["hf_asset__tokenizer_config.json"] = _uint8(json.dumps(tokenizer_config or TOKENIZER_CONFIG).encode())
     tensors["hf_asset__processor_config.json"] = _uint8(json.dumps(
         {"processor_class": "Gemma4UnifiedProcessor"}).encode())

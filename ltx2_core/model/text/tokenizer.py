@@ -108,11 +108,15 @@ class PromptTokenizer:
         except Exception as exc:  # tokenizers raises a bare Exception on a malformed tokenizer.json
             raise CheckpointError(f"{source}: the embedded tokenizer.json cannot be read ({exc}); the text encoder "
                                   "file is damaged, download it again") from exc
+        json_padding = backend.padding  # transformers takes the pad token from here when the config names none
         backend.no_padding()
         backend.no_truncation()
+        names = {role: _token_name(tokenizer_config.get(f"{role}_token")) for role in ("bos", "eos", "pad")}
+        if names["pad"] is None and json_padding is not None:
+            names["pad"] = json_padding["pad_token"]
         ids = {}
         for role in ("bos", "eos", "pad"):
-            token = _token_name(tokenizer_config.get(f"{role}_token"))
+            token = names[role]
             ids[role] = None if token is None else backend.token_to_id(token)
             if token is not None and ids[role] is None:
                 raise CheckpointError(f"{source}: the tokenizer config's {role}_token {token!r} is not in its "
