@@ -1,5 +1,6 @@
-"""The demo's text path: a tiny random-weight Gemma 3 with a SentencePiece tokenizer trained in code, and the text
-projection that fits the demo transformer."""
+"""The demo's text path: a tiny random-weight Gemma 3 with a SentencePiece tokenizer trained in code (LTX-2.0 and
+2.3), or a tiny random-weight Gemma 4 with a BPE tokenizer.json trained in code (LTX-2.5), and the text projection
+that fits the demo transformer."""
 
 from __future__ import annotations
 
@@ -10,10 +11,18 @@ from ltx2_core.demo.transformer import random_weights_
 from ltx2_core.model.text import PromptEncoder, PromptTokenizer, TextProjection
 from ltx2_core.model.text import gemma3 as gemma_lm
 from ltx2_core.model.text.config import TextConfig
+from ltx2_core.model.text.gemma4 import GEMMA4
+from ltx2_core.releases import ModelVersion
 
 # a Gemma 3 text model at toy size (the other settings are Gemma 3 12B's), and text to train its tokenizer on
 DEMO_GEMMA = {"vocab_size": 384, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
               "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "query_pre_attn_scalar": 16}
+# LTX-2.5's Gemma 4 at toy size: five sliding-window layers (window shorter than the demo prompts) and a full-attention
+# one with its own head size, as the 12B
+DEMO_GEMMA4 = {"model_type": "gemma4_unified_text", "vocab_size": 384, "hidden_size": 32, "intermediate_size": 64,
+               "num_hidden_layers": 6, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+               "global_head_dim": 32, "sliding_window": 64}
+DEMO_TOKENIZER_CONFIG = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
 _DEMO_CORPUS = (
     "A cat walks along the beach at sunset while waves roll in and gulls call overhead.",
     "blurry, low quality, distorted, watermark, static, jittery motion, bad anatomy, noise",
@@ -37,6 +46,19 @@ def sentencepiece_model(corpus: tuple[str, ...] | list[str], vocab_size: int) ->
     return buffer.getvalue()
 
 
+def bpe_tokenizer_json(corpus: tuple[str, ...] | list[str], vocab_size: int) -> bytes:
+    """tokenizer.json of a BPE trained on `corpus` with `tokenizers`, Gemma's special ids (pad 0, eos 1, bos 2, unk 3)
+    and no post-processor (Gemma 4's tokenizer adds no BOS itself), like the bytes LTX-2.5's text encoder embeds."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
+                                  special_tokens=["<pad>", "<eos>", "<bos>", "<unk>"])
+    tokenizer.train_from_iterator(list(corpus) * 4, trainer)
+    return tokenizer.to_str().encode()
+
+
 def demo_tokenizer(max_length: int = 128) -> PromptTokenizer:
     model = sentencepiece_model(_DEMO_CORPUS, DEMO_GEMMA["vocab_size"] - 64)
     return PromptTokenizer.from_sentencepiece(model, "demo tokenizer", max_length=max_length)
@@ -44,14 +66,35 @@ def demo_tokenizer(max_length: int = 128) -> PromptTokenizer:
 
 def demo_prompt_encoder(config: TransformerConfig | None = None, seed: int = 0, max_length: int = 128
                         ) -> PromptEncoder:
-    """Tiny random-weight Gemma 3 + text projection fitting `demo_transformer(config)`; prompts padded to
-    `max_length` tokens (1024 in real runs)."""
+    """Tiny random-weight Gemma (3, or 4 for an LTX-2.5 `config`) + text projection fitting
+    `demo_transformer(config)`; prompts padded to `max_length` tokens (1024 in real runs)."""
     config = config or TransformerConfig.tiny()
-    gemma = gemma_lm.build_on_meta(gemma_lm.text_config({**gemma_lm.GEMMA3_12B_TEXT, **DEMO_GEMMA}))
-    random_weights_(gemma, seed, std=0.05)
-    gemma_lm.materialize_buffers(gemma, "cpu")
+    if config.version is ModelVersion.V2_5:
+        gemma, tokenizer, sizes = _demo_gemma4(seed), _demo_tokenizer4(max_length), DEMO_GEMMA4
+    else:
+        gemma = gemma_lm.build_on_meta(gemma_lm.text_config({**gemma_lm.GEMMA3_12B_TEXT, **DEMO_GEMMA}))
+        random_weights_(gemma, seed, std=0.05)
+        gemma_lm.materialize_buffers(gemma, "cpu")
+        tokenizer, sizes = demo_tokenizer(max_length), DEMO_GEMMA
     with torch.device("meta"):
-        projection = TextProjection(TextConfig.tiny(config), DEMO_GEMMA["hidden_size"],
-                                    DEMO_GEMMA["num_hidden_layers"] + 1)
+        projection = TextProjection(TextConfig.tiny(config), sizes["hidden_size"], sizes["num_hidden_layers"] + 1)
     random_weights_(projection, seed + 1, std=0.05)
-    return PromptEncoder(demo_tokenizer(max_length), gemma, projection.eval())
+    return PromptEncoder(tokenizer, gemma, projection.eval())
+
+
+def _demo_gemma4(seed: int) -> torch.nn.Module:
+    gemma = GEMMA4.build(GEMMA4.text_values(DEMO_GEMMA4, "demo Gemma 4"))
+    random_weights_(gemma, seed, std=0.05)
+    with torch.no_grad():
+        for name, param in gemma.named_parameters():
+            if name.endswith("norm.weight"):  # Gemma 4's norms scale by w (not 1 + w): keep them near 1
+                param.add_(1.0)
+        for layer in gemma.layers:
+            layer.layer_scalar = torch.ones(1)
+    GEMMA4.materialize_buffers(gemma, "cpu")
+    return gemma
+
+
+def _demo_tokenizer4(max_length: int) -> PromptTokenizer:
+    data = bpe_tokenizer_json(_DEMO_CORPUS, DEMO_GEMMA4["vocab_size"] - 64)
+    return PromptTokenizer.from_tokenizer_json(data, DEMO_TOKENIZER_CONFIG, "demo tokenizer", max_length=max_length)

@@ -3,6 +3,10 @@
 * ComfyUI's single file (`models/text_encoders/gemma_3_12B_it*.safetensors`): keys `model.layers.N.…`, the
   SentencePiece model as the uint8 tensor `spiece_model`, no config (the backbone recognised by its weight names
   reads its sizes from the weight shapes);
+* LTX-2.5's single file (`text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors`, layout "lightricks"): the
+  config.json as the `gemma_config` metadata (its `model_type` picks the backbone, its `gemma_version` names the
+  checkpoint), flat `model.*` language-model keys, tokenizer.json as the uint8 tensor `tokenizer_json` and
+  tokenizer_config.json as `hf_asset__tokenizer_config.json`, the text projection beside them;
 * a Hugging Face model folder: `config.json` (its `model_type` picks the backbone), safetensors shards (keys
   `language_model.model.…` or `model.language_model.…`), tokenizer files.
 
@@ -27,12 +31,17 @@ from ltx2_core.loader.checkpoint import check_tensors
 from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 from ltx2_core.loader.safetensors_file import SafetensorsFile, folder_listing, read_header, read_tensors
 from ltx2_core.model.text.backbone import DEFAULT, TextBackbone, backbone_for, backbone_for_keys, registered
-from ltx2_core.model.text.tokenizer import PromptTokenizer
-from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
+from ltx2_core.model.text.tokenizer import PromptTokenizer, tokenizer_config_json
 
 # where the language model sits in each layout, most specific first
 LM_PREFIXES = ("model.language_model.", "language_model.model.", "model.")
 TOKENIZER_KEY = "spiece_model"
+CONFIG_METADATA = "gemma_config"  # LTX-2.5's file: the Hugging Face config.json as JSON metadata
+TOKENIZER_JSON_KEY = "tokenizer_json"  # … and tokenizer.json as a uint8 tensor
+TOKENIZER_CONFIG_KEY = "hf_asset__tokenizer_config.json"  # … tokenizer_config.json likewise (metadata: fallback)
+# what sits under the bare "model." prefix beside the language model: vision/audio parts, an LTX model's tensors
+_NOT_LM = ("vision_tower.", "multi_modal_projector.", "language_model.", "diffusion_model.", "vision_embedder.",
+           "embed_vision.", "embed_audio.", "audio_tower.")
 _FLOAT_DTYPES = ("F32", "F16", "BF16")
 
 
@@ -41,10 +50,15 @@ class GemmaSource:
     """A language model found on disk: its backbone, config values and, per shard, model key -> file key."""
 
     path: Path
-    layout: str  # "comfyui" (single file) or "huggingface" (folder)
+    layout: str  # "comfyui" (single file), "lightricks" (single file with gemma_config) or "huggingface" (folder)
     config: Mapping[str, Any]
     shards: tuple[tuple[SafetensorsFile, Mapping[str, str]], ...] = field(repr=False)
     backbone: TextBackbone = DEFAULT
+
+    @property
+    def gemma_version(self) -> str | None:
+        """The checkpoint's name in its config (`gemma_version`, LTX-2.5's files), which a 2.5 transformer names."""
+        return self.config.get("gemma_version")
 
     @property
     def hidden_size(self) -> int:
@@ -60,6 +74,8 @@ class GemmaSource:
         if self.layout == "huggingface":
             return PromptTokenizer.from_folder(self.path, **kwargs)
         file, _ = self.shards[0]
+        if self.layout == "lightricks":
+            return _json_tokenizer(file, self.path, kwargs)
         if TOKENIZER_KEY not in file.tensors:
             raise CheckpointError(f"{self.path}: no embedded tokenizer ('{TOKENIZER_KEY}'); use ComfyUI's "
                                   "gemma_3_12B_it*.safetensors text encoder or a Hugging Face Gemma 3 folder")
@@ -68,22 +84,28 @@ class GemmaSource:
 
 
 def find_gemma(path: str | os.PathLike) -> GemmaSource:
-    """Inspects a ComfyUI text-encoder file or a Hugging Face folder (headers only) and checks it is a registered
-    backbone (Gemma 3)."""
+    """Inspects a text-encoder file (ComfyUI's or LTX-2.5's) or a Hugging Face folder (headers only) and checks it is
+    a registered backbone (Gemma 3 or Gemma 4)."""
     path = Path(path)
     if path.is_dir():
         return _from_folder(path)
     file = read_header(path, "text encoder")
+    if CONFIG_METADATA in file.metadata:
+        return _from_lightricks_file(file, path)
     prefix = _lm_prefix(file, path)
     keys = _lm_keys(file, prefix)
     backbone = backbone_for_keys(keys)
+    if TOKENIZER_JSON_KEY in file.tensors:  # LTX-2.5's layout with its config stripped
+        raise CheckpointError(f"{path}: an LTX-2.5 text encoder without its '{CONFIG_METADATA}' metadata (the JSON "
+                              "of its Hugging Face config.json); the released gemma4-12b-with-proj-ltx-2.5-bf16."
+                              "safetensors carries it: download that file again")
     shapes = {key: file.tensors[file_key].shape for key, file_key in keys.items()}
     return GemmaSource(path, "comfyui", backbone.values_from_shapes(shapes, str(path)), ((file, keys),), backbone)
 
 
 def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None):
-    """The backbone's model (`transformers.Gemma3TextModel`) holding the file's weights (cast to `dtype`), checked
-    before any read."""
+    """The backbone's model (`transformers.Gemma3TextModel`, or our `Gemma4TextModel`) holding the file's weights
+    (cast to `dtype`), checked before any read."""
     model = source.backbone.build(source.config)
     plans = [read_formats(file, keys, weight_only=True) for file, keys in source.shards]
     merged = StoredFormats.union(plans)
@@ -126,10 +148,46 @@ def _lm_keys(file: SafetensorsFile, prefix: str) -> dict[str, str]:
     for name in file.tensors:
         if name.startswith(prefix):
             key = name[len(prefix):]
-            # under the bare "model." prefix of a folder layout, nested vision parts are not language-model keys
-            if not key.startswith(("vision_tower.", "multi_modal_projector.", "language_model.")):
+            # under the bare "model." prefix, nested vision parts and LTX tensors are not language-model keys
+            if not key.startswith(_NOT_LM):
                 keys[key] = name
     return keys
+
+
+def _from_lightricks_file(file: SafetensorsFile, path: Path) -> GemmaSource:
+    """LTX-2.5's text encoder file (module docstring): config and tokenizer checked from the header."""
+    try:
+        raw = json.loads(file.metadata[CONFIG_METADATA])
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path}: the '{CONFIG_METADATA}' metadata is not valid JSON ({exc}); the text "
+                              "encoder file is damaged, download it again") from exc
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: the '{CONFIG_METADATA}' metadata is not a JSON object")
+    backbone = backbone_for(raw.get("model_type"))
+    if backbone is None:
+        names = " or ".join(b.name for b in registered())
+        raise CheckpointError(f"{path}: its {CONFIG_METADATA} names model_type {raw.get('model_type')!r}, not "
+                              f"{names}; LTX-2.5 needs gemma4-12b-with-proj-ltx-2.5-bf16.safetensors")
+    config = backbone.text_values(raw, str(path))
+    if TOKENIZER_JSON_KEY not in file.tensors:
+        raise CheckpointError(f"{path}: no embedded tokenizer (the uint8 tensor '{TOKENIZER_JSON_KEY}' holding "
+                              "tokenizer.json); the released LTX-2.5 text encoder has it: download it again")
+    if TOKENIZER_CONFIG_KEY not in file.tensors and "tokenizer_config.json" not in file.metadata:
+        raise CheckpointError(f"{path}: no embedded tokenizer_config.json (the uint8 tensor "
+                              f"'{TOKENIZER_CONFIG_KEY}'); the released LTX-2.5 text encoder has it")
+    prefix = _lm_prefix(file, path)
+    return GemmaSource(path, "lightricks", config, ((file, _lm_keys(file, prefix)),), backbone)
+
+
+def _json_tokenizer(file: SafetensorsFile, path: Path, kwargs: Mapping[str, Any]) -> PromptTokenizer:
+    """The tokenizer of LTX-2.5's file: tokenizer.json and tokenizer_config.json read from their uint8 tensors."""
+    names = {"json": TOKENIZER_JSON_KEY}
+    if TOKENIZER_CONFIG_KEY in file.tensors:
+        names["config"] = TOKENIZER_CONFIG_KEY
+    blobs = read_tensors(file, names)
+    raw_config = blobs["config"].numpy().tobytes() if "config" in blobs else file.metadata["tokenizer_config.json"]
+    config = tokenizer_config_json(raw_config, str(path))
+    return PromptTokenizer.from_tokenizer_json(blobs["json"].numpy().tobytes(), config, str(path), **kwargs)
 
 
 def _from_folder(folder: Path) -> GemmaSource:

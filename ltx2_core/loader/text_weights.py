@@ -8,6 +8,7 @@ checkpoint they are `text_embedding_projection.*` and `model.diffusion_model.{vi
 
 from __future__ import annotations
 
+import json
 import os
 from typing import NamedTuple
 
@@ -23,7 +24,10 @@ from ltx2_core.loader.sources import SECTIONS, Component, Source, Sources
 from ltx2_core.model.text.encoder import PromptEncoder, check_prompt_length
 from ltx2_core.model.text.projection import TextProjection
 from ltx2_core.model.text.config import TextConfig
-from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
+from ltx2_core.model.text.gemma3 import GEMMA3
+from ltx2_core.model.text.gemma4 import GEMMA4
+from ltx2_core.model.transformer.config import TransformerConfig
+from ltx2_core.releases import ModelVersion
 
 # the projection's three parts: (component, name inside its source, model prefix in `TextProjection`)
 _PARTS = (
@@ -53,7 +57,7 @@ def text_config(file: SafetensorsFile) -> TextConfig:
         raise MissingConfigError(f"{file.path}: the 'config' metadata has no '{name}' section; is this an "
                                  "LTX-2 model checkpoint?")
     try:
-        return TextConfig.from_metadata(section)
+        return TextConfig.from_metadata(section, file.metadata.get("model_version"))
     except ConfigError as exc:
         raise type(exc)(f"{file.path}: {exc}") from exc
 
@@ -77,9 +81,52 @@ def check_compatible(gemma: GemmaSource, source: Source, file: SafetensorsFile) 
         raise CheckpointError(
             f"text encoder {gemma.path} does not fit checkpoint {file.path}: its hidden size "
             f"{gemma.hidden_size} × {gemma.num_hidden_states} hidden states gives {produced} features, but the "
-            f"checkpoint's text projection takes {features} (Gemma 3 12B: 3840 × 49 = 188160). Use the Gemma 3 12B "
-            "text encoder LTX-2 was trained with (gemma_3_12B_it*.safetensors)."
+            f"checkpoint's text projection takes {features} (Gemma 3 12B: 3840 × 49 = 188160). Use the "
+            f"{gemma.backbone.name} text encoder this model was trained with (LTX-2.0/2.3: gemma_3_12B_it*."
+            "safetensors; LTX-2.5: gemma4-12b-with-proj-ltx-2.5-bf16.safetensors)."
         )
+
+
+def check_gemma_pairing(gemma: GemmaSource, transformer: SafetensorsFile, config: TransformerConfig) -> None:
+    """The text encoder must be the Gemma the transformer was trained with, from headers only (as ltx-core 1.2.0):
+    a transformer naming `gemma_source_checkpoint.gemma_version` (LTX-2.5) needs the text encoder whose
+    `gemma_config.gemma_version` is the same; an LTX-2.0/2.3 model refuses LTX-2.5's Gemma 4 (and any text encoder
+    naming a `gemma_version`), an LTX-2.5 one Gemma 3."""
+    expected = _gemma_source_version(transformer)
+    release = f"LTX-{config.version.value}"
+    if expected is not None and gemma.gemma_version != expected:
+        found = (f"is {gemma.backbone.name} (LTX-2.0/2.3's text encoder, no gemma_version)"
+                 if gemma.gemma_version is None else f"has gemma_version={gemma.gemma_version!r}")
+        raise CheckpointError(
+            f"Gemma version mismatch: the {release} transformer {transformer.path} was trained with the Gemma "
+            f"whose gemma_version is {expected!r}, but text encoder {gemma.path} {found}. Pick the text encoder of "
+            "the same release (LTX-2.5: text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors).")
+    if expected is None and config.version is ModelVersion.V2_5 and gemma.backbone is GEMMA3:
+        raise CheckpointError(
+            f"the {release} transformer {transformer.path} needs the Gemma 4 text encoder, but {gemma.path} is "
+            f"{gemma.backbone.name}; pick text_encoders/gemma4-12b-with-proj-ltx-2.5-bf16.safetensors.")
+    later = gemma.backbone is GEMMA4 or gemma.gemma_version is not None  # an LTX-2.5 text encoder
+    if expected is None and config.version is not ModelVersion.V2_5 and later:
+        raise CheckpointError(
+            f"the {release} model {transformer.path} was trained with Gemma 3 12B, but text encoder {gemma.path} is "
+            f"{gemma.backbone.name} (LTX-2.5's); pick gemma_3_12B_it*.safetensors (or the LTX-2.5 transformer "
+            "for this text encoder).")
+
+
+def _gemma_source_version(transformer: SafetensorsFile) -> str | None:
+    """`gemma_source_checkpoint.gemma_version` of a transformer's metadata (LTX-2.5), None when absent."""
+    raw = transformer.metadata.get("gemma_source_checkpoint")
+    if raw is None:
+        return None
+    try:
+        source = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{transformer.path}: the 'gemma_source_checkpoint' metadata is not valid JSON "
+                              f"({exc})") from exc
+    version = source.get("gemma_version") if isinstance(source, dict) else None
+    if version is None:
+        raise CheckpointError(f"{transformer.path}: the 'gemma_source_checkpoint' metadata names no gemma_version")
+    return str(version)
 
 
 class _Projection(NamedTuple):
@@ -97,11 +144,13 @@ def _projection_on_meta(sources: Sources, gemma: GemmaSource) -> _Projection:
         sources[component].path for component in (Component.TRANSFORMER, Component.TEXT_PROJECTION,
                                                   Component.TEXT_CONNECTORS))}
     features = sources[Component.TEXT_PROJECTION]
-    check_compatible(gemma, features, headers[features.path])
     sized_by = headers[sources[Component.TRANSFORMER].path]
+    dit_config = transformer_config(sized_by)
+    check_gemma_pairing(gemma, sized_by, dit_config)
+    check_compatible(gemma, features, headers[features.path])
     config = text_config(sized_by)
     try:
-        config.check_matches(transformer_config(sized_by))
+        config.check_matches(dit_config)
     except ConfigError as exc:
         raise type(exc)(f"{sized_by.path}: {exc}") from exc
     with torch.device("meta"):

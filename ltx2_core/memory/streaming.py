@@ -5,7 +5,8 @@ it runs (the DiT's transformer blocks; Gemma 3's decoder layers while a prompt i
 other blocks in host memory: pinned (page-locked: the fastest copies, but RAM the system cannot swap) or, with
 `pin=False`, as loaded (a tensor read from a safetensors file in its own dtype is a view of the memory-mapped file,
 whose pages the system can drop and read again: slower copies, and the host waits for each, but no RAM of its own).
-Two device slots, each the size of one block, take the streamed blocks in turn: while block i runs from one slot,
+Two device slots, each the size of one block, take the streamed blocks in turn (blocks of different shapes, as
+Gemma 4's sliding and full-attention layers, get two slots per shape): while block i runs from one slot,
 block i+1 is copied into the other on a side stream, and the last block's hook already starts copying the first
 streamed block of the next step. Copies wait on events (the slot's previous block has finished), compute waits on
 events (its block has arrived): from pinned memory the host never waits, so a step keeps zero host syncs.
@@ -86,23 +87,25 @@ class BlockStreamer:
             host = [t.pin_memory() for t in host] if self.cuda and pin else host
             _bind(block, tuple(tensors), host)
             self.blocks.append(_Tensors(tuple(tensors), host))
-        shapes = {tuple((tuple(t.shape), t.dtype) for t in block.host) for block in self.blocks}
-        if len(shapes) > 1:
-            raise ValueError("the streamed blocks differ in their tensors' shapes; streaming needs identical blocks")
+        # blocks of one shape share two slots (kind k: slots 2k and 2k + 1); most models have one kind
+        shapes = [tuple((name, tuple(t.shape), t.dtype) for name, t in zip(b.names, b.host)) for b in self.blocks]
+        kinds = list(dict.fromkeys(shapes))
+        self.kind_of = [kinds.index(shape) for shape in shapes]
+        self.templates = [self.blocks[shapes.index(kind)].host for kind in kinds]
         self.slots, self.parked = self._new_slots(), False
         self.copy_stream = torch.cuda.Stream(self.device) if self.cuda else None
         self.arrived: list = [None] * len(self.streamed)  # per streamed block: the event of its copy
         self.slot_of: list[int] = [0] * len(self.streamed)
-        self.freed: list = [None, None]  # per slot: the event after the last block that ran from it
-        self.next_slot, self.in_flight = 0, None
+        self.freed: list = [None] * (2 * len(kinds))  # per slot: the event after the last block that ran from it
+        self.next_slot, self.in_flight = [0] * len(kinds), None
         self.handles = []
         for index, block in enumerate(self.streamed):
             self.handles.append(block.register_forward_pre_hook(lambda _m, _a, i=index: self._before(i)))
             self.handles.append(block.register_forward_hook(lambda _m, _a, _o, i=index: self._after(i)))
 
     def _new_slots(self) -> list[list[torch.Tensor]]:
-        return [[torch.empty_like(t, device=self.device) for t in self.blocks[0].host] for _ in range(2)] \
-            if self.streamed else []
+        return [[torch.empty_like(t, device=self.device) for t in template] for template in self.templates
+                for _ in range(2)]
 
     def _move_resident(self, device: torch.device) -> None:
         for name, module in self.model.named_children():
@@ -127,7 +130,7 @@ class BlockStreamer:
             return
         self._move_resident(self.device)
         self.slots, self.parked = self._new_slots(), False
-        self.next_slot, self.in_flight = 0, None
+        self.next_slot, self.in_flight = [0] * len(self.templates), None
 
     def device_weight_bytes(self) -> int:
         streamed = {id(t) for block in self.streamed for t in _tensors(block).values()}
@@ -136,8 +139,10 @@ class BlockStreamer:
         return resident + sum(t.numel() * t.element_size() for slot in self.slots for t in slot)
 
     def _copy(self, index: int) -> None:
-        """Issues block `index`'s copy into the next slot (they alternate), once the slot's last block is done."""
-        slot, self.next_slot = self.next_slot, 1 - self.next_slot
+        """Issues block `index`'s copy into the next slot of its kind (they alternate), once the slot's last block
+        is done."""
+        kind = self.kind_of[index]
+        slot, self.next_slot[kind] = 2 * kind + self.next_slot[kind], 1 - self.next_slot[kind]
         self.slot_of[index], self.in_flight = slot, index
         if not self.cuda:
             for dst, src in zip(self.slots[slot], self.blocks[index].host):

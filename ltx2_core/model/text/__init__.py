@@ -1,4 +1,4 @@
-"""The text path: Gemma 3 prompt encoding, feature extractors and embeddings connectors."""
+"""The text path: Gemma 3 and Gemma 4 prompt encoding, feature extractors and embeddings connectors."""
 
 from ltx2_core.model.text.connector import EmbeddingsConnector
 from ltx2_core.model.text.encoder import PromptEncoder

@@ -4,8 +4,8 @@ one (by a config.json `model_type`, or by its weight names for a file without a 
 A backbone builds its model on `meta` from config values, rebuilds what a checkpoint does not store, and returns
 the hidden states of every layer for a token batch; the files (where its tensors are, which tokenizer) are found
 by `loader.gemma_files`, which asks the backbone for the family-specific parts: the config values of a config.json
-or of a file that has none. Gemma 3 (`gemma3`) is the one implementation; another family is one new module plus
-its line in `_REGISTERED`.
+or of a file that has none. Gemma 3 (`gemma3`, LTX-2.0 and 2.3) and Gemma 4 (`gemma4`, LTX-2.5) are the
+implementations; another family is one new module plus its line in `_REGISTERED`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ltx2_core.model.text.gemma3 import GEMMA3
+from ltx2_core.model.text.gemma4 import GEMMA4
 
 
 class TextBackbone(Protocol):
@@ -54,7 +55,7 @@ class TextBackbone(Protocol):
 
 # LTX-2 was trained on Gemma 3 12B: it answers for files nothing recognises, so their errors name what to use.
 DEFAULT: TextBackbone = GEMMA3
-_REGISTERED: list[TextBackbone] = [GEMMA3]
+_REGISTERED: list[TextBackbone] = [GEMMA3, GEMMA4]
 
 
 def registered() -> tuple[TextBackbone, ...]:

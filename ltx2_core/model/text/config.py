@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ltx2_core.model.transformer.config import ROPE_TYPES, TransformerConfig
+from ltx2_core.model.transformer.config import ROPE_TYPES, TransformerConfig, parse_model_version
 from ltx2_core.errors import ConfigError
+from ltx2_core.releases import ModelVersion
 
 
 class FeatureExtractorKind(str, enum.Enum):
@@ -46,6 +47,7 @@ class ConnectorConfig:
     rope_theta: float = 10000.0
     rope_type: str = "split"
     rope_float64: bool = True
+    ff_bias: bool = True  # the feed-forward's linears have biases (`connector_ff_bias`, ltx-core 1.2.0)
 
     @property
     def width(self) -> int:
@@ -61,18 +63,22 @@ class TextConfig:
     audio: ConnectorConfig
 
     @classmethod
-    def from_metadata(cls, section: Mapping[str, Any]) -> TextConfig:
-        """Builds the text path from the `transformer` section; every unsupported value is reported in one error."""
+    def from_metadata(cls, section: Mapping[str, Any], model_version: str | None = None) -> TextConfig:
+        """Builds the text path from the `transformer` section (and the file's `model_version`); every unsupported
+        value is reported in one error."""
         problems = _check_section(section)
         if problems:
             raise ConfigError("unsupported text connector config: " + "; ".join(problems))
         get = section.get
+        # the reference's default when the key is missing: 1.0.0 (LTX-2.0/2.3) interleaved, 1.2.0 (LTX-2.5) split
+        v2_5 = parse_model_version(model_version, section) is ModelVersion.V2_5
         shared = dict(
             gated_attention=bool(get("connector_apply_gated_attention", False)),
             max_pos=tuple(get("connector_positional_embedding_max_pos", [1])),
-            rope_type=get("rope_type", "interleaved"),
+            rope_type=get("rope_type", "split" if v2_5 else "interleaved"),
             rope_float64=get("frequencies_precision", "float32") == "float64",
             num_registers=get("connector_num_learnable_registers", 128),
+            ff_bias=bool(get("connector_ff_bias", True)),
         )
         video = ConnectorConfig(
             heads=get("connector_num_attention_heads", 30),
@@ -131,6 +137,8 @@ class TextConfig:
             "connector_apply_gated_attention": v.gated_attention,
             "connector_norm_output": True,
         }
+        if not v.ff_bias:  # 1.2.0's key; absent means biases, as every file before it
+            section["connector_ff_bias"] = False
         if (a.heads, a.head_dim, a.num_layers) != (v.heads, v.head_dim, v.num_layers):
             section.update(
                 audio_connector_num_attention_heads=a.heads,

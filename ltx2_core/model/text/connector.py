@@ -41,7 +41,7 @@ class ConnectorBlock(nn.Module):
         super().__init__()
         self.attn1 = Attention(config.width, config.width, config.heads, config.head_dim,
                                gated=config.gated_attention, rope_type=config.rope_type, eps=EPS)
-        self.ff = FeedForward(config.width)
+        self.ff = FeedForward(config.width, bias=config.ff_bias)
 
     def forward(self, x: torch.Tensor, rope: Rope) -> torch.Tensor:
         x = x + self.attn1(rms(x, EPS), rope=rope)

@@ -1,5 +1,5 @@
-"""Prompts -> the DiT's text contexts: tokenizer, language model (a `TextBackbone`: Gemma 3), feature extractor and
-connectors (spec §2).
+"""Prompts -> the DiT's text contexts: tokenizer, language model (a `TextBackbone`: Gemma 3, or Gemma 4 for LTX-2.5),
+feature extractor and connectors (spec §2).
 
 Positive and negative prompts go through Gemma as ONE batch of 2 (the reference encodes them one by one); each
 prompt's result equals a single-prompt call, because padding is on the left and masked everywhere.

@@ -134,7 +134,8 @@ class Gemma3:
         return {**defaults, **values, "model_type": "gemma3_text"}
 
     def recognizes(self, keys: Collection[str]) -> bool:
-        return all(name in keys for name in _SIGNATURE)
+        # Gemma 4 has the same weights plus each layer's `layer_scalar`
+        return all(name in keys for name in _SIGNATURE) and "layers.0.layer_scalar" not in keys
 
     def values_from_shapes(self, shapes: Mapping[str, Sequence[int]], where: str) -> dict[str, Any]:
         """Gemma 3 12B's settings with every size read from the weight shapes (ComfyUI's file has no config)."""

@@ -2,14 +2,17 @@
 
 The text -> ids step comes from a tokenizer library: SentencePiece for the model embedded in ComfyUI's single-file
 text encoder (`spiece_model`), `transformers.AutoTokenizer` for a Hugging Face model folder (what the reference
-loads). BOS, truncation and padding are done here, once, for both, so the two sources give identical batches.
+loads), `tokenizers` for the tokenizer.json bytes LTX-2.5's Gemma 4 file embeds (`tokenizer_json`). BOS, truncation
+and padding are done here, once, for all, so the sources give identical batches. Gemma 4 (ltx-core 1.2.0) adds BOS
+only when the tokenizer did not (`bos_if_absent`); Gemma 3 always prepends it.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import torch
 
@@ -29,7 +32,7 @@ class PromptTokenizer:
     """`tokenizer(["a cat", "blurry"])` -> TokenBatch of width `max_length`, BOS first, padding on the left."""
 
     def __init__(self, encode: Callable[[str], list[int]], *, bos_id: int, pad_id: int, source: str,
-                 max_length: int = MAX_TOKENS) -> None:
+                 max_length: int = MAX_TOKENS, bos_if_absent: bool = False) -> None:
         if max_length < 2:
             raise ValueError(f"max_length={max_length} must leave room for BOS and at least one token")
         self._encode = encode
@@ -37,6 +40,7 @@ class PromptTokenizer:
         self.pad_id = pad_id
         self.source = source
         self.max_length = max_length
+        self.bos_if_absent = bos_if_absent
 
     def __call__(self, prompts: Sequence[str]) -> TokenBatch:
         if isinstance(prompts, str) or not prompts:
@@ -46,14 +50,17 @@ class PromptTokenizer:
         for row, prompt in enumerate(prompts):
             if not isinstance(prompt, str):
                 raise TypeError(f"prompt {row} is {type(prompt).__name__}, expected str")
-            tokens = ([self.bos_id] + list(self._encode(prompt.strip())))[: self.max_length]
+            tokens = list(self._encode(prompt.strip()))
+            if not (self.bos_if_absent and tokens and tokens[0] == self.bos_id):
+                tokens = [self.bos_id] + tokens
+            tokens = tokens[: self.max_length]
             ids[row, self.max_length - len(tokens):] = torch.tensor(tokens, dtype=torch.int64)
             mask[row, self.max_length - len(tokens):] = 1
         return TokenBatch(ids, mask)
 
     def with_max_length(self, max_length: int) -> PromptTokenizer:
         return PromptTokenizer(self._encode, bos_id=self.bos_id, pad_id=self.pad_id, source=self.source,
-                               max_length=max_length)
+                               max_length=max_length, bos_if_absent=self.bos_if_absent)
 
     @classmethod
     def from_sentencepiece(cls, model: bytes, source: str, max_length: int = MAX_TOKENS) -> PromptTokenizer:
@@ -87,3 +94,63 @@ class PromptTokenizer:
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         return cls(lambda text: tokenizer(text, add_special_tokens=False)["input_ids"], bos_id=tokenizer.bos_token_id,
                    pad_id=pad, source=str(folder), max_length=max_length)
+
+    @classmethod
+    def from_tokenizer_json(cls, tokenizer_json: bytes, tokenizer_config: Mapping[str, Any], source: str,
+                            max_length: int = MAX_TOKENS) -> PromptTokenizer:
+        """From tokenizer.json bytes and its tokenizer_config.json (LTX-2.5's Gemma 4 file), as ltx-core 1.2.0 builds
+        its `PreTrainedTokenizerFast`: the special tokens named by the config, its `add_bos_token` / `add_eos_token`
+        (when given) replacing the file's post-processor, BOS prepended only when absent, pad = pad token else EOS."""
+        from tokenizers import Tokenizer, processors
+
+        try:
+            backend = Tokenizer.from_buffer(tokenizer_json)
+        except Exception as exc:  # tokenizers raises a bare Exception on a malformed tokenizer.json
+            raise CheckpointError(f"{source}: the embedded tokenizer.json cannot be read ({exc}); the text encoder "
+                                  "file is damaged, download it again") from exc
+        json_padding = backend.padding  # transformers takes the pad token from here when the config names none
+        backend.no_padding()
+        backend.no_truncation()
+        names = {role: _token_name(tokenizer_config.get(f"{role}_token")) for role in ("bos", "eos", "pad")}
+        if names["pad"] is None and json_padding is not None:
+            names["pad"] = json_padding["pad_token"]
+        ids = {}
+        for role in ("bos", "eos", "pad"):
+            token = names[role]
+            ids[role] = None if token is None else backend.token_to_id(token)
+            if token is not None and ids[role] is None:
+                raise CheckpointError(f"{source}: the tokenizer config's {role}_token {token!r} is not in its "
+                                      "vocabulary; the text encoder file is damaged")
+        if ids["bos"] is None:
+            raise CheckpointError(f"{source}: the tokenizer config names no bos_token; not a Gemma tokenizer")
+        if "add_bos_token" in tokenizer_config or "add_eos_token" in tokenizer_config:
+            # as transformers' TokenizersBackend: explicit flags replace the file's post-processor by this template
+            single, specials = ["$A:0"], []
+            for role, flag, at in (("bos", "add_bos_token", 0), ("eos", "add_eos_token", 1)):
+                if tokenizer_config.get(flag) and ids[role] is not None:
+                    name = _token_name(tokenizer_config[f"{role}_token"])
+                    single.insert(at * len(single), f"{name}:0")
+                    specials.append((name, ids[role]))
+            backend.post_processor = processors.TemplateProcessing(single=" ".join(single), special_tokens=specials)
+        pad = ids["pad"] if ids["pad"] is not None else ids["eos"]
+        if pad is None:
+            raise CheckpointError(f"{source}: the tokenizer config names neither a pad_token nor an eos_token")
+        # truncated with the rest in __call__ (1.2.0 truncates before adding BOS: the same ids unless the
+        # post-processor appends EOS to a prompt longer than max_length)
+        return cls(lambda text: backend.encode(text).ids, bos_id=ids["bos"], pad_id=pad, source=source,
+                   max_length=max_length, bos_if_absent=True)
+
+def _token_name(token: Any) -> str | None:
+    """A special token of tokenizer_config.json: a string, or an AddedToken dict with its `content`."""
+    return token.get("content") if isinstance(token, dict) else token
+
+
+def tokenizer_config_json(data: bytes | str, source: str) -> dict[str, Any]:
+    """tokenizer_config.json's contents (CheckpointError when it is not a JSON object)."""
+    try:
+        config = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{source}: the embedded tokenizer_config.json is not valid JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{source}: the embedded tokenizer_config.json is not a JSON object")
+    return config
