@@ -20,11 +20,13 @@ TINY_DIFFUSION_VAE = {
                 "stage_kernels": [[3, 3, 3], [3, 3, 3], [3, 3, 3], [3, 3, 3], [3, 3, 3]], "stage5_kernel": [3, 5, 5],
                 "stage5_channels": 32, "t_emb_dim": 32, "default_num_inference_steps": 2,
                 "timestep_scale_multiplier": 1000.0},
-    # the convolutional encoder both 2.5 VAE files carry, nested as 1.2.0 reads it (`blocks`; `out_channels` = latent)
-    "encoder": {"blocks": [["res_x", {"num_layers": 1}], ["compress_all_res", {"multiplier": 2}],
-                           ["compress_time_res", {"multiplier": 1}], ["compress_space_res", {"multiplier": 2}],
+    # the convolutional encoder both 2.5 VAE files carry, nested as 1.2.0 reads it (`blocks`; without `out_channels`
+    # its latent width is the section's `latent_channels`, so a copy with 128 fits the tiny transformers); multiplier
+    # 1 keeps its width at the latent's
+    "encoder": {"blocks": [["res_x", {"num_layers": 1}], ["compress_all_res", {"multiplier": 1}],
+                           ["compress_time_res", {"multiplier": 1}], ["compress_space_res", {"multiplier": 1}],
                            ["compress_all_res", {"multiplier": 1}]],
-                "out_channels": 16, "norm_layer": "pixel_norm", "latent_log_var": "uniform"},
+                "norm_layer": "pixel_norm", "latent_log_var": "uniform"},
 }
 # a bottleneck of 4× the base width (multipliers 2·2·1): 1.2.0 computes it from the blocks, 1.0.0 fixed 8×
 TINY_CONV_VAE25 = {
