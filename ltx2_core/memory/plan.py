@@ -326,16 +326,22 @@ def _refuse(message: str) -> MemoryPlan:
 
 
 def decoder_bytes(path) -> int:
-    """The video and audio VAE decoders' and the vocoder's bytes in a checkpoint (header only)."""
+    """The video and audio VAE decoders' and the vocoder's bytes in a checkpoint (its path) or in the files of a
+    model's `Sources` (LTX-2.5: the video VAE file and the audio VAE file), headers only."""
     from ltx2_core.loader import read_header
-    from ltx2_core.loader.sources import Component, Sources
+    from ltx2_core.loader.sources import Component
     from ltx2_core.loader.vae_weights import DECODER, STATISTICS
+    from ltx2_core.memory.sizes import model_sources
 
-    bundle = Sources.bundled(path)
-    video = bundle[Component.VIDEO_DECODER]
-    prefixes = (video.key(DECODER), video.key(STATISTICS), bundle[Component.AUDIO_DECODER].prefix,
-                bundle[Component.VOCODER].prefix)
-    return sum(_entry_bytes(e) for name, e in read_header(path).tensors.items() if name.startswith(prefixes))
+    sources = model_sources(path)
+    video = sources[Component.VIDEO_DECODER]
+    parts = [(video.path, (video.key(DECODER), video.key(STATISTICS)))]
+    parts += [(sources[c].path, (sources[c].prefix,)) for c in (Component.AUDIO_DECODER, Component.VOCODER)]
+    files = {}
+    for file, prefixes in parts:  # one sum per file, so a bundle's tensors are counted once
+        files[file] = files.get(file, ()) + prefixes
+    return sum(_entry_bytes(e) for file, prefixes in files.items()
+               for name, e in read_header(file).tensors.items() if name.startswith(prefixes))
 
 
 def _entry_bytes(entry) -> int:

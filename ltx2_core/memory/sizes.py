@@ -78,31 +78,51 @@ def _bytes(entry, dtype: torch.dtype | None) -> int:
 
 
 def checkpoint_side_bytes(path, dtype: torch.dtype | None) -> tuple[int, int]:
-    """(text projection and connectors, video encoder) bytes of a checkpoint, from its header."""
-    from ltx2_core.loader import read_header
-    from ltx2_core.loader.sources import Component, Sources
-    from ltx2_core.loader.text_weights import text_key_prefixes
+    """(text projection and connectors, video encoder) bytes of a checkpoint (its path) or of a model's `Sources`
+    (LTX-2.5: the projection in the text encoder file, the connectors in the transformer's), from the headers."""
+    from ltx2_core.loader.sources import Component
     from ltx2_core.loader.vae_weights import ENCODER, STATISTICS
 
-    tensors = read_header(path).tensors
-    bundle = Sources.bundled(path)
-    projection = sum(_bytes(e, dtype) for n, e in tensors.items() if n.startswith(tuple(text_key_prefixes(bundle))))
-    video = bundle[Component.VIDEO_ENCODER]
-    encoder = sum(_bytes(e, dtype) for n, e in tensors.items()
-                  if n.startswith((video.key(ENCODER), video.key(STATISTICS))))
+    sources = model_sources(path)
+    projection = sum(_prefixed_bytes(sources, prefix, dtype) for prefix in _text_prefixes(sources))
+    video = sources[Component.VIDEO_ENCODER]
+    encoder = _file_bytes(video.path, (video.key(ENCODER), video.key(STATISTICS)), dtype)
     return projection, encoder
 
 
 def projection_part_bytes(path, dtype: torch.dtype | None) -> int:
-    """The largest part of a checkpoint's text projection (the feature extractor or a connector), from its header:
-    what encoding holds of it at once (`offload.projection_parts`)."""
-    from ltx2_core.loader import read_header
+    """The largest part of a checkpoint's (or `Sources`') text projection (the feature extractor or a connector),
+    from the headers: what encoding holds of it at once (`offload.projection_parts`)."""
+    sources = model_sources(path)
+    return max(_prefixed_bytes(sources, prefix, dtype) for prefix in _text_prefixes(sources))
+
+
+def model_sources(path):
+    """`path` as a model's `Sources`: a checkpoint's path means its bundle; `Sources` are taken as given."""
     from ltx2_core.loader.sources import Sources
+
+    return path if isinstance(path, Sources) else Sources.bundled(path)
+
+
+def _text_prefixes(sources) -> list[str]:
     from ltx2_core.loader.text_weights import text_key_prefixes
 
-    tensors = read_header(path).tensors
-    return max(sum(_bytes(e, dtype) for n, e in tensors.items() if n.startswith(prefix))
-               for prefix in text_key_prefixes(Sources.bundled(path)))
+    return list(text_key_prefixes(sources))
+
+
+def _prefixed_bytes(sources, prefix: str, dtype: torch.dtype | None) -> int:
+    """Bytes of the tensors under `prefix` in the text path's files (one file for a bundle, two for LTX-2.5, whose
+    prefixes each occur in one of them)."""
+    from ltx2_core.loader.sources import Component
+
+    paths = dict.fromkeys(sources[c].path for c in (Component.TEXT_PROJECTION, Component.TEXT_CONNECTORS))
+    return sum(_file_bytes(path, (prefix,), dtype) for path in paths)
+
+
+def _file_bytes(path, prefixes: tuple[str, ...], dtype: torch.dtype | None) -> int:
+    from ltx2_core.loader import read_header
+
+    return sum(_bytes(e, dtype) for n, e in read_header(path).tensors.items() if n.startswith(prefixes))
 
 
 def gemma_bytes(path, dtype: torch.dtype | None) -> tuple[int, int, int]:
@@ -166,7 +186,8 @@ def ram_bytes() -> int | None:
 def side_bytes(checkpoint, text_encoder, upsampler, dtype: torch.dtype, *, images: int, frames: int, height: int,
                width: int) -> SideBytes:
     """What a run of these files holds beside the transformer (headers only): the text side always, the video
-    encoder with `images`, the upsampler when given (two-stage), at the full size height × width."""
+    encoder with `images`, the upsampler when given (two-stage), at the full size height × width. `checkpoint`: a
+    bundle's path or the model's `Sources`."""
     projection, encoder = checkpoint_side_bytes(checkpoint, dtype)
     rest, layer, layers = gemma_bytes(text_encoder, dtype)
     config = find_gemma_config(text_encoder)
@@ -207,7 +228,8 @@ def gemma_12b_bytes(dtype: torch.dtype) -> tuple[int, int, int]:
 def text_and_image_bytes(checkpoint, dtype: torch.dtype | None, frames: int, height: int, width: int) -> SideBytes:
     """`side_bytes` for a plan made before the text encoder and the upsampler are chosen (the loader nodes): Gemma 3
     12B in the checkpoint's dtype, the checkpoint's text projection, its video encoder with one image of height ×
-    width (the upsampler's stage, about 1 GB, is smaller than encoding's)."""
+    width (the upsampler's stage, about 1 GB, is smaller than encoding's). `checkpoint`: a bundle's path or the
+    model's `Sources`."""
     from ltx2_core.model.text.gemma3 import GEMMA3_12B_TEXT
 
     dtype = dtype or torch.bfloat16
