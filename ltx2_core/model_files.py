@@ -164,13 +164,11 @@ class ModelFiles:
     def sources(self) -> Sources:
         """Where each component's weights are: the model's from the bundled `checkpoint` (its VAEs replaced by
         `vae` / `audio_vae` when given) or from LTX-2.5's files (`Sources.split`), the upsampler from its own file
-        (needs a checkpoint; the demo has no files)."""
+        (needs a checkpoint; the demo has no files). A component whose file is not given is absent (CheckpointError
+        when it is looked up)."""
         if self.checkpoint is not None and os.path.isdir(self.checkpoint):
             return self.resolved().sources()
-        if self.split:
-            if None in (self.text_encoder, self.vae, self.audio_vae):
-                raise ValueError(f"{self.checkpoint} is an LTX-2.5 transformer file: its model needs the text "
-                                 "encoder, video VAE and audio VAE files too (--text-encoder, --vae, --audio-vae)")
+        if self.split:  # a file not given yet leaves its components out (a loader node chooses the text encoder later)
             return Sources.split(self.checkpoint, self.text_encoder, self.vae, self.audio_vae, self.upsampler)
         sources = Sources.bundled(self.checkpoint).with_files({Component.UPSAMPLER: self.upsampler})
         if self.vae is not None:

@@ -111,15 +111,18 @@ class Sources:
         return cls().with_files(files)
 
     @classmethod
-    def split(cls, transformer: PathLike, text_encoder: PathLike, video_vae: PathLike | Source,
-              audio_vae: PathLike, upsampler: PathLike | None = None) -> Sources:
-        """The components of LTX-2.5's released files (`SPLIT`); `video_vae` as a path is read with the prefix its
-        tensors carry (`video_vae_prefix`), as a `Source` as given."""
+    def split(cls, transformer: PathLike, text_encoder: PathLike | None, video_vae: PathLike | Source | None,
+              audio_vae: PathLike | None, upsampler: PathLike | None = None) -> Sources:
+        """The components of LTX-2.5's released files (`SPLIT`); a file not chosen yet (None, e.g. the text encoder
+        in a loader node) leaves its components out. `video_vae` as a path is read with the prefix its tensors
+        carry (`video_vae_prefix`), as a `Source` as given."""
         files = {"transformer": transformer, "text encoder": text_encoder, "audio VAE": audio_vae}
-        parts = {component: Source(Path(files[role]), prefix)
-                 for role, components in SPLIT.items() for component, prefix in components.items()}
-        video = video_vae if isinstance(video_vae, Source) else Source(Path(video_vae), video_vae_prefix(video_vae))
-        parts |= {Component.VIDEO_DECODER: video, Component.VIDEO_ENCODER: video}
+        parts = {component: Source(Path(files[role]), prefix) for role, components in SPLIT.items()
+                 if files[role] is not None for component, prefix in components.items()}
+        if video_vae is not None:
+            video = video_vae if isinstance(video_vae, Source) else Source(Path(video_vae),
+                                                                           video_vae_prefix(video_vae))
+            parts |= {Component.VIDEO_DECODER: video, Component.VIDEO_ENCODER: video}
         return cls(parts).with_files({Component.UPSAMPLER: upsampler})
 
     def with_files(self, files: Mapping[Component, PathLike | Source | None]) -> Sources:

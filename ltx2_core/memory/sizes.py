@@ -98,10 +98,17 @@ def projection_part_bytes(path, dtype: torch.dtype | None) -> int:
 
 
 def model_sources(path):
-    """`path` as a model's `Sources`: a checkpoint's path means its bundle; `Sources` are taken as given."""
-    from ltx2_core.loader.sources import Sources
+    """`path` as a model's `Sources`: a checkpoint's path means its bundle; `Sources` are taken as given, and
+    before LTX-2.5's text encoder file is chosen (a loader node) its projection is looked for in the transformer
+    file, which does not hold it: counted 0."""
+    from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources
 
-    return path if isinstance(path, Sources) else Sources.bundled(path)
+    if not isinstance(path, Sources):
+        return Sources.bundled(path)
+    if Component.TEXT_PROJECTION in path:
+        return path
+    stand_in = Source(path[Component.TEXT_CONNECTORS].path, BUNDLE[Component.TEXT_PROJECTION])
+    return path.with_files({Component.TEXT_PROJECTION: stand_in})
 
 
 def _text_prefixes(sources) -> list[str]:
