@@ -36,7 +36,8 @@ from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources, video_v
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.loader.vae_weights import DIFFUSION, video_vae_kind
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
-from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
+from ltx2_core.memory.plan import (TILE_BYTES_512, MemoryPlan, decoder_bytes, diffusion_decode_bytes, plan_run,
+                                   transformer_weight_bytes)
 from ltx2_core.memory.sizes import SideBytes, ram_bytes, side_bytes, text_and_image_bytes
 from ltx2_core.quant.policy import quantize_blocks, stores_quantised
 from ltx2_core.model.text import PromptEncoder
@@ -246,6 +247,9 @@ class ModelFiles:
             else:
                 side = text_and_image_bytes(sources, dtype, frames, height, width) if cuda else SideBytes()
             options |= dict(decoders=decoder_bytes(sources), tile_bytes_512=TILE_BYTES_512, side=side)
+            if files.vae is not None and files._diffusion_vae():
+                base, tile = diffusion_decode_bytes(frames, height, width)
+                options |= dict(tile_bytes_512=tile, decode_base=base)
         weights = transformer_weight_bytes(config, weights_dtype, fp8=quantised)
         return plan_run(config, weights, free, frames, height, width, passes, two_stage, **options)
 

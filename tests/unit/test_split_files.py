@@ -22,7 +22,7 @@ from ltx2_core.loader import (load_audio_decoder, load_transformer, load_upsampl
                               load_video_encoder, load_vocoder, read_header)
 from ltx2_core.loader.safetensors_file import DTYPE_BYTES
 from ltx2_core.loader.sources import Component, Source, Sources
-from ltx2_core.memory.plan import decoder_bytes
+from ltx2_core.memory.plan import TILE_BYTES_512, decoder_bytes, diffusion_decode_bytes
 from ltx2_core.memory.sizes import checkpoint_side_bytes, projection_part_bytes
 from ltx2_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 from ltx2_core.model_files import ModelFiles
@@ -139,6 +139,10 @@ def test_memory_sizes_come_from_the_separate_files(comfyui):
     node = _files(comfyui, text_encoder=None)  # a loader node plans before the text encoder is chosen
     plan = node.plan("cpu", frames=9, height=64, width=64, passes=4, budget=10**9)
     assert plan.decoders == decoder_bytes(sources) and plan.weights.blocks == 3
+    assert plan.decode_base == diffusion_decode_bytes(9, 64, 64)[0]  # the diffusion decoder's video-sized tensors
+    conv = _files(comfyui, vae=CONV, text_encoder=None).plan("cpu", frames=9, height=64, width=64, passes=4,
+                                                             budget=10**9)
+    assert conv.decode_base == 0 and conv.tile_bytes_512 == TILE_BYTES_512
     assert checkpoint_side_bytes(node.sources(), None)[0] == projection - nbytes("te", "text_embedding_projection.")
 
 
