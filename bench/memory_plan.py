@@ -2,7 +2,7 @@
 and 2.5 transformers at 768×512×121 with the four guidance passes in one forward, bf16; and the plan with every
 module of the run (issue 21) on 16, 24 and 32 GB cards with 64 GB of RAM, and the README's example line. LTX-2.5
 twice: with its convolutional and with its diffusion video decoder, whose decoding memory is measured here too
-(fake tensors, the released structure, per spatial tile size: `plan.diffusion_decode_bytes`).
+(fake tensors, the released structure, per spatial tile size: `sizes.diffusion_decode_bytes`).
 
 For each weight mode (bf16, fp8 block linears) the full 48-block model is built under `FakeTensorMode` (no memory,
 no kernels) and one guided forward runs under `LiveTensorMemory`: the peak of simultaneously live tensor bytes
@@ -37,12 +37,16 @@ from ltx2_core.model.transformer.config import TransformerConfig  # noqa: E402
 from ltx2_core.demo import demo_inputs  # noqa: E402
 from ltx2_core.geometry import audio_latent_length, audio_positions, video_positions  # noqa: E402
 from ltx2_core.memory.offload import projection_parts  # noqa: E402
-from ltx2_core.memory.sizes import SideBytes, encode_activation_bytes, gemma_12b_bytes  # noqa: E402
+from ltx2_core.memory.sizes import (  # noqa: E402
+    SideBytes,
+    diffusion_decode_bytes,
+    encode_activation_bytes,
+    gemma_12b_bytes,
+)
 from ltx2_core.memory.plan import (  # noqa: E402
     GB,
     TILE_BYTES_512,
     TILE_SIZES,
-    diffusion_decode_bytes,
     MemoryPlan,
     MemoryPlanError,
     activation_bytes,

@@ -36,9 +36,8 @@ from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources, video_v
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.loader.vae_weights import DIFFUSION, video_vae_kind
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
-from ltx2_core.memory.plan import (TILE_BYTES_512, MemoryPlan, decoder_bytes, diffusion_decode_bytes, plan_run,
-                                   transformer_weight_bytes)
-from ltx2_core.memory.sizes import SideBytes, ram_bytes, side_bytes, text_and_image_bytes
+from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
+from ltx2_core.memory.sizes import SideBytes, diffusion_decode_bytes, ram_bytes, side_bytes, text_and_image_bytes
 from ltx2_core.quant.policy import quantize_blocks, stores_quantised
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer

@@ -141,23 +141,8 @@ TILE_BYTES_512 = int(0.77 * 2**30)
 TILE_SIZES = (512, 384, 256)
 
 
-# LTX-2.5's diffusion decoder holds every frame of a tile at once (stages 4-5 tile in space only) beside the
-# video-sized starting noise, output and stage-3 features: fake-tensor accounting of the released structure, bf16, at
-# 768x512x121 (bench/memory_plan.py) measures 9.08 GiB at 512 px tiles, 5.53 at 384 and 2.87 at 256, which
-# 0.84 GiB for the whole video + 8.4 GiB × the tile's area / 512² covers (by 2 %, 1 %, 2 %): per frame, and per
-# pixel and frame
-DIFFUSION_TILE_BYTES_512_PER_FRAME = int(8.4 * 2**30 / 121)
-DIFFUSION_DECODE_BYTES_PER_PIXEL = 19
-
-
 def decode_tile_bytes(tile: int, at_512: int = TILE_BYTES_512) -> int:
     return at_512 * tile * tile // (512 * 512)
-
-
-def diffusion_decode_bytes(frames: int, height: int, width: int) -> tuple[int, int]:
-    """(the bytes decoding holds for the whole video, a 512 px tile's activations) of the LTX-2.5 diffusion
-    decoder for a video of frames × height × width pixels (`plan_memory`'s `decode_base` and `tile_bytes_512`)."""
-    return DIFFUSION_DECODE_BYTES_PER_PIXEL * frames * height * width, DIFFUSION_TILE_BYTES_512_PER_FRAME * frames
 
 
 class MemoryPlan(NamedTuple):
@@ -239,7 +224,7 @@ def plan_memory(config: TransformerConfig, weights: WeightBytes, free: int, fram
     not planned); `mappable`: the streamed weights are kept in their files' dtype, so they can be read from the
     memory-mapped files instead of pinned copies; `stream_all`: every block streamed (`--memory stream`); `source`:
     what `free` is, for the messages ("free", or "budget" when the user gave it); `decode_base`: what decoding holds
-    besides its tiles (`diffusion_decode_bytes` for LTX-2.5's diffusion decoder)."""
+    besides its tiles (`sizes.diffusion_decode_bytes` for LTX-2.5's diffusion decoder)."""
     context = _Context(config, weights, free, frames, height, width, fps, dtype, fp8_available, decoders, side,
                        source, decode_base, tile_bytes_512)
     plan = _sampling_plan(context, passes, stream_all)

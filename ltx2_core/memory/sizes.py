@@ -168,6 +168,21 @@ def upsample_activation_bytes(frames: int, height: int, width: int, mid_channels
     return UPSAMPLE_WIDTHS * mid_channels * video_tokens(frames, height, width) * _dtype_bytes(dtype)
 
 
+# LTX-2.5's diffusion decoder holds every frame of a tile at once (stages 4-5 tile in space only) beside the
+# video-sized starting noise, output and stage-3 features: fake-tensor accounting of the released structure, bf16, at
+# 768x512x121 (bench/memory_plan.py) measures 9.08 GiB at 512 px tiles, 5.53 at 384 and 2.87 at 256, which
+# 0.84 GiB for the whole video + 8.4 GiB × the tile's area / 512² covers (by 2 %, 1 %, 2 %): per frame, and per
+# pixel and frame
+DIFFUSION_TILE_BYTES_512_PER_FRAME = int(8.4 * 2**30 / 121)
+DIFFUSION_DECODE_BYTES_PER_PIXEL = 19
+
+
+def diffusion_decode_bytes(frames: int, height: int, width: int) -> tuple[int, int]:
+    """(the bytes decoding holds for the whole video, a 512 px tile's activations) of the LTX-2.5 diffusion
+    decoder for a video of frames × height × width pixels (`plan_memory`'s `decode_base` and `tile_bytes_512`)."""
+    return DIFFUSION_DECODE_BYTES_PER_PIXEL * frames * height * width, DIFFUSION_TILE_BYTES_512_PER_FRAME * frames
+
+
 def free_memory_bytes(device: torch.device) -> int | None:
     """Free memory where a forward's activations go: the GPU's, or the host's available RAM (None: unknown)."""
     if device.type == "cuda":

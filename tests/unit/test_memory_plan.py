@@ -146,7 +146,8 @@ def test_ltx25_s_diffusion_decoder_decodes_in_smaller_tiles_beside_the_same_bloc
     beside its video-sized tensors) decoding takes 256 px tiles where the conv decoder's take 512; the resident
     blocks stay those of the conv decoder (the smallest decode, 3.2 GB, fits in what sampling's activations leave)
     and every tile size gives a valid tiling."""
-    from ltx2_core.memory.plan import TILE_BYTES_512, TILE_SIZES, decode_tile_bytes, diffusion_decode_bytes
+    from ltx2_core.memory.plan import TILE_BYTES_512, TILE_SIZES, decode_tile_bytes
+    from ltx2_core.memory.sizes import diffusion_decode_bytes
 
     config, free = RELEASED["2.5"], 24 * 10**9
     base, at_512 = diffusion_decode_bytes(121, 512, 768)
@@ -178,7 +179,7 @@ def test_ltx25_s_whole_run_at_24_gb_keeps_what_the_table_says():
 def test_an_impossible_ltx25_request_names_the_smallest_change():
     """The diffusion decoder's smallest decode counts like a visiting stage: it is in the budget line, and a smaller
     size is proposed with its decode scaled down."""
-    from ltx2_core.memory.plan import diffusion_decode_bytes
+    from ltx2_core.memory.sizes import diffusion_decode_bytes
 
     config = RELEASED["2.5"]
     decode = dict(zip(("decode_base", "tile_bytes_512"), diffusion_decode_bytes(121, 512, 768)))

@@ -22,8 +22,8 @@ from ltx2_core.loader import (load_audio_decoder, load_transformer, load_upsampl
                               load_video_encoder, load_vocoder, read_header)
 from ltx2_core.loader.safetensors_file import DTYPE_BYTES
 from ltx2_core.loader.sources import Component, Source, Sources
-from ltx2_core.memory.plan import TILE_BYTES_512, decoder_bytes, diffusion_decode_bytes
-from ltx2_core.memory.sizes import checkpoint_side_bytes, projection_part_bytes
+from ltx2_core.memory.plan import TILE_BYTES_512, decoder_bytes
+from ltx2_core.memory.sizes import checkpoint_side_bytes, diffusion_decode_bytes, projection_part_bytes
 from ltx2_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 from ltx2_core.model_files import ModelFiles
 from support.audio25 import write_audio_vae25
