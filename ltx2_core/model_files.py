@@ -65,7 +65,11 @@ class ModelFiles:
 
     @property
     def label(self) -> str:
-        return self.checkpoint or DEMO_LABEL.format(version=self.version)
+        """What the run loads, for its first line: the checkpoint (with the VAE files given beside it) or the demo."""
+        if self.checkpoint is None:
+            return DEMO_LABEL.format(version=self.version)
+        beside = [os.path.basename(path) for path in (self.vae, self.audio_vae) if path is not None]
+        return self.checkpoint + (f" with {' and '.join(beside)}" if beside else "")
 
     @property
     def split(self) -> bool:

@@ -189,6 +189,38 @@ def test_a_split_run_from_the_command_line_decodes_with_the_conv_vae(comfyui, tm
     assert f"wrote {output}" in capsys.readouterr().out
 
 
+def test_a_bundle_takes_its_vaes_from_the_files_given_beside_it(tiny_checkpoints, gemma_files, tmp_path):
+    """--vae / --audio-vae with an LTX-2 / 2.3 checkpoint replace its bundled VAEs (e.g. a VAE saved out of it), each
+    read with the prefix its tensors carry; the rest stays the bundle's."""
+    from safetensors import safe_open
+
+    bundle = tiny_checkpoints["2.3"]
+    with safe_open(str(bundle), "pt") as f:
+        config = json.loads(f.metadata()["config"])
+        tensors = {name: f.get_tensor(name) for name in f.keys()}
+
+    def sections(*names):
+        return {"config": json.dumps({name: config[name] for name in names})}
+
+    vae, audio = tmp_path / "video_vae.safetensors", tmp_path / "audio_vae.safetensors"
+    save_file({k[len("vae."):]: v for k, v in tensors.items() if k.startswith("vae.")}, str(vae),
+              metadata=sections("vae"))
+    save_file({k: v for k, v in tensors.items() if k.startswith(("audio_vae.", "vocoder."))}, str(audio),
+              metadata=sections("audio_vae", "vocoder"))
+    files = ModelFiles(str(bundle), str(gemma_files[0]), vae=str(vae), audio_vae=str(audio))
+    files.check("one-stage")
+    sources = files.sources()
+    assert sources[Component.VIDEO_DECODER] == sources[Component.VIDEO_ENCODER] == Source(vae, "")
+    assert (sources[Component.AUDIO_DECODER], sources[Component.VOCODER]) == (Source(audio, "audio_vae."),
+                                                                              Source(audio, "vocoder."))
+    assert sources[Component.TRANSFORMER] == Source(bundle, "model.diffusion_model.")
+    models = files.load_checkpoint(transformer=False)
+    want = load_video_decoder(bundle).state_dict()
+    for name, value in models.decoders.video.state_dict().items():
+        torch.testing.assert_close(value, want[name], rtol=0, atol=0)  # the same stored tensors, another file
+    assert files.label.endswith("with video_vae.safetensors and audio_vae.safetensors")
+
+
 BAD = [
     (["--checkpoint", "{t}"], f"needs --text-encoder {TEXT}"),
     (["--checkpoint", "{t}", "--text-encoder", "{te}"], "needs --vae ltx-2.5-video-vae-bf16.safetensors"),
