@@ -175,18 +175,21 @@ def test_a_folder_is_resolved_by_headers_and_an_open_choice_is_refused(comfyui, 
         ModelFiles(str(flat)).resolved()
 
 
-def test_a_split_run_from_the_command_line_decodes_with_the_conv_vae(comfyui, tmp_path, monkeypatch, capsys):
-    """Every component from the 2.5 files (the text encoder stands in: the demo's, which the Gemma 4 branch
-    provides from the real file)."""
+@pytest.mark.parametrize("vae, flags", [(CONV, ["--mode", "distilled"]), (VAE, ["--steps", "2"])],
+                         ids=["distilled, conv decoder", "one-stage, diffusion decoder"])
+def test_a_split_run_from_the_command_line_writes_an_mp4(vae, flags, comfyui, tmp_path, monkeypatch, capsys):
+    """Every component from the 2.5 files in ComfyUI's folder (the text encoder stands in: the demo's, which the
+    Gemma 4 branch reads from the real file)."""
     from ltx2_core.demo import demo_prompt_encoder
 
     monkeypatch.setattr(model_files, "load_prompt_encoder",
                         lambda *args, **kwargs: demo_prompt_encoder(TransformerConfig.tiny("2.5")))
     output = tmp_path / "split.mp4"
-    assert main(["generate", "--checkpoint", str(comfyui), "--vae", str(comfyui / "vae" / CONV), "--mode", "distilled",
+    assert main(["generate", "--checkpoint", str(comfyui), "--vae", str(comfyui / "vae" / vae), *flags,
                  "--width", "64", "--height", "64", "--frames", "9", "--output", str(output), "--no-progress"]) == 0, \
         capsys.readouterr().err
-    assert f"wrote {output}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"with {vae} and {AUDIO}" in out and f"wrote {output}" in out and "48000 Hz" in out
 
 
 def test_a_bundle_takes_its_vaes_from_the_files_given_beside_it(tiny_checkpoints, gemma_files, tmp_path):
