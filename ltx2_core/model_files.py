@@ -124,8 +124,13 @@ class ModelFiles:
                 if path is not None]
 
     def _check_split(self, mode: str, images: int) -> None:
-        """An LTX-2.5 transformer file: its text encoder and VAEs are required, every file of its kind and release."""
-        name = os.path.basename(self.checkpoint)
+        """A transformer file of its own (LTX-2.5's; or a 2.0 / 2.3 transformer-only export): its text encoder and
+        VAEs are required, every file of its kind and release."""
+        name, release = os.path.basename(self.checkpoint), file_kind(self.checkpoint).version or "2.5"
+        if release != "2.5" and None in (self.vae, self.audio_vae):
+            raise ValueError(f"--checkpoint {name} is an LTX-{release} transformer without the VAEs it needs for "
+                             f"decoding; use the full LTX-{release} checkpoint (e.g. ltx-2.3-22b-dev.safetensors), or "
+                             "give --vae and --audio-vae")
         for flag, path, field_name in (("--text-encoder", self.text_encoder, "text_encoder"),
                                        ("--vae", self.vae, "vae"), ("--audio-vae", self.audio_vae, "audio_vae")):
             if path is None:
@@ -147,8 +152,8 @@ class ModelFiles:
                  "--lora": "LoRA"}
         _check_kinds([(flag, path, kinds[flag]) for flag, path in paths
                       if path is not None and os.path.isfile(path)])
-        release = check_same_release(_kinds(paths)) or "2.5"
-        if os.path.isfile(self.text_encoder):
+        release = check_same_release(_kinds(paths)) or release
+        if release == "2.5" and os.path.isfile(self.text_encoder):
             found = file_kind(self.text_encoder)
             if found.version != release:
                 raise CheckpointError(

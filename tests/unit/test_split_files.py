@@ -268,3 +268,15 @@ def test_bad_combinations_exit_2_before_any_model_work(flags, message, comfyui, 
     assert main(["generate", "--output", str(tmp_path / "x.mp4"), *flags]) == 2
     captured = capsys.readouterr()
     assert message in captured.err and "model:" not in captured.out
+
+
+def test_a_2_3_transformer_only_export_is_named_as_such(tmp_path, gemma_files, capsys):
+    from support.transformer25 import transformer25_metadata
+
+    config = TransformerConfig.tiny("2.3")
+    path = write_transformer25(tmp_path / "ltx-2.3-transformer-only.safetensors", demo_transformer(config).state_dict(),
+                               config, metadata=transformer25_metadata(config, "2.3.0"))
+    assert main(["generate", "--checkpoint", str(path), "--text-encoder", str(gemma_files[0]),
+                 "--output", str(tmp_path / "x.mp4")]) == 2
+    assert "is an LTX-2.3 transformer without the VAEs it needs for decoding; use the full LTX-2.3 checkpoint" in \
+        capsys.readouterr().err
