@@ -10,9 +10,9 @@ so a wrong request fails before any model work; `load()` then reads them.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 
@@ -202,8 +202,8 @@ class ModelFiles:
         """The transformer alone (with `loras` fused), sharded by `parallelize` as in `load`."""
         if self.checkpoint is None:
             return self.load(device, dtype, parallelize).transformer
-        return load_transformer(self.resolved().sources()[Component.TRANSFORMER], loras=self.loras, parallelize=parallelize,
-                                device=device, dtype=dtype, fp8=self.fp8)
+        return load_transformer(self.resolved().sources()[Component.TRANSFORMER], loras=self.loras,
+                                parallelize=parallelize, device=device, dtype=dtype, fp8=self.fp8)
 
     def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
              parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None,

@@ -74,8 +74,9 @@ def comfyui(tmp_path_factory):
 
 
 def _files(root, vae=VAE, **changes) -> ModelFiles:
-    paths = dict(checkpoint=str(root / "diffusion_models" / TRANSFORMER), text_encoder=str(root / "text_encoders" / TEXT),
-                 vae=str(root / "vae" / vae), audio_vae=str(root / "vae" / AUDIO))
+    paths = dict(checkpoint=str(root / "diffusion_models" / TRANSFORMER),
+                 text_encoder=str(root / "text_encoders" / TEXT), vae=str(root / "vae" / vae),
+                 audio_vae=str(root / "vae" / AUDIO))
     return ModelFiles(**(paths | changes))
 
 
