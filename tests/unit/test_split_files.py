@@ -281,3 +281,22 @@ def test_a_2_3_transformer_only_export_is_named_as_such(tmp_path, gemma_files, c
                  "--output", str(tmp_path / "x.mp4")]) == 2
     assert "is an LTX-2.3 transformer without the VAEs it needs for decoding; use the full LTX-2.3 checkpoint" in \
         capsys.readouterr().err
+
+
+def test_a_split_run_with_the_gemma4_text_encoder_file(comfyui, tmp_path, capsys):
+    """Every component from the 2.5 files, the text encoder too (its writer comes with the Gemma 4 branch of issue
+    23; skipped where it is absent): one-stage with the diffusion decoder under a memory plan (the text projection
+    and Gemma's layers counted from the text encoder file)."""
+    gemma4 = pytest.importorskip("support.gemma4")
+    root = tmp_path / "models"
+    shutil.copytree(comfyui, root)
+    (root / "text_encoders" / TEXT).unlink()
+    gemma4.write_gemma4_file(root / "text_encoders" / TEXT)
+    files = ModelFiles(str(root), vae=str(root / "vae" / VAE)).resolved()
+    plan = files.plan("cpu", frames=9, height=64, width=64, passes=4, budget=10**9)
+    assert plan.side.projection > 0 and plan.side.gemma_layers > 0 and plan.decode_base > 0
+    output = tmp_path / "gemma4.mp4"
+    assert main(["generate", "--checkpoint", str(root), "--vae", str(root / "vae" / VAE), "--steps", "2",
+                 "--memory-budget", "5", "--width", "64", "--height", "64", "--frames", "9", "--output", str(output),
+                 "--no-progress"]) == 0, capsys.readouterr().err
+    assert f"wrote {output}" in capsys.readouterr().out
