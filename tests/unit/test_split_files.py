@@ -242,6 +242,13 @@ BAD = [
       "distilled"], f"mode distilled needs --upsampler {UPSAMPLER}"),
     (["--checkpoint", "{t}", "--text-encoder", "{te}", "--vae", "{vae}", "--audio-vae", "{audio}", "--image",
       "{tmp}/cat.png"], "pass --vae ltx-2.5-video-vae-conv-bf16.safetensors for image conditioning"),
+    (["--checkpoint", "{t}", "--text-encoder", "{te}", "--vae", "{vae}", "--audio-vae", "{audio}", "--mode",
+      "distilled", "--upsampler", "{audio}"],
+     "this is an LTX-2.5 audio VAE, not an LTX-2 latent upsampler; it belongs in the vae folder. Pick an LTX-2 latent "
+     "upsampler here (--upsampler), from the latent_upscale_models folder"),
+    (["--checkpoint", "{t}", "--text-encoder", "{te}", "--vae", "{vae}", "--audio-vae", "{audio}", "--mode",
+      "two-stage", "--upsampler", "{up}", "--distilled-lora", "{t}"],
+     "this is an LTX-2.5 transformer, not an LTX-2 LoRA; it belongs in the diffusion_models folder"),
     (["--checkpoint", "{vae}", "--text-encoder", "{te}"],
      "this is an LTX-2.5 video VAE (diffusion decoder), not an LTX-2 checkpoint; it belongs in the vae folder"),
     (["--checkpoint", "{ckpt}", "--text-encoder", "{gemma3}", "--vae", "{conv}"], "different LTX-2 releases"),
@@ -264,7 +271,8 @@ def test_bad_combinations_exit_2_before_any_model_work(flags, message, comfyui, 
     Image.new("RGB", (40, 30)).save(tmp_path / "cat.png")
     names = dict(t=comfyui / "diffusion_models" / TRANSFORMER, te=comfyui / "text_encoders" / TEXT,
                  vae=comfyui / "vae" / VAE, conv=comfyui / "vae" / CONV, audio=comfyui / "vae" / AUDIO,
-                 gemma3=gemma_files[0], ckpt=tiny_checkpoints["2.3"], root=comfyui, tmp=tmp_path)
+                 gemma3=gemma_files[0], ckpt=tiny_checkpoints["2.3"], root=comfyui, tmp=tmp_path,
+                 up=comfyui / "latent_upscale_models" / UPSAMPLER)
     flags = [flag.format(**names) for flag in flags]
     assert main(["generate", "--output", str(tmp_path / "x.mp4"), *flags]) == 2
     captured = capsys.readouterr()
