@@ -308,3 +308,20 @@ def test_a_split_run_with_the_gemma4_text_encoder_file(comfyui, tmp_path, capsys
                  "--memory-budget", "5", "--width", "64", "--height", "64", "--frames", "9", "--output", str(output),
                  "--no-progress"]) == 0, capsys.readouterr().err
     assert f"wrote {output}" in capsys.readouterr().out
+
+
+def test_a_loader_node_s_header_checks_know_the_2_5_component_files(comfyui):
+    """`identify.check_kind` (the nodes' queue-time check) takes each 2.5 component file for its kind, refuses it
+    for another, and names a 2.5 transformer picked as a checkpoint."""
+    from ltx2_core.loader.identify import check_kind
+
+    files = {"transformer": comfyui / "diffusion_models" / TRANSFORMER, "video VAE": comfyui / "vae" / VAE,
+             "audio VAE": comfyui / "vae" / AUDIO}
+    for kind, path in files.items():
+        check_kind(path, kind)
+        for other in set(files) - {kind}:
+            with pytest.raises(CheckpointError, match=f"not an LTX-2 {other}"):
+                check_kind(path, other)
+    check_kind(comfyui / "vae" / CONV, "video VAE")
+    with pytest.raises(CheckpointError, match="an LTX-2.5 transformer file, whose VAEs and vocoder are files"):
+        check_kind(files["transformer"], "checkpoint")
