@@ -1,5 +1,6 @@
 """The files of an LTX-2.5 model found in a folder by their headers: ComfyUI's models folder (`diffusion_models/`,
-`text_encoders/`, `vae/`, `latent_upscale_models/`, `loras/`) or one flat folder holding the release's files.
+`text_encoders/`, `vae/`, `latent_upscale_models/`, `loras/`; or ComfyUI's folder holding it) or one flat folder
+holding the release's files.
 
 Each component is the one file of its kind (`file_kinds`) and release in the folder(s) ComfyUI keeps it in. Where a
 folder holds several of a kind, those of the transformer's release are kept (by header, else by an "ltx-2.5" in the
@@ -42,7 +43,9 @@ def find_release_files(folder: str | os.PathLike, mode: str, given: Mapping[str,
     """ModelFiles field -> path of each file `mode` needs that `given` (field -> path or None) does not name, found
     in `folder`; CheckpointError naming the folder, the files and the flag when one is missing or ambiguous."""
     root = Path(folder)
-    comfyui = any((root / name).is_dir() for _, folders, _ in WANTED.values() for name in folders)
+    comfyui = _holds_folders(root)
+    if not comfyui and _holds_folders(root / "models"):  # ComfyUI's own folder
+        root, comfyui = root / "models", True
     kinds: dict[Path, FileKind | None] = {}
     found: dict[str, str] = {}
     needed = ["checkpoint", "text_encoder", "vae", "audio_vae"]
@@ -69,6 +72,10 @@ def find_release_files(folder: str | os.PathLike, mode: str, given: Mapping[str,
         if field == "checkpoint":
             release = kinds[picked[0]].version
     return found
+
+
+def _holds_folders(root: Path) -> bool:
+    return any((root / name).is_dir() for _, folders, _ in WANTED.values() for name in folders)
 
 
 def _files(places: list[Path], recursive: bool) -> list[Path]:

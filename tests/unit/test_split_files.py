@@ -162,6 +162,10 @@ def test_a_folder_is_resolved_by_headers_and_an_open_choice_is_refused(comfyui, 
         str(comfyui / "diffusion_models" / TRANSFORMER), str(comfyui / "text_encoders" / TEXT),
         str(comfyui / "vae" / AUDIO), str(comfyui / "latent_upscale_models" / UPSAMPLER),
         str(comfyui / "loras" / LORA))
+    comfyui_root = tmp_path / "ComfyUI"
+    comfyui_root.mkdir()
+    (comfyui_root / "models").symlink_to(comfyui)
+    assert ModelFiles(str(comfyui_root), vae=str(comfyui / "vae" / CONV)).resolved().audio_vae.endswith(AUDIO)
     flat = tmp_path / "flat"
     flat.mkdir()
     for name in (TRANSFORMER, TEXT, VAE, AUDIO):
