@@ -3,7 +3,9 @@
 Text to video + audio with the one-stage, two-stage or distilled pipeline, written to an mp4 (H.264 + AAC stereo).
 Without --checkpoint it runs a tiny random-weight DEMO model built in code (every component at toy size: the
 result is noise with noise for sound, at the requested size and length), so the whole path runs on any machine.
-With --checkpoint it loads the official LTX-2 / LTX-2.3 single-file checkpoint, --text-encoder (Gemma 3 12B),
+With --checkpoint it loads the official LTX-2 / LTX-2.3 single-file checkpoint with --text-encoder (Gemma 3 12B),
+or LTX-2.5's files: the transformer file with --text-encoder (Gemma 4 12B with the text projection), --vae and
+--audio-vae, or the folder holding them (ComfyUI's models folder or one flat folder, each file found by its header);
 and for two-stage --upsampler and --distilled-lora. Every argument and file is checked before any model work.
 """
 
@@ -70,10 +72,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--audio-stg-blocks", type=_blocks, help="audio STG blocks")
     m = p.add_argument_group("model files (default: the tiny random-weight demo model)")
     m.add_argument("--checkpoint", help="official LTX-2 / LTX-2.3 .safetensors (dev; distilled for --mode "
-                   "distilled)")
-    m.add_argument("--text-encoder", help="Gemma 3 12B: gemma_3_12B_it*.safetensors or a Hugging Face folder")
-    m.add_argument("--upsampler", help="ltx-2-spatial-upscaler-x2-*.safetensors (two-stage, distilled)")
-    m.add_argument("--distilled-lora", help="ltx-2-*-distilled-lora-*.safetensors (two-stage)")
+                   "distilled); or LTX-2.5's transformer ltx-2.5-22b-{dev,distilled}-transformer-bf16.safetensors "
+                   "(with --text-encoder, --vae, --audio-vae); or a folder holding LTX-2.5's files (ComfyUI's models "
+                   "folder with diffusion_models/ text_encoders/ vae/ latent_upscale_models/ loras/, or one flat "
+                   "folder): each file found by its header, the flags below pick where it holds two")
+    m.add_argument("--text-encoder", help="Gemma 3 12B for LTX-2 / 2.3: gemma_3_12B_it*.safetensors or a Hugging "
+                   "Face folder; LTX-2.5: gemma4-12b-with-proj-ltx-2.5-bf16.safetensors")
+    m.add_argument("--vae", help="LTX-2.5's video VAE: ltx-2.5-video-vae-bf16.safetensors (the diffusion decoder, the "
+                   "release's default quality) or ltx-2.5-video-vae-conv-bf16.safetensors (the convolutional decoder: "
+                   "faster, less memory; its encoder also serves --image); with an LTX-2 / 2.3 checkpoint it replaces "
+                   "the bundled video VAE")
+    m.add_argument("--audio-vae", help="LTX-2.5's audio VAE and vocoder: ltx-2.5-audio-vae-bf16.safetensors; with an "
+                   "LTX-2 / 2.3 checkpoint it replaces the bundled ones")
+    m.add_argument("--upsampler", help="ltx-2-spatial-upscaler-x2-*.safetensors, LTX-2.5: ltx-2.5-latent-spatial-"
+                   "upscaler-x2-bf16-1.0.safetensors (two-stage, distilled)")
+    m.add_argument("--distilled-lora", help="ltx-2-*-distilled-lora-*.safetensors, LTX-2.5: ltx-2.5-22b-distilled-"
+                   "lora-450-bf16.safetensors (two-stage)")
     m.add_argument("--lora", action="append", default=[], type=_lora, metavar="PATH[:STRENGTH]",
                    help="a LoRA to fuse (repeatable; strength default 1)")
     m.add_argument("--version", choices=[v.value for v in RELEASES], default=DEFAULT_VERSION.value,
@@ -184,7 +198,7 @@ def _override(params: GuidanceParams, args: argparse.Namespace, prefix: str) -> 
 def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -> Request:
     """Every check that needs no model: the request, the files, the guidance; returns the complete request."""
     request.check()
-    files.check(request.mode)
+    files.check(request.mode, images=len(request.images))
     request = with_guidance(request, args, files)
     check_stg_blocks(request, files.transformer_config())
     if not Path(args.output).resolve().parent.is_dir():
@@ -253,9 +267,10 @@ def generate_command(argv: list[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> None:
+    request = build_request(args)
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
-                       args.version, args.fp8)
-    request = check_early(args, build_request(args), files)
+                       args.version, args.fp8, args.vae, args.audio_vae).resolved(request.mode)
+    request = check_early(args, request, files)
     plan = memory_plan(args, request, files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1
     try:

@@ -1,14 +1,18 @@
 """The models of a generation, from the official files or, without a checkpoint, the tiny random-weight demo.
 
-`ModelFiles.check()` checks every path (existence, and the mode's required files) without reading a tensor, so a
-wrong request fails before any model work; `load()` then reads them.
+`checkpoint` is an LTX-2 / LTX-2.3 single-file checkpoint (a bundle), an LTX-2.5 transformer file (the release's
+other components then come from `text_encoder`, `vae` and `audio_vae`), or a folder holding LTX-2.5's files
+(`resolved()` finds them by their headers, `loader.release_folder`). `ModelFiles.check()` checks every path
+(existence, each file's kind and release from its header, and the mode's required files) without reading a tensor,
+so a wrong request fails before any model work; `load()` then reads them.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import torch
 
@@ -24,13 +28,16 @@ from ltx2_core.loader import (
     load_video_encoder,
     load_vocoder,
 )
-from ltx2_core.loader.file_kinds import FileKind, check_same_release, file_kind
+from ltx2_core.errors import CheckpointError, LTX2Error
+from ltx2_core.loader.file_kinds import FileKind, check_file_kind, check_same_release, file_kind
+from ltx2_core.loader.release_folder import RELEASE_FILES, find_release_files
 from ltx2_core.loader.safetensors_file import Shard
-from ltx2_core.loader.sources import Component, Sources
+from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources, video_vae_prefix
 from ltx2_core.loader.text_weights import load_prompt_encoder
+from ltx2_core.loader.vae_weights import DIFFUSION, video_vae_kind
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
 from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
-from ltx2_core.memory.sizes import SideBytes, ram_bytes, side_bytes, text_and_image_bytes
+from ltx2_core.memory.sizes import SideBytes, diffusion_decode_bytes, ram_bytes, side_bytes, text_and_image_bytes
 from ltx2_core.quant.policy import quantize_blocks, stores_quantised
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
@@ -53,18 +60,46 @@ class ModelFiles:
     loras: tuple[tuple[str, float], ...] = field(default_factory=tuple)
     version: str = DEFAULT_VERSION.value
     fp8: str = "auto"  # the transformer's weights: see quant.policy.FP8_MODES
+    vae: str | None = None  # LTX-2.5's video VAE file (either decoder); with a bundle, replaces its video VAE
+    audio_vae: str | None = None  # LTX-2.5's audio VAE file (audio decoder + vocoder); with a bundle, replaces them
 
     @property
     def label(self) -> str:
-        return self.checkpoint or DEMO_LABEL.format(version=self.version)
-
-    def check(self, mode: str) -> None:
-        """ValueError naming the fix for a missing file or one the mode needs; reads no tensor."""
+        """What the run loads, for its first line: the checkpoint (with the VAE files given beside it) or the demo."""
         if self.checkpoint is None:
-            given = [name for name in ("text_encoder", "upsampler", "distilled_lora") if getattr(self, name)]
+            return DEMO_LABEL.format(version=self.version)
+        beside = [os.path.basename(path) for path in (self.vae, self.audio_vae) if path is not None]
+        return self.checkpoint + (f" with {' and '.join(beside)}" if beside else "")
+
+    @property
+    def split(self) -> bool:
+        """Whether `checkpoint` is a transformer file of its own (LTX-2.5), whose components are separate files."""
+        return self.checkpoint is not None and os.path.isfile(self.checkpoint) and \
+            _kind_of(self.checkpoint) == "transformer"
+
+    def resolved(self, mode: str = "one-stage") -> ModelFiles:
+        """These files with a folder `checkpoint` replaced by the files `mode` needs found in it (the ones given
+        stay); these files as they are otherwise. CheckpointError when the folder lacks one or holds two."""
+        if self.checkpoint is None or not os.path.isdir(self.checkpoint):
+            return self
+        given = {name: getattr(self, name) for name in RELEASE_FILES if name != "checkpoint"}
+        return replace(self, **find_release_files(self.checkpoint, mode, given))
+
+    def check(self, mode: str, images: int = 0) -> None:
+        """ValueError / CheckpointError naming the fix for a missing file, one the mode needs, or a file of the
+        wrong kind or release; reads headers only. `images`: the request's image conditions."""
+        if self.checkpoint is None:
+            given = [name for name in ("text_encoder", "upsampler", "distilled_lora", "vae", "audio_vae")
+                     if getattr(self, name)]
             if given or self.loras:
                 raise ValueError(f"--{(given or ['lora'])[0].replace('_', '-')} needs --checkpoint (the demo model "
                                  "builds its own random components)")
+            return
+        if os.path.isdir(self.checkpoint):
+            self.resolved(mode).check(mode, images)
+            return
+        if self.split:
+            self._check_split(mode, images)
             return
         if self.text_encoder is None:
             raise ValueError("--checkpoint needs --text-encoder: Gemma 3 12B (ComfyUI's gemma_3_12B_it*.safetensors "
@@ -79,18 +114,87 @@ class ModelFiles:
         for flag, path in paths:
             if path is not None:
                 _check_path(flag, path)
-        check_same_release(_kinds(paths))
+        _check_kinds([("--checkpoint", self.checkpoint, "checkpoint")] + self._vae_flags())
+        check_same_release(_kinds(paths + [(flag, path) for flag, path, _ in self._vae_flags()]))
+        self._check_images(images)
+
+    def _vae_flags(self) -> list[tuple[str, str, str]]:
+        return [(flag, path, kind) for flag, path, kind in (("--vae", self.vae, "video VAE"),
+                                                            ("--audio-vae", self.audio_vae, "audio VAE"))
+                if path is not None]
+
+    def _check_split(self, mode: str, images: int) -> None:
+        """A transformer file of its own (LTX-2.5's; or a 2.0 / 2.3 transformer-only export): its text encoder and
+        VAEs are required, every file of its kind and release."""
+        name, release = os.path.basename(self.checkpoint), file_kind(self.checkpoint).version or "2.5"
+        if release != "2.5" and None in (self.vae, self.audio_vae):
+            raise ValueError(f"--checkpoint {name} is an LTX-{release} transformer without the VAEs it needs for "
+                             f"decoding; use the full LTX-{release} checkpoint (e.g. ltx-2.3-22b-dev.safetensors), or "
+                             "give --vae and --audio-vae")
+        for flag, path, field_name in (("--text-encoder", self.text_encoder, "text_encoder"),
+                                       ("--vae", self.vae, "vae"), ("--audio-vae", self.audio_vae, "audio_vae")):
+            if path is None:
+                raise ValueError(f"--checkpoint {name} is an LTX-2.5 transformer file; it needs {flag} "
+                                 f"{RELEASE_FILES[field_name]} (or pass the folder holding the release's files as "
+                                 "--checkpoint)")
+        if mode != "one-stage" and self.upsampler is None:
+            raise ValueError(f"mode {mode} needs --upsampler {RELEASE_FILES['upsampler']}")
+        if mode == "two-stage" and self.distilled_lora is None:
+            raise ValueError(f"mode two-stage needs --distilled-lora {RELEASE_FILES['distilled_lora']}")
+        paths = [("--checkpoint", self.checkpoint), ("--text-encoder", self.text_encoder), ("--vae", self.vae),
+                 ("--audio-vae", self.audio_vae), ("--upsampler", self.upsampler),
+                 ("--distilled-lora", self.distilled_lora)] + [("--lora", path) for path, _ in self.loras]
+        for flag, path in paths:
+            if path is not None:
+                _check_path(flag, path)
+        kinds = {"--checkpoint": "transformer", "--text-encoder": "text encoder", "--vae": "video VAE",
+                 "--audio-vae": "audio VAE", "--upsampler": "latent upsampler", "--distilled-lora": "LoRA",
+                 "--lora": "LoRA"}
+        _check_kinds([(flag, path, kinds[flag]) for flag, path in paths
+                      if path is not None and os.path.isfile(path)])
+        release = check_same_release(_kinds(paths)) or release
+        if release == "2.5" and os.path.isfile(self.text_encoder):
+            found = file_kind(self.text_encoder)
+            if found.version != release:
+                raise CheckpointError(
+                    f"--text-encoder {self.text_encoder}: this is {found.describe()}, but the LTX-{release} "
+                    f"transformer {name} needs its Gemma 4 text encoder {RELEASE_FILES['text_encoder']}")
+        self._check_images(images)
+
+    def _check_images(self, images: int) -> None:
+        if images and self.vae is not None and self._diffusion_vae():
+            raise ValueError(f"--image needs the video VAE's encoder, which {os.path.basename(self.vae)} (the "
+                             "diffusion decoder's file) does not provide here; pass --vae "
+                             "ltx-2.5-video-vae-conv-bf16.safetensors for image conditioning")
+
+    def _diffusion_vae(self) -> bool:
+        return video_vae_kind(read_header(self.vae, "video VAE")).decoder == DIFFUSION
 
     def sources(self) -> Sources:
-        """Where each component's weights are: the model's from the bundled `checkpoint`, the upsampler from its
-        own file (needs a checkpoint; the demo has no files)."""
-        return Sources.bundled(self.checkpoint).with_files({Component.UPSAMPLER: self.upsampler})
+        """Where each component's weights are: the model's from the bundled `checkpoint` (its VAEs replaced by
+        `vae` / `audio_vae` when given) or from LTX-2.5's files (`Sources.split`), the upsampler from its own file
+        (needs a checkpoint; the demo has no files). A component whose file is not given is absent (CheckpointError
+        when it is looked up)."""
+        if self.checkpoint is not None and os.path.isdir(self.checkpoint):
+            return self.resolved().sources()
+        if self.split:  # a file not given yet leaves its components out (a loader node chooses the text encoder later)
+            return Sources.split(self.checkpoint, self.text_encoder, self.vae, self.audio_vae, self.upsampler)
+        sources = Sources.bundled(self.checkpoint).with_files({Component.UPSAMPLER: self.upsampler})
+        if self.vae is not None:
+            video = Source(Path(self.vae), video_vae_prefix(self.vae))
+            sources = sources.with_files({Component.VIDEO_DECODER: video, Component.VIDEO_ENCODER: video})
+        if self.audio_vae is not None:
+            sources = sources.with_files({c: Source(Path(self.audio_vae), BUNDLE[c])
+                                          for c in (Component.AUDIO_DECODER, Component.VOCODER)})
+        return sources
 
     def transformer_config(self) -> TransformerConfig:
         """The DiT's config, from the checkpoint's header only (or the demo's)."""
         if self.checkpoint is None:
             return TransformerConfig.tiny(self.version)
-        return transformer_config(read_header(self.sources()[Component.TRANSFORMER].path))
+        if os.path.isdir(self.checkpoint):
+            return self.resolved().transformer_config()
+        return transformer_config(read_header(self.checkpoint))
 
     def load_transformer(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
                          parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None
@@ -98,8 +202,8 @@ class ModelFiles:
         """The transformer alone (with `loras` fused), sharded by `parallelize` as in `load`."""
         if self.checkpoint is None:
             return self.load(device, dtype, parallelize).transformer
-        return load_transformer(self.sources()[Component.TRANSFORMER], loras=self.loras, parallelize=parallelize,
-                                device=device, dtype=dtype, fp8=self.fp8)
+        return load_transformer(self.resolved().sources()[Component.TRANSFORMER], loras=self.loras,
+                                parallelize=parallelize, device=device, dtype=dtype, fp8=self.fp8)
 
     def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
              parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None,
@@ -129,26 +233,31 @@ class ModelFiles:
         weights' (None: the files' own, which the streamed blocks can then be read from in place). The modules
         beside the transformer are counted from their files when the text encoder is known, else (a loader
         node, before the text encoder is chosen) with Gemma 3 12B's sizes on a GPU and not at all on the CPU,
-        where they share the RAM the plan streams from. MemoryPlanError names the smallest change when nothing
-        fits."""
+        where they share the RAM the plan streams from (LTX-2.5's files: the decoders from the VAE files, the
+        text projection from the text encoder file). MemoryPlanError names the smallest change when nothing fits."""
         device = torch.device(device)
         cuda = device.type == "cuda"
         if memory == "resident" or (memory == "auto" and budget is None and not cuda):
             return None
         free = budget if budget is not None else torch.cuda.mem_get_info(device)[0] if cuda else ram_bytes() or 0
-        config = self.transformer_config()
-        weights_dtype = dtype or (torch.float32 if self.checkpoint is None else torch.bfloat16)
-        quantised = stores_quantised(self.fp8, self.checkpoint)
+        files = self.resolved()
+        config = files.transformer_config()
+        weights_dtype = dtype or (torch.float32 if files.checkpoint is None else torch.bfloat16)
+        quantised = stores_quantised(files.fp8, files.checkpoint)
         options = dict(fps=fps, dtype=weights_dtype, fp8_available=not quantised, stream_all=memory == "stream",
                        source=source or ("budget" if budget is not None else "free"),
-                       ram=ram_bytes() if cuda else None, mappable=dtype is None and self.fp8 == "auto")
-        if self.checkpoint is not None:
-            if self.text_encoder is not None:
-                side = side_bytes(self.checkpoint, self.text_encoder, self.upsampler, weights_dtype, images=images,
+                       ram=ram_bytes() if cuda else None, mappable=dtype is None and files.fp8 == "auto")
+        if files.checkpoint is not None:
+            sources = files.sources()
+            if files.text_encoder is not None:
+                side = side_bytes(sources, files.text_encoder, files.upsampler, weights_dtype, images=images,
                                   frames=frames, height=height, width=width)
             else:
-                side = text_and_image_bytes(self.checkpoint, dtype, frames, height, width) if cuda else SideBytes()
-            options |= dict(decoders=decoder_bytes(self.checkpoint), tile_bytes_512=TILE_BYTES_512, side=side)
+                side = text_and_image_bytes(sources, dtype, frames, height, width) if cuda else SideBytes()
+            options |= dict(decoders=decoder_bytes(sources), tile_bytes_512=TILE_BYTES_512, side=side)
+            if files.vae is not None and files._diffusion_vae():
+                base, tile = diffusion_decode_bytes(frames, height, width)
+                options |= dict(tile_bytes_512=tile, decode_base=base)
         weights = transformer_weight_bytes(config, weights_dtype, fp8=quantised)
         return plan_run(config, weights, free, frames, height, width, passes, two_stage, **options)
 
@@ -169,6 +278,8 @@ class ModelFiles:
             if parallelize is not None:
                 parallelize(models.transformer)
             return models
+        if os.path.isdir(self.checkpoint):
+            return self.resolved()._load(device, dtype, parallelize, plan, whole=whole, transformer=transformer)
         load = dict(device=device, dtype=dtype)
         visiting = dict(device="cpu" if plan is not None else device, dtype=dtype)  # they visit the device (plan)
         streamed = plan is not None and plan.streamed_blocks > 0
@@ -184,7 +295,9 @@ class ModelFiles:
                               load_vocoder(sources[Component.VOCODER], device=device)),
             upsampler=load_upsampler(sources[Component.UPSAMPLER], **visiting) if whole and self.upsampler else None,
             distilled_lora=load_lora(self.distilled_lora) if whole and self.distilled_lora else None,
-            video_encoder=load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
+            # the diffusion decoder's file: its encoder is not loaded here (`check` refuses images with it)
+            video_encoder=None if self.vae is not None and self._diffusion_vae()
+            else load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
         )
 
     def _prompt_encoder(self, sources: Sources, plan: MemoryPlan | None, device: torch.device | str,
@@ -206,6 +319,21 @@ def _kinds(paths: list[tuple[str, str | None]]) -> dict[str, FileKind]:
             except LTX2Error:
                 continue
     return kinds
+
+
+def _kind_of(path: str) -> str | None:
+    try:
+        return file_kind(path).kind
+    except LTX2Error:
+        return None
+
+
+def _check_kinds(files: list[tuple[str, str, str]]) -> None:
+    """CheckpointError for a file (flag, path, kind) whose header says it is another LTX-2 kind, naming what it is
+    and where it belongs; a file of no LTX-2 kind, or no safetensors file, is left to its loader's own message."""
+    for flag, path, kind in files:
+        if os.path.isfile(path) and _kind_of(path) not in (None, "unknown"):
+            check_file_kind(path, kind, flag)
 
 
 def _check_path(flag: str, path: str) -> None:

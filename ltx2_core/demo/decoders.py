@@ -2,7 +2,9 @@
 latent upsampler.
 
 Their metadata sections have the released structure (spec §3, §4) at toy widths; the tests' tiny checkpoints
-bundle the same sections, so a checkpoint's VAE fits the 128-channel latents of the tiny transformers.
+bundle the same sections, so a checkpoint's VAE fits the 128-channel latents of the tiny transformers. LTX-2.5's
+demo uses its convolutional video VAE (the release also ships a diffusion decoder; `tests/support/video_vae25.py`
+writes both), its vocoder and audio VAE have 2.3's structure (1.2.0 reads them alike).
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ DEMO_VAES = {
         ["res_x", _ONE], ["compress_space", {"multiplier": 2}], ["res_x", _ONE], ["compress_time", {"multiplier": 2}],
         ["res_x", _ONE], ["compress_all", {"multiplier": 1}], ["res_x", _ONE], ["compress_all", {"multiplier": 2}],
         ["res_x", _ONE]]},
+    # 2.5's convolutional VAE: the bottleneck is base × the blocks' multipliers (1.2.0), here 4×, with a plain
+    # time step between two ×2 stages of space (tests/support/video_vae25.py writes the same form)
+    "2.5": {**_VAE, "_class_name": "CausalVideoAutoencoder", "spatial_padding_mode": "zeros", "decoder_blocks": [
+        ["res_x", _ONE], ["compress_all", {"multiplier": 2}], ["res_x", _ONE], ["compress_time", {"multiplier": 1}],
+        ["res_x", _ONE], ["compress_space", {"multiplier": 2}], ["compress_all", {"multiplier": 1}]]},
 }
 
 DEMO_AUDIO_VAE = {
@@ -57,9 +64,11 @@ DEMO_VOCODERS = {
                 "win_size": 512, "num_mels": 64},
     },
 }
+DEMO_VOCODERS["2.5"] = DEMO_VOCODERS["2.3"]  # BigVGAN-v2 + bandwidth extension, 48 kHz, as 2.3
 
-# the released x2 upsamplers' form: LTX-2.0's rational resampler, LTX-2.3's plain one (model/upsampler.py)
-DEMO_RATIONAL_UPSAMPLERS = {"2.0": True, "2.3": False}
+# the released x2 upsamplers' form: LTX-2.0's rational resampler, LTX-2.3's plain one (model/upsampler.py); 2.5's
+# file is read with 1.2.0's defaults (plain)
+DEMO_RATIONAL_UPSAMPLERS = {"2.0": True, "2.3": False, "2.5": False}
 
 
 def demo_decoders(version: str = DEFAULT_VERSION, seed: int = 0) -> Decoders:

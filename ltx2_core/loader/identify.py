@@ -1,5 +1,6 @@
 """Is this file what the user says it is? A check that reads headers only (no tensor), for the early validation
-of a model picked in a folder: a checkpoint, a text encoder, a LoRA or a latent upsampler."""
+of a model picked in a folder: a checkpoint, a text encoder, a LoRA or a latent upsampler; and LTX-2.5's component
+files: a transformer, a video VAE, an audio VAE."""
 
 from __future__ import annotations
 
@@ -7,15 +8,17 @@ import os
 
 from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.checkpoint import config_metadata, transformer_config
+from ltx2_core.loader.file_kinds import check_file_kind, file_kind
 from ltx2_core.loader.gemma_files import find_gemma
 from ltx2_core.loader.lora import LoraError
 from ltx2_core.loader.safetensors_file import read_header
 from ltx2_core.loader.sources import DECODING, SECTIONS
 from ltx2_core.loader.upsampler_weights import upsampler_config
+from ltx2_core.loader.vae_weights import video_vae_kind
 
 # the config sections a checkpoint needs besides the transformer's: those of the components decoding reads from it
 BUNDLED = tuple(dict.fromkeys(SECTIONS[component] for component in DECODING))
-KINDS = ("checkpoint", "text encoder", "LoRA", "latent upsampler")
+KINDS = ("checkpoint", "text encoder", "LoRA", "latent upsampler", "transformer", "video VAE", "audio VAE")
 _LORA_SUFFIXES = (".lora_A.weight", ".lora_down.weight")
 
 
@@ -28,9 +31,21 @@ def check_kind(path: str | os.PathLike, kind: str) -> None:
     if kind == "checkpoint":
         transformer_config(file)
         missing = [name for name in BUNDLED if name not in config_metadata(file)]
+        if missing and file_kind(path).version == "2.5":
+            raise CheckpointError(f"{file.path}: an LTX-2.5 transformer file, whose VAEs and vocoder are files of "
+                                  "their own; load it from diffusion_models with its video VAE and audio VAE files")
         if missing:
             raise CheckpointError(f"{file.path}: a transformer without the {', '.join(missing)} it needs for "
                                   "decoding; use the full LTX-2 checkpoint (e.g. ltx-2.3-22b-dev.safetensors)")
+    elif kind in ("transformer", "video VAE", "audio VAE"):
+        check_file_kind(path, kind)
+        if kind == "transformer":
+            transformer_config(file)
+        elif kind == "video VAE":
+            video_vae_kind(file)
+        elif not {"audio_vae", "vocoder"} <= set(config_metadata(file)):
+            raise CheckpointError(f"{file.path}: an audio VAE file needs both the 'audio_vae' and the 'vocoder' "
+                                  "sections of the 'config' metadata; use ltx-2.5-audio-vae-bf16.safetensors")
     elif kind == "latent upsampler":
         upsampler_config(file)
     elif kind == "LoRA":

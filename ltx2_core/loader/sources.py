@@ -3,7 +3,10 @@
 LTX-2.0 and 2.3 ship one bundled checkpoint: the DiT, the text projection and connectors, the video VAE, the audio
 VAE and the vocoder in one file, each under its own prefix (`BUNDLE`), with one `config` metadata entry holding a
 section per component (`SECTIONS`). The latent upsampler is always a file of its own. A release that ships its
-components as separate files maps them with `Sources.separate` (prefix "" unless the file nests its tensors).
+components as separate files maps them with `Sources.separate` (prefix "" unless the file nests its tensors);
+LTX-2.5's released files with `Sources.split` (`SPLIT`: the same prefixes as the bundle, except the text projection
+inside the text encoder file and the video VAE, whose tensors may be bare). Every loader reads its `config` section
+from the file of its own source, so a section is found in whichever file holds the component.
 
 Every loader takes a `Source` (or, for today's callers, a bare path, which means "this component of a bundle" as
 `component_source` says); the names *inside* a component (a VAE's `decoder.` / `encoder.` /
@@ -21,6 +24,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from ltx2_core.errors import CheckpointError
+from ltx2_core.loader.safetensors_file import read_header
 
 
 class Component(str, Enum):
@@ -69,6 +73,17 @@ SECTIONS: Mapping[Component, str] = MappingProxyType({
     Component.AUDIO_DECODER: "audio_vae",
     Component.VOCODER: "vocoder",
 })
+# LTX-2.5's split layout: file role -> the components it holds and their prefixes (1.2.0's loaders accept exactly
+# these): the transformer file holds the DiT and the text connectors (as in the bundle), the text encoder file the
+# text projection next to Gemma 4, the audio VAE file the audio VAE and the vocoder. The video VAE's prefix is read
+# from its header (`video_vae_prefix`).
+SPLIT: Mapping[str, Mapping[Component, str]] = MappingProxyType({
+    "transformer": {Component.TRANSFORMER: "model.diffusion_model.",
+                    Component.TEXT_CONNECTORS: "model.diffusion_model."},
+    "text encoder": {Component.TEXT_PROJECTION: "text_embedding_projection."},
+    "audio VAE": {Component.AUDIO_DECODER: "audio_vae.", Component.VOCODER: "vocoder."},
+})
+VIDEO_VAE_PARTS = ("decoder.", "encoder.", "per_channel_statistics.")
 # what decoding a generation needs besides the DiT
 DECODING = (Component.VIDEO_DECODER, Component.AUDIO_DECODER, Component.VOCODER)
 
@@ -95,6 +110,21 @@ class Sources:
         """Components from files of their own: a path means prefix "", a `Source` gives the prefix."""
         return cls().with_files(files)
 
+    @classmethod
+    def split(cls, transformer: PathLike, text_encoder: PathLike | None, video_vae: PathLike | Source | None,
+              audio_vae: PathLike | None, upsampler: PathLike | None = None) -> Sources:
+        """The components of LTX-2.5's released files (`SPLIT`); a file not chosen yet (None, e.g. the text encoder
+        in a loader node) leaves its components out. `video_vae` as a path is read with the prefix its tensors
+        carry (`video_vae_prefix`), as a `Source` as given."""
+        files = {"transformer": transformer, "text encoder": text_encoder, "audio VAE": audio_vae}
+        parts = {component: Source(Path(files[role]), prefix) for role, components in SPLIT.items()
+                 if files[role] is not None for component, prefix in components.items()}
+        if video_vae is not None:
+            video = video_vae if isinstance(video_vae, Source) else Source(Path(video_vae),
+                                                                           video_vae_prefix(video_vae))
+            parts |= {Component.VIDEO_DECODER: video, Component.VIDEO_ENCODER: video}
+        return cls(parts).with_files({Component.UPSAMPLER: upsampler})
+
     def with_files(self, files: Mapping[Component, PathLike | Source | None]) -> Sources:
         """These sources with `files` (as in `separate`) replacing or adding components; None entries are skipped."""
         added = {component: _own_file(file) for component, file in files.items() if file is not None}
@@ -117,6 +147,16 @@ def component_source(source: PathLike | Source, component: Component) -> Source:
     if isinstance(source, Source):
         return source
     return Source(Path(source), BUNDLE.get(component, ""))
+
+
+def video_vae_prefix(path: PathLike) -> str:
+    """The prefix of a video VAE's tensors in the file at `path` (header only): the bundle's `vae.` when they carry
+    it, "" when they are bare (`decoder.*`, `encoder.*`, `per_channel_statistics.*`, a VAE file of its own)."""
+    prefix = BUNDLE[Component.VIDEO_DECODER]
+    names = read_header(Path(path), "video VAE").tensors
+    bare = not any(name.startswith(prefix) for name in names) and any(name.startswith(VIDEO_VAE_PARTS)
+                                                                        for name in names)
+    return "" if bare else prefix
 
 
 def _own_file(file: PathLike | Source) -> Source:

@@ -161,12 +161,13 @@ class MemoryPlan(NamedTuple):
     ram: int | None = None  # the RAM available (None: host memory not planned, e.g. on the CPU)
     pin: bool = True  # streamed blocks in pinned host memory; False: read from the memory-mapped files
     source: str = "free"  # what `free` is: the device's free memory, or the user's "budget"
+    decode_base: int = 0  # what decoding holds besides its tiles (the diffusion decoder's video-sized tensors)
 
     def tiling(self):
-        """The decoder's TilingConfig for `decode_tile` (overlap scaled with the tile)."""
+        """The decoder's TilingConfig for `decode_tile` (overlap scaled with the tile: an eighth, in whole 32 px)."""
         from ltx2_core.model.video_vae.tiling import TilingConfig
 
-        return TilingConfig(spatial_tile=self.decode_tile, spatial_overlap=self.decode_tile // 8)
+        return TilingConfig(spatial_tile=self.decode_tile, spatial_overlap=max(32, self.decode_tile // 8 // 32 * 32))
 
     @property
     def device_weights(self) -> int:
@@ -177,7 +178,7 @@ class MemoryPlan(NamedTuple):
         """What each stage adds on the device to the transformer's weights and the decoders: its activations and
         the modules that visit for it."""
         return {"sampling": self.activations + (self.text_kv if self.cache_text_kv else 0),
-                "decoding": decode_tile_bytes(self.decode_tile, self.tile_bytes_512),
+                "decoding": self.decode_base + decode_tile_bytes(self.decode_tile, self.tile_bytes_512),
                 "encoding the prompt": self.side.encoding, "encoding the images": self.side.conditioning,
                 "upsampling": self.side.upsampling}
 
@@ -214,7 +215,7 @@ def plan_memory(config: TransformerConfig, weights: WeightBytes, free: int, fram
                 passes: int, *, fps: float = 24.0, dtype: torch.dtype = torch.bfloat16,
                 fp8_available: bool = False, decoders: int = 0, tile_bytes_512: int = 0,
                 side: SideBytes = SideBytes(), ram: int | None = None, mappable: bool = False,
-                stream_all: bool = False, source: str = "free") -> MemoryPlan:
+                stream_all: bool = False, source: str = "free", decode_base: int = 0) -> MemoryPlan:
     """The plan for a request (see the module docstring); MemoryPlanError with the smallest change when none fits.
     `fp8_available`: whether the weights are bf16 and could be quantised (suggested when it would fit); `decoders`:
     the VAE and vocoder bytes on the same device; `tile_bytes_512`: a 512 px decode tile's activations
@@ -222,15 +223,18 @@ def plan_memory(config: TransformerConfig, weights: WeightBytes, free: int, fram
     the modules that visit the device for their stage and Gemma's streamed layers; `ram`: the RAM available (None:
     not planned); `mappable`: the streamed weights are kept in their files' dtype, so they can be read from the
     memory-mapped files instead of pinned copies; `stream_all`: every block streamed (`--memory stream`); `source`:
-    what `free` is, for the messages ("free", or "budget" when the user gave it)."""
+    what `free` is, for the messages ("free", or "budget" when the user gave it); `decode_base`: what decoding holds
+    besides its tiles (`sizes.diffusion_decode_bytes` for LTX-2.5's diffusion decoder)."""
     context = _Context(config, weights, free, frames, height, width, fps, dtype, fp8_available, decoders, side,
-                       source)
+                       source, decode_base, tile_bytes_512)
     plan = _sampling_plan(context, passes, stream_all)
-    plan = plan._replace(free=free, decoders=decoders, tile_bytes_512=tile_bytes_512, side=side, source=source)
-    room = int(free * HEADROOM) - plan.device_weights - decoders
+    plan = plan._replace(free=free, decoders=decoders, tile_bytes_512=tile_bytes_512, side=side, source=source,
+                         decode_base=decode_base)
+    room = int(free * HEADROOM) - plan.device_weights - decoders - decode_base
     tile = next((t for t in TILE_SIZES if decode_tile_bytes(t, tile_bytes_512) <= room), None)
     if tile is None:
-        smallest = decode_tile_bytes(TILE_SIZES[-1], tile_bytes_512)
+        smallest = decode_base + decode_tile_bytes(TILE_SIZES[-1], tile_bytes_512)
+        room += decode_base
         raise MemoryPlanError(f"{context.budget()}; after sampling {size(max(room, 0))} is left for decoding next "
                               f"to the transformer's {size(plan.device_weights)} on the device, less than the "
                               f"smallest decode tile needs ({size(smallest)}); free memory on the device or use fp8 "
@@ -263,6 +267,17 @@ class _Context(NamedTuple):
     decoders: int
     side: SideBytes
     source: str
+    decode_base: int = 0
+    tile_bytes_512: int = 0
+
+    def decoding(self, height: int | None = None, width: int | None = None) -> int:
+        """The diffusion decoder's smallest decode (its video-sized tensors scale with the size, its tiles with the
+        frames), as large as a visiting stage: the blocks leave room for it; 0 for the conv decoder, whose tiles
+        fit in what sampling leaves."""
+        if not self.decode_base:
+            return 0
+        scale = (height or self.height) * (width or self.width) / (self.height * self.width)
+        return int(self.decode_base * scale) + decode_tile_bytes(TILE_SIZES[-1], self.tile_bytes_512)
 
     def budget(self) -> str:
         """The budget and what is set aside, for the messages."""
@@ -274,6 +289,8 @@ class _Context(NamedTuple):
             aside.append(f"video encoder while encoding images {size(side.conditioning)}")
         if side.upsampling:
             aside.append(f"upsampler while upsampling {size(side.upsampling)}")
+        if self.decoding():
+            aside.append(f"the diffusion decoder's smallest tiles {size(self.decoding())}")
         return (f"{self.width}x{self.height}x{self.frames} on {size(self.free)} {self.source} "
                 f"({size(self.free * HEADROOM)} usable)" + (f", set aside: {', '.join(aside)}" if aside else ""))
 
@@ -281,7 +298,7 @@ class _Context(NamedTuple):
 def _sampling_plan(c: _Context, passes: int, stream_all: bool) -> MemoryPlan:
     weights = c.weights
     budget = int(c.free * HEADROOM) - c.decoders
-    floor = max(c.side.encoding, c.side.conditioning, c.side.upsampling)  # the other stages' visitors
+    floor = max(c.side.encoding, c.side.conditioning, c.side.upsampling, c.decoding())  # the other stages' peaks
     kv = text_kv_bytes(c.config, passes, c.dtype)
     for batch in sorted({passes, *(b for b in (2, 1) if b < passes)}, reverse=True):
         activations = activation_bytes(c.config, c.frames, c.height, c.width, batch, c.dtype, c.fps)
@@ -326,16 +343,22 @@ def _refuse(message: str) -> MemoryPlan:
 
 
 def decoder_bytes(path) -> int:
-    """The video and audio VAE decoders' and the vocoder's bytes in a checkpoint (header only)."""
+    """The video and audio VAE decoders' and the vocoder's bytes in a checkpoint (its path) or in the files of a
+    model's `Sources` (LTX-2.5: the video VAE file and the audio VAE file), headers only."""
     from ltx2_core.loader import read_header
-    from ltx2_core.loader.sources import Component, Sources
+    from ltx2_core.loader.sources import Component
     from ltx2_core.loader.vae_weights import DECODER, STATISTICS
+    from ltx2_core.memory.sizes import model_sources
 
-    bundle = Sources.bundled(path)
-    video = bundle[Component.VIDEO_DECODER]
-    prefixes = (video.key(DECODER), video.key(STATISTICS), bundle[Component.AUDIO_DECODER].prefix,
-                bundle[Component.VOCODER].prefix)
-    return sum(_entry_bytes(e) for name, e in read_header(path).tensors.items() if name.startswith(prefixes))
+    sources = model_sources(path)
+    video = sources[Component.VIDEO_DECODER]
+    parts = [(video.path, (video.key(DECODER), video.key(STATISTICS)))]
+    parts += [(sources[c].path, (sources[c].prefix,)) for c in (Component.AUDIO_DECODER, Component.VOCODER)]
+    files = {}
+    for file, prefixes in parts:  # one sum per file, so a bundle's tensors are counted once
+        files[file] = files.get(file, ()) + prefixes
+    return sum(_entry_bytes(e) for file, prefixes in files.items()
+               for name, e in read_header(file).tensors.items() if name.startswith(prefixes))
 
 
 def _entry_bytes(entry) -> int:
@@ -348,12 +371,13 @@ def _entry_bytes(entry) -> int:
 
 
 def _smallest_change(c: _Context) -> str:
-    floor = max(c.side.encoding, c.side.conditioning, c.side.upsampling)
+    floor = max(c.side.encoding, c.side.conditioning, c.side.upsampling, c.decoding())
     usable = c.free * HEADROOM - c.decoders
 
     def need(weights: WeightBytes, height: int, width: int) -> int:
         return weights.non_block + 2 * weights.per_block + max(
-            activation_bytes(c.config, c.frames, height, width, 1, c.dtype, c.fps), floor)
+            activation_bytes(c.config, c.frames, height, width, 1, c.dtype, c.fps), c.side.encoding,
+            c.side.conditioning, c.side.upsampling, c.decoding(height, width))
 
     w = c.weights
     acts = activation_bytes(c.config, c.frames, c.height, c.width, 1, c.dtype, c.fps)

@@ -78,31 +78,58 @@ def _bytes(entry, dtype: torch.dtype | None) -> int:
 
 
 def checkpoint_side_bytes(path, dtype: torch.dtype | None) -> tuple[int, int]:
-    """(text projection and connectors, video encoder) bytes of a checkpoint, from its header."""
-    from ltx2_core.loader import read_header
-    from ltx2_core.loader.sources import Component, Sources
-    from ltx2_core.loader.text_weights import text_key_prefixes
+    """(text projection and connectors, video encoder) bytes of a checkpoint (its path) or of a model's `Sources`
+    (LTX-2.5: the projection in the text encoder file, the connectors in the transformer's), from the headers."""
+    from ltx2_core.loader.sources import Component
     from ltx2_core.loader.vae_weights import ENCODER, STATISTICS
 
-    tensors = read_header(path).tensors
-    bundle = Sources.bundled(path)
-    projection = sum(_bytes(e, dtype) for n, e in tensors.items() if n.startswith(tuple(text_key_prefixes(bundle))))
-    video = bundle[Component.VIDEO_ENCODER]
-    encoder = sum(_bytes(e, dtype) for n, e in tensors.items()
-                  if n.startswith((video.key(ENCODER), video.key(STATISTICS))))
+    sources = model_sources(path)
+    projection = sum(_prefixed_bytes(sources, prefix, dtype) for prefix in _text_prefixes(sources))
+    video = sources[Component.VIDEO_ENCODER]
+    encoder = _file_bytes(video.path, (video.key(ENCODER), video.key(STATISTICS)), dtype)
     return projection, encoder
 
 
 def projection_part_bytes(path, dtype: torch.dtype | None) -> int:
-    """The largest part of a checkpoint's text projection (the feature extractor or a connector), from its header:
-    what encoding holds of it at once (`offload.projection_parts`)."""
-    from ltx2_core.loader import read_header
-    from ltx2_core.loader.sources import Sources
+    """The largest part of a checkpoint's (or `Sources`') text projection (the feature extractor or a connector),
+    from the headers: what encoding holds of it at once (`offload.projection_parts`)."""
+    sources = model_sources(path)
+    return max(_prefixed_bytes(sources, prefix, dtype) for prefix in _text_prefixes(sources))
+
+
+def model_sources(path):
+    """`path` as a model's `Sources`: a checkpoint's path means its bundle; `Sources` are taken as given, and
+    before LTX-2.5's text encoder file is chosen (a loader node) its projection is looked for in the transformer
+    file, which does not hold it: counted 0."""
+    from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources
+
+    if not isinstance(path, Sources):
+        return Sources.bundled(path)
+    if Component.TEXT_PROJECTION in path:
+        return path
+    stand_in = Source(path[Component.TEXT_CONNECTORS].path, BUNDLE[Component.TEXT_PROJECTION])
+    return path.with_files({Component.TEXT_PROJECTION: stand_in})
+
+
+def _text_prefixes(sources) -> list[str]:
     from ltx2_core.loader.text_weights import text_key_prefixes
 
-    tensors = read_header(path).tensors
-    return max(sum(_bytes(e, dtype) for n, e in tensors.items() if n.startswith(prefix))
-               for prefix in text_key_prefixes(Sources.bundled(path)))
+    return list(text_key_prefixes(sources))
+
+
+def _prefixed_bytes(sources, prefix: str, dtype: torch.dtype | None) -> int:
+    """Bytes of the tensors under `prefix` in the text path's files (one file for a bundle, two for LTX-2.5, whose
+    prefixes each occur in one of them)."""
+    from ltx2_core.loader.sources import Component
+
+    paths = dict.fromkeys(sources[c].path for c in (Component.TEXT_PROJECTION, Component.TEXT_CONNECTORS))
+    return sum(_file_bytes(path, (prefix,), dtype) for path in paths)
+
+
+def _file_bytes(path, prefixes: tuple[str, ...], dtype: torch.dtype | None) -> int:
+    from ltx2_core.loader import read_header
+
+    return sum(_bytes(e, dtype) for n, e in read_header(path).tensors.items() if n.startswith(prefixes))
 
 
 def gemma_bytes(path, dtype: torch.dtype | None) -> tuple[int, int, int]:
@@ -141,6 +168,21 @@ def upsample_activation_bytes(frames: int, height: int, width: int, mid_channels
     return UPSAMPLE_WIDTHS * mid_channels * video_tokens(frames, height, width) * _dtype_bytes(dtype)
 
 
+# LTX-2.5's diffusion decoder holds every frame of a tile at once (stages 4-5 tile in space only) beside the
+# video-sized starting noise, output and stage-3 features: fake-tensor accounting of the released structure, bf16, at
+# 768x512x121 (bench/memory_plan.py) measures 9.08 GiB at 512 px tiles, 5.53 at 384 and 2.87 at 256, which
+# 0.84 GiB for the whole video + 8.4 GiB × the tile's area / 512² covers (by 2 %, 1 %, 2 %): per frame, and per
+# pixel and frame
+DIFFUSION_TILE_BYTES_512_PER_FRAME = int(8.4 * 2**30 / 121)
+DIFFUSION_DECODE_BYTES_PER_PIXEL = 19
+
+
+def diffusion_decode_bytes(frames: int, height: int, width: int) -> tuple[int, int]:
+    """(the bytes decoding holds for the whole video, a 512 px tile's activations) of the LTX-2.5 diffusion
+    decoder for a video of frames × height × width pixels (`plan_memory`'s `decode_base` and `tile_bytes_512`)."""
+    return DIFFUSION_DECODE_BYTES_PER_PIXEL * frames * height * width, DIFFUSION_TILE_BYTES_512_PER_FRAME * frames
+
+
 def free_memory_bytes(device: torch.device) -> int | None:
     """Free memory where a forward's activations go: the GPU's, or the host's available RAM (None: unknown)."""
     if device.type == "cuda":
@@ -166,7 +208,8 @@ def ram_bytes() -> int | None:
 def side_bytes(checkpoint, text_encoder, upsampler, dtype: torch.dtype, *, images: int, frames: int, height: int,
                width: int) -> SideBytes:
     """What a run of these files holds beside the transformer (headers only): the text side always, the video
-    encoder with `images`, the upsampler when given (two-stage), at the full size height × width."""
+    encoder with `images`, the upsampler when given (two-stage), at the full size height × width. `checkpoint`: a
+    bundle's path or the model's `Sources`."""
     projection, encoder = checkpoint_side_bytes(checkpoint, dtype)
     rest, layer, layers = gemma_bytes(text_encoder, dtype)
     config = find_gemma_config(text_encoder)
@@ -207,7 +250,8 @@ def gemma_12b_bytes(dtype: torch.dtype) -> tuple[int, int, int]:
 def text_and_image_bytes(checkpoint, dtype: torch.dtype | None, frames: int, height: int, width: int) -> SideBytes:
     """`side_bytes` for a plan made before the text encoder and the upsampler are chosen (the loader nodes): Gemma 3
     12B in the checkpoint's dtype, the checkpoint's text projection, its video encoder with one image of height ×
-    width (the upsampler's stage, about 1 GB, is smaller than encoding's)."""
+    width (the upsampler's stage, about 1 GB, is smaller than encoding's). `checkpoint`: a bundle's path or the
+    model's `Sources`."""
     from ltx2_core.model.text.gemma3 import GEMMA3_12B_TEXT
 
     dtype = dtype or torch.bfloat16

@@ -27,6 +27,8 @@ def _probe(path):
     ("two-stage", "2.0", (128, 64), 17, 25),
     ("two-stage", "2.3", (64, 128), 9, 24),
     ("distilled", "2.3", (128, 128), 17, 24),
+    ("one-stage", "2.5", (64, 64), 9, 24),
+    ("distilled", "2.5", (64, 128), 9, 24),
 ])
 def test_demo_writes_a_playable_mp4_with_audio_of_the_requested_length(mode, version, size, frames, fps, tmp_path,
                                                                        capsys):

@@ -139,3 +139,53 @@ def test_decode_tiles_shrink_to_fit_next_to_the_weights():
         tiles[request] = plan.decode_tile
     assert tiles[(121, 512, 768, 4)] == 512 and tiles[(9, 256, 256, 1)] < 512
     assert plan_memory(config, weights, free, 9, 256, 256, 1).decode_tile == 512  # decoding left out
+
+
+def test_ltx25_s_diffusion_decoder_decodes_in_smaller_tiles_beside_the_same_blocks():
+    """LTX-2.5 at 768x512x121 with four passes on 24 GB: with the diffusion decoder (every frame of a tile at once,
+    beside its video-sized tensors) decoding takes 256 px tiles where the conv decoder's take 512; the resident
+    blocks stay those of the conv decoder (the smallest decode, 3.2 GB, fits in what sampling's activations leave)
+    and every tile size gives a valid tiling."""
+    from ltx2_core.memory.plan import TILE_BYTES_512, TILE_SIZES, decode_tile_bytes
+    from ltx2_core.memory.sizes import diffusion_decode_bytes
+
+    config, free = RELEASED["2.5"], 24 * 10**9
+    base, at_512 = diffusion_decode_bytes(121, 512, 768)
+    for fp8, resident in ((False, 21), (True, 44)):
+        weights = transformer_weight_bytes(config, fp8=fp8)
+        conv = plan_memory(config, weights, free, 121, 512, 768, 4, tile_bytes_512=TILE_BYTES_512)
+        diffusion = plan_memory(config, weights, free, 121, 512, 768, 4, tile_bytes_512=at_512, decode_base=base)
+        assert (conv.resident_blocks, conv.decode_tile) == (resident, 512)
+        assert (diffusion.resident_blocks, diffusion.decode_tile) == (resident, 256)
+        assert diffusion.stages()["decoding"] == base + decode_tile_bytes(256, at_512) < 3.2 * GB
+        assert diffusion.peak <= HEADROOM * free
+    for tile in TILE_SIZES:
+        assert diffusion._replace(decode_tile=tile).tiling().spatial_overlap in (32, 64)  # multiples of 32 px
+
+
+def test_ltx25_s_whole_run_at_24_gb_keeps_what_the_table_says():
+    """The plan the command line makes for LTX-2.5's files (every module at the released sizes, 64 GB of RAM), the
+    rows of docs/performance.md: resident blocks and decode tiles per video decoder and weight mode."""
+    from bench.memory_plan import released_plan
+
+    rows = {(decoder, fp8): released_plan("2.5", fp8, 24, 64, decoder=decoder)
+            for decoder in ("conv", "diffusion") for fp8 in (False, True)}
+    assert {key: (plan.resident_blocks, plan.decode_tile) for key, plan in rows.items()} == {
+        ("conv", False): (17, 512), ("conv", True): (36, 512),
+        ("diffusion", False): (18, 256), ("diffusion", True): (38, 256)}
+    assert all(plan.peak <= HEADROOM * 24 * GB and plan.pin for plan in rows.values())
+
+
+def test_an_impossible_ltx25_request_names_the_smallest_change():
+    """The diffusion decoder's smallest decode counts like a visiting stage: it is in the budget line, and a smaller
+    size is proposed with its decode scaled down."""
+    from ltx2_core.memory.sizes import diffusion_decode_bytes
+
+    config = RELEASED["2.5"]
+    decode = dict(zip(("decode_base", "tile_bytes_512"), diffusion_decode_bytes(121, 512, 768)))
+    with pytest.raises(MemoryPlanError, match=r"768x512x121 on 5.5 GB free .*set aside: the diffusion decoder's "
+                       r"smallest tiles 3.2 GB; .* quantise the weights to fp8"):
+        plan_memory(config, transformer_weight_bytes(config), int(5.5e9), 121, 512, 768, 4, fp8_available=True,
+                    **decode)
+    with pytest.raises(MemoryPlanError, match="; 384x256 fits"):
+        plan_memory(config, transformer_weight_bytes(config, fp8=True), int(4.5e9), 121, 512, 768, 4, **decode)

@@ -24,8 +24,6 @@ from support.configs import released_transformer_configs
 
 RELEASED = released_transformer_configs()
 VERSIONS = list(RELEASES)
-# 2.5's demo takes the tiny Gemma 4 encoder and the 2.5 decoders, which other branches of issue 23 build
-DEMO_VERSIONS = [version for version in VERSIONS if version is not ModelVersion.V2_5]
 
 
 def test_the_table_has_one_release_per_version():
@@ -93,7 +91,7 @@ def test_the_heads_every_layout_check_assumes_are_the_releases():
     assert {int(heads[1]), int(heads[2])} == set(RELEASED_HEADS)  # the widget cannot import Python: same values
 
 
-@pytest.mark.parametrize("version", DEMO_VERSIONS, ids=str)
+@pytest.mark.parametrize("version", VERSIONS, ids=str)
 def test_demo_structures_exist_for_every_release(version):
     assert version in DEMO_VAES and version in DEMO_VOCODERS and version in DEMO_RATIONAL_UPSAMPLERS
 
