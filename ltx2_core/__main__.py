@@ -198,7 +198,7 @@ def _override(params: GuidanceParams, args: argparse.Namespace, prefix: str) -> 
 def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -> Request:
     """Every check that needs no model: the request, the files, the guidance; returns the complete request."""
     request.check()
-    files.check(request.mode, images=len(request.images))
+    files.check(request.mode)
     request = with_guidance(request, args, files)
     check_stg_blocks(request, files.transformer_config())
     if not Path(args.output).resolve().parent.is_dir():

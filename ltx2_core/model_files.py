@@ -85,9 +85,9 @@ class ModelFiles:
         given = {name: getattr(self, name) for name in RELEASE_FILES if name != "checkpoint"}
         return replace(self, **find_release_files(self.checkpoint, mode, given))
 
-    def check(self, mode: str, images: int = 0) -> None:
+    def check(self, mode: str) -> None:
         """ValueError / CheckpointError naming the fix for a missing file, one the mode needs, or a file of the
-        wrong kind or release; reads headers only. `images`: the request's image conditions."""
+        wrong kind or release; reads headers only."""
         if self.checkpoint is None:
             given = [name for name in ("text_encoder", "upsampler", "distilled_lora", "vae", "audio_vae")
                      if getattr(self, name)]
@@ -96,10 +96,10 @@ class ModelFiles:
                                  "builds its own random components)")
             return
         if os.path.isdir(self.checkpoint):
-            self.resolved(mode).check(mode, images)
+            self.resolved(mode).check(mode)
             return
         if self.split:
-            self._check_split(mode, images)
+            self._check_split(mode)
             return
         if self.text_encoder is None:
             raise ValueError("--checkpoint needs --text-encoder: Gemma 3 12B (ComfyUI's gemma_3_12B_it*.safetensors "
@@ -116,14 +116,26 @@ class ModelFiles:
                 _check_path(flag, path)
         _check_kinds([("--checkpoint", self.checkpoint, "checkpoint")] + self._vae_flags())
         check_same_release(_kinds(paths + [(flag, path) for flag, path, _ in self._vae_flags()]))
-        self._check_images(images)
+
+    def check_model(self, labels: Mapping[str, str] | None = None) -> None:
+        """The model's own files only (the checkpoint or transformer, and `vae` / `audio_vae` when given), for a
+        loader that takes the text encoder later: each exists and is of its kind, all of one release. `labels`: how
+        to name each field in messages (default: its command-line flag)."""
+        names = {"checkpoint": "--checkpoint", "vae": "--vae", "audio_vae": "--audio-vae", **(labels or {})}
+        fields = [("checkpoint", "transformer" if self.split else "checkpoint"), ("vae", "video VAE"),
+                  ("audio_vae", "audio VAE")]
+        given = [(names[field], getattr(self, field), kind) for field, kind in fields if getattr(self, field)]
+        for label, path, _ in given:
+            _check_path(label, path)
+        _check_kinds(given)
+        check_same_release(_kinds([(label, path) for label, path, _ in given]))
 
     def _vae_flags(self) -> list[tuple[str, str, str]]:
         return [(flag, path, kind) for flag, path, kind in (("--vae", self.vae, "video VAE"),
                                                             ("--audio-vae", self.audio_vae, "audio VAE"))
                 if path is not None]
 
-    def _check_split(self, mode: str, images: int) -> None:
+    def _check_split(self, mode: str) -> None:
         """A transformer file of its own (LTX-2.5's; or a 2.0 / 2.3 transformer-only export): its text encoder and
         VAEs are required, every file of its kind and release."""
         name, release = os.path.basename(self.checkpoint), file_kind(self.checkpoint).version or "2.5"
@@ -159,13 +171,6 @@ class ModelFiles:
                 raise CheckpointError(
                     f"--text-encoder {self.text_encoder}: this is {found.describe()}, but the LTX-{release} "
                     f"transformer {name} needs its Gemma 4 text encoder {RELEASE_FILES['text_encoder']}")
-        self._check_images(images)
-
-    def _check_images(self, images: int) -> None:
-        if images and self.vae is not None and self._diffusion_vae():
-            raise ValueError(f"--image needs the video VAE's encoder, which {os.path.basename(self.vae)} (the "
-                             "diffusion decoder's file) does not provide here; pass --vae "
-                             "ltx-2.5-video-vae-conv-bf16.safetensors for image conditioning")
 
     def _diffusion_vae(self) -> bool:
         return video_vae_kind(read_header(self.vae, "video VAE")).decoder == DIFFUSION
@@ -295,9 +300,7 @@ class ModelFiles:
                               load_vocoder(sources[Component.VOCODER], device=device)),
             upsampler=load_upsampler(sources[Component.UPSAMPLER], **visiting) if whole and self.upsampler else None,
             distilled_lora=load_lora(self.distilled_lora) if whole and self.distilled_lora else None,
-            # the diffusion decoder's file: its encoder is not loaded here (`check` refuses images with it)
-            video_encoder=None if self.vae is not None and self._diffusion_vae()
-            else load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
+            video_encoder=load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
         )
 
     def _prompt_encoder(self, sources: Sources, plan: MemoryPlan | None, device: torch.device | str,

@@ -92,7 +92,7 @@ class LTX2CheckpointLoader:
     def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default", fp8: str = "auto",
              memory: str = "auto", parallel: Parallel | None = None, unique_id: str | None = None):
         files = ModelFiles(checkpoint=bridge.model_path("checkpoints", ckpt_name), fp8=fp8)
-        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id),)
+        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, {"checkpoint": "ckpt_name"}),)
 
 
 class LTX2ModelLoader(LTX2CheckpointLoader):
@@ -126,15 +126,17 @@ class LTX2ModelLoader(LTX2CheckpointLoader):
         files = ModelFiles(checkpoint=bridge.model_path("diffusion_models", transformer),
                            vae=bridge.model_path("vae", video_vae), audio_vae=bridge.model_path("vae", audio_vae),
                            fp8=fp8)
-        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id),)
+        labels = {"checkpoint": "transformer", "vae": "video_vae", "audio_vae": "audio_vae"}
+        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, labels),)
 
 
 def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, parallel: Parallel | None,
-                unique_id: str | None) -> ModelHandle:
-    """The model handle of `files`: its files checked together first (kinds, one release), the node's previous
-    model released, then the transformer on workers (a multi-device `parallel` layout) or here under a memory plan,
-    and the decoders and the video encoder here."""
+                unique_id: str | None, labels: dict[str, str]) -> ModelHandle:
+    """The model handle of `files`: its files checked together first (kinds, one release; named by the node's
+    `labels` of their inputs), the node's previous model released, then the transformer on workers (a
+    multi-device `parallel` layout) or here under a memory plan, and the decoders and the video encoder here."""
     target, dtype = _device(device), DTYPES[weight_dtype]
+    files.check_model(labels)
     previous = _LOADED.pop(unique_id, None)
     if previous is not None:  # this node loads another model: the old one goes first, never two at once
         previous.release()

@@ -13,7 +13,6 @@ import math
 import os
 
 from ltx2_core.errors import LTX2Error
-from ltx2_core.loader.file_kinds import file_kind
 from ltx2_core.loader.identify import check_kind
 
 from . import bridge
@@ -76,14 +75,8 @@ def stated_limits(node: type, name: str, value: object) -> str | None:
     return None
 
 
-# the kinds only LTX-2.5's separate files have: told from the header by `file_kind`
-_SEPARATE_KINDS = ("transformer", "video VAE", "audio VAE")
-
-
 def _is_kind(path: str, kind: str) -> bool:
     try:
-        if kind in _SEPARATE_KINDS:
-            return os.path.isfile(path) and file_kind(path).kind == kind
         check_kind(path, kind)
     except (LTX2Error, OSError, ValueError):
         return False

@@ -116,7 +116,7 @@ def test_the_checkpoint_loaders_take_the_split_files(comfyui):
     assert files.split and files.transformer_config().version.value == "2.5"
     models = files.load_checkpoint()
     assert isinstance(models.decoders.video, DiffusionVideoDecoder)
-    assert models.video_encoder is None  # the diffusion decoder's file: images need the conv file (check says so)
+    assert models.video_encoder is not None  # the diffusion decoder's file carries the convolutional encoder too
     conv = _files(comfyui, vae=CONV).load_checkpoint(transformer=False)
     assert conv.transformer is None and conv.video_encoder is not None
 
@@ -244,8 +244,6 @@ BAD = [
      "this is an LTX-2 text encoder (Gemma 3), but the LTX-2.5 transformer"),
     (["--checkpoint", "{t}", "--text-encoder", "{te}", "--vae", "{vae}", "--audio-vae", "{audio}", "--mode",
       "distilled"], f"mode distilled needs --upsampler {UPSAMPLER}"),
-    (["--checkpoint", "{t}", "--text-encoder", "{te}", "--vae", "{vae}", "--audio-vae", "{audio}", "--image",
-      "{tmp}/cat.png"], "pass --vae ltx-2.5-video-vae-conv-bf16.safetensors for image conditioning"),
     (["--checkpoint", "{t}", "--text-encoder", "{te}", "--vae", "{vae}", "--audio-vae", "{audio}", "--mode",
       "distilled", "--upsampler", "{audio}"],
      "this is an LTX-2.5 audio VAE, not an LTX-2 latent upsampler; it belongs in the vae folder. Pick an LTX-2 latent "
