@@ -24,14 +24,14 @@ PROMPTS, PROMPT_TOKENS = 2, 1024  # the positive and negative prompt, padded to 
 HIDDEN_COPIES = 3
 IMAGE_WIDTHS = 64
 UPSAMPLE_WIDTHS = 4
-_LAYER = re.compile(r"^layers\.\d+\.")
+_LAYER = re.compile(r"^layers\.(\d+)\.")
 
 
 class SideBytes(NamedTuple):
     """The modules beside the transformer, in bytes (0: not used by the run, or not known, e.g. the demo's)."""
 
     gemma_rest: int = 0  # Gemma's embeddings and norms
-    gemma_layer: int = 0  # one decoder layer: two of them are the streaming slots while encoding
+    gemma_layer: int = 0  # one decoder layer of each shape: two of each are the streaming slots while encoding
     gemma_layers: int = 0  # every decoder layer, streamed from host memory
     projection: int = 0  # the text projection and connectors
     video_encoder: int = 0  # 0 without images
@@ -133,20 +133,25 @@ def _file_bytes(path, prefixes: tuple[str, ...], dtype: torch.dtype | None) -> i
 
 
 def gemma_bytes(path, dtype: torch.dtype | None) -> tuple[int, int, int]:
-    """(embeddings and norms, one layer, every layer) of a Gemma file or folder, from its headers."""
+    """(embeddings and norms, one layer of each shape, every layer) of a Gemma file or folder, from its headers.
+    The streamer keeps two device slots per layer shape (Gemma 3: one shape; Gemma 4: its sliding and its
+    full-attention layers), so two of the middle figure are what streaming holds on the device."""
     from ltx2_core.loader.gemma_files import find_gemma
 
     source = find_gemma(path)
-    rest = layers = 0
+    rest = 0
+    layers: dict[str, list[tuple[str, tuple[int, ...], int]]] = {}
     for file, keys in source.shards:
         for key, file_key in keys.items():
-            size = _bytes(file.tensors[file_key], dtype)
-            if _LAYER.match(key):
-                layers += size
+            entry = file.tensors[file_key]
+            size = _bytes(entry, dtype)
+            if match := _LAYER.match(key):
+                layers.setdefault(match[1], []).append((key[match.end():], tuple(entry.shape), size))
             else:
                 rest += size
-    count = int(source.config["num_hidden_layers"])
-    return rest, layers // count, layers
+    shapes = {tuple(sorted((name, shape) for name, shape, _ in tensors)): sum(size for *_, size in tensors)
+              for tensors in layers.values()}
+    return rest, sum(shapes.values()), sum(size for tensors in layers.values() for *_, size in tensors)
 
 
 def upsampler_bytes(path, dtype: torch.dtype | None) -> int:

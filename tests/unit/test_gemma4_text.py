@@ -71,6 +71,28 @@ def test_streamed_gemma4_layers_encode_what_the_resident_ones_do(files, encoder)
         assert streamer.parked and streamer.slots == []
 
 
+def test_the_plans_gemma4_slots_are_the_streamers(files):
+    """The memory plan counts, from the header, one layer of each shape (sliding, full attention) for the two slots
+    each shape streams through: what the streamer holds on the device."""
+    from ltx2_core.memory.sizes import gemma_bytes
+
+    text_encoder, transformer = files
+    rest, slot_layer, layers = gemma_bytes(text_encoder, torch.float32)
+    streamed = load_streamed_prompt_encoder(text_encoder, sources25(text_encoder, transformer), max_length=MAX,
+                                            device="cpu")
+    streamer = streamed.gemma.block_streamer
+    streamer.unpark()
+    try:
+        slots = sum(t.numel() * t.element_size() for slot in streamer.slots for t in slot)
+    finally:
+        streamer.park()
+    one = {kind: next(i for i, k in enumerate(streamer.kind_of) if k == kind) for kind in set(streamer.kind_of)}
+    layer_bytes = [sum(t.numel() * t.element_size() for t in (*layer.parameters(), *layer.buffers()))
+                   for layer in streamed.gemma.layers]  # the buffers: each layer's layer_scalar
+    assert slots == 2 * slot_layer == 2 * sum(layer_bytes[i] for i in one.values())  # byte counts: exact
+    assert layers == sum(layer_bytes) and len(one) == 2
+
+
 def test_only_language_model_tensors_are_read_in_bf16(files, monkeypatch):
     text_encoder, transformer = files
     read = []
