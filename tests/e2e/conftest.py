@@ -18,6 +18,7 @@ import pytest
 
 from support.fp8_files import write_fp8_checkpoint
 from support.model_files import write_lora, write_upsampler
+from support.release25 import write_release25
 
 ROOT = Path(__file__).resolve().parents[2]
 PACK_FOLDER = "ComfyUI-LTX2-Fast"
@@ -68,6 +69,7 @@ def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
     (folders["checkpoints"] / TINY["misplaced"]).symlink_to(gemma_files[0])  # a Gemma file in the checkpoint slot
     write_upsampler(folders["latent_upscale_models"] / TINY["upsampler"], version="2.3")
     write_lora(folders["loras"] / TINY["lora"], seed=1, version="2.3")
+    write_release25(base / "models")  # LTX-2.5's files under their released names, as its examples pick them
 
 
 @pytest.fixture(scope="session")

@@ -32,13 +32,16 @@ EXAMPLES = {
     # the pictures ship with the pack, which puts them in ComfyUI's input folder (LoadImage reads it)
     "ltx2_i2v_one_stage": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"], (9, 96, 64)),
     "ltx2_first_last_frame": (["4.width=96", "4.height=64", "4.frames=17", "6.steps=2"], (17, 96, 64)),
+    # LTX-2.5: the examples' own file names (the tiny release is written under the released names)
+    "ltx25_t2v_distilled": (["4.width=64", "4.height=32", "4.frames=9"], (9, 128, 64)),
+    "ltx25_i2v_two_stage": (["4.width=64", "4.height=32", "4.frames=9", "8.steps=2"], (9, 128, 64)),
 }
 
 
 def client(server, workflow: str, *settings: str, out: Path, seed: int = 1, wait: bool = True):
     args = [sys.executable, str(CLIENT), str(ROOT / "example_workflows" / "api" / f"{workflow}.api.json"), "--server",
             server.url, "--seed", str(seed), "--out", str(out), "--timeout", "600"]
-    for setting in (*FILES, *settings):
+    for setting in (*(() if workflow.startswith("ltx25") else FILES), *settings):
         args += ["--set", setting]
     if wait:
         return subprocess.run(args, capture_output=True, text=True, timeout=900)

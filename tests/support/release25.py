@@ -1,0 +1,43 @@
+"""A tiny LTX-2.5 release in ComfyUI's models folder: the seven released files under their released names and in
+their folders (both transformers, the Gemma 4 text encoder with its projection, both video VAEs, the audio VAE,
+the upsampler, the distilled LoRA), random weights that fit each other (the tiny 2.5 transformer's 128 latent
+channels; the Gemma whose `gemma_version` its transformer names), loadable end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ltx2_core.demo import DEMO_VAES
+from support.audio25 import write_audio_vae25
+from support.gemma4 import write_gemma4_file, write_transformer25_file
+from support.model_files import write_lora, write_upsampler
+from support.video_vae25 import TINY_DIFFUSION_VAE, write_conv_vae25, write_diffusion_vae
+
+# field -> (ComfyUI folder, released file name)
+FILES = {
+    "dev": ("diffusion_models", "ltx-2.5-22b-dev-transformer-bf16.safetensors"),
+    "distilled": ("diffusion_models", "ltx-2.5-22b-distilled-transformer-bf16.safetensors"),
+    "text_encoder": ("text_encoders", "gemma4-12b-with-proj-ltx-2.5-bf16.safetensors"),
+    "vae": ("vae", "ltx-2.5-video-vae-bf16.safetensors"),
+    "conv_vae": ("vae", "ltx-2.5-video-vae-conv-bf16.safetensors"),
+    "audio_vae": ("vae", "ltx-2.5-audio-vae-bf16.safetensors"),
+    "upsampler": ("latent_upscale_models", "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors"),
+    "distilled_lora": ("loras", "ltx-2.5-22b-distilled-lora-450-bf16.safetensors"),
+}
+
+
+def write_release25(models: Path) -> dict[str, Path]:
+    """Writes the release into `models` (ComfyUI's models folder: its sub-folders are made as needed); field -> path."""
+    paths = {}
+    for field, (folder, name) in FILES.items():
+        (models / folder).mkdir(parents=True, exist_ok=True)
+        paths[field] = models / folder / name
+    write_transformer25_file(paths["dev"], seed=0)
+    write_transformer25_file(paths["distilled"], seed=1)
+    write_gemma4_file(paths["text_encoder"])
+    write_diffusion_vae(paths["vae"], {**TINY_DIFFUSION_VAE, "latent_channels": 128})
+    write_conv_vae25(paths["conv_vae"], DEMO_VAES["2.5"])
+    write_audio_vae25(paths["audio_vae"])
+    write_upsampler(paths["upsampler"], "2.5")
+    write_lora(paths["distilled_lora"], seed=1, version="2.5")
+    return paths
