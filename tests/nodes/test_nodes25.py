@@ -86,3 +86,27 @@ def test_a_gemma3_text_encoder_is_refused_for_a_25_model(loaded, gemma_files):
     model, _ = loaded
     with pytest.raises(CheckpointError, match="is Gemma 3 .*Pick the text encoder of the same release"):
         node("LTX2TextEncoderLoader", str(gemma_files[0]), model, "cpu", False)
+
+
+def test_on_two_workers_ltx25_samples_what_it_samples_here(release, loaded):
+    """LTX-2.5's separate files loaded by the workers (gloo, CPU): a guided stage split over CFG-parallel ranks and
+    the ancestral distilled stage equal the in-process model's."""
+    here, conditioning = loaded
+    (layout,) = node("LTX2ParallelConfig", '{"cfg": 2, "sp": 1, "tp": 1}', 4)
+    (workers,) = node("LTX2ModelLoader", release["distilled"], release["vae"], release["audio_vae"], "auto", "cpu",
+                      parallel=layout, unique_id="workers-25")
+    try:
+        assert workers.host.transformer is None and workers.config.version.value == "2.5"
+        (latent,) = node("LTX2EmptyLatent", 64, 32, 9)
+        for schedule, guided in (("ltx2", True), ("distilled", False)):
+            results = []
+            for model in (here, workers):
+                guidance = node("LTX2Guidance", model, cfg=3.0, stg=1.0, rescale=0.7, modality=3.0,
+                                stg_blocks="auto", audio_cfg=7.0, audio_stg=1.0, audio_rescale=0.7,
+                                audio_modality=3.0, audio_stg_blocks="auto")[0] if guided else None
+                results.append(node("LTX2Sampler", model, conditioning, latent, SEED, 2, schedule,
+                                    guidance=guidance)[0])
+            torch.testing.assert_close(results[1].video, results[0].video, atol=1e-4, rtol=0)
+            torch.testing.assert_close(results[1].audio, results[0].audio, atol=1e-4, rtol=0)
+    finally:
+        workers.release()
