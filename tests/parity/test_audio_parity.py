@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from safetensors import safe_open
+from support.audio25 import random_audio_state
 from support.configs import TINY_AUDIO_VAE, TINY_VOCODERS
 from support.reference import import_ltx_core
 
@@ -30,44 +29,6 @@ SMALL_AUDIO_VAE = {
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def _dft_bases(shape: torch.Size) -> torch.Tensor:
-    """Hann-windowed DFT rows (real, then imaginary), so the BWE's mel input is a real spectrum."""
-    n_fft = shape[-1]
-    angle = 2 * math.pi * torch.arange(n_fft // 2 + 1)[:, None] * torch.arange(n_fft)[None] / n_fft
-    window = torch.hann_window(n_fft)
-    return torch.cat([torch.cos(angle) * window, -torch.sin(angle) * window])[:, None]
-
-
-def _random_state(module: torch.nn.Module, seed: int, gain: float) -> dict[str, torch.Tensor]:
-    """Weights at a scale where every layer matters and nothing saturates; anti-alias filters keep their values.
-
-    `gain` scales the 1/sqrt(fan-in) weights: high enough that the early layers are not drowned by the late biases
-    (a 10 % change of a leaky-ReLU slope must show), low enough that SnakeBeta's DC and the tanh/clamp do not saturate.
-    """
-    generator = torch.Generator().manual_seed(seed)
-    randn = lambda shape: torch.randn(shape, generator=generator)  # noqa: E731
-    state = {}
-    for name, value in module.state_dict().items():
-        leaf = name.rsplit(".", 1)[-1]
-        if leaf == "weight":
-            # ConvTranspose1d weights are (in, out, k): each output sample sees in·k/stride of them, ~in·k/2
-            fan_in = value.shape[0] * value.shape[2] / 2 if ".ups." in f".{name}" else value[0].numel()
-            state[name] = randn(value.shape) * gain / math.sqrt(fan_in)
-        elif leaf in ("bias", "alpha", "beta", "mean-of-means"):
-            state[name] = randn(value.shape) * (0.02 if leaf == "bias" else 0.5)
-        elif leaf == "std-of-means":
-            state[name] = 0.5 + torch.rand(value.shape, generator=generator)
-        elif leaf == "mel_basis":
-            # a few empty filters put their log-mel at the floor, so the clamp value is exercised too
-            state[name] = torch.rand(value.shape, generator=generator) * 0.05
-            state[name][-4:] = 0
-        elif leaf in ("forward_basis", "inverse_basis"):
-            state[name] = _dft_bases(value.shape)
-        else:
-            state[name] = value.clone()
-    return state
-
-
 def _reference_decoder(section: dict) -> torch.nn.Module:
     import_ltx_core()
     from ltx_core.model.audio_vae import AudioDecoderConfigurator
@@ -83,7 +44,7 @@ def _reference_vocoder(section: dict) -> torch.nn.Module:
 
 
 def _same_weights(ours: torch.nn.Module, reference: torch.nn.Module, seed: int, gain: float) -> None:
-    state = _random_state(reference, seed, gain)
+    state = random_audio_state(reference, seed, gain)
     reference.load_state_dict(state, strict=True)
     ours.load_state_dict(state, strict=True)
 

@@ -26,8 +26,11 @@ def _dft_bases(n_fft: int) -> torch.Tensor:
 
 
 def random_audio_state(module: torch.nn.Module, seed: int, gain: float) -> dict[str, torch.Tensor]:
-    """Weights gain/sqrt(fan-in) (every layer matters, nothing saturates), small biases, SnakeBeta parameters and
-    statistics around their working values, mel filters with a few empty ones; anti-alias filters kept."""
+    """Weights gain/sqrt(fan-in), small biases, SnakeBeta parameters and statistics around their working values, mel
+    filters with a few empty ones (their log-mel at the floor: the clamp value is exercised too); anti-alias filters
+    kept. `gain`: high enough that the early layers are not drowned by the late biases (a 10 % change of a
+    leaky-ReLU slope must show), low enough that SnakeBeta's DC and the tanh/clamp do not saturate; a transposed
+    convolution's output sample sees about in·k/2 of its (in, out, k) weights."""
     generator = torch.Generator().manual_seed(seed)
     randn = lambda shape: torch.randn(shape, generator=generator)  # noqa: E731
     state = {}
