@@ -1,4 +1,4 @@
-"""The audio VAE encoder (spec §4): stereo log-mel (B, 2, T, 64) -> normalised latent (B, 8, ceil(T/4)..., 16).
+"""The audio VAE encoder (spec §4): stereo log-mel (B, 2, T, 64) -> normalised latent (B, 8, ceil(T/4), 16).
 
 The mirror of the decoder, causal in time (the "height" axis) like it: conv_in -> per level (finest first)
 `res_blocks` resnets, then (except at the coarsest level) a stride-2 causal convolution -> mid (2 resnets) ->
@@ -43,7 +43,8 @@ class AudioEncoderConfig:
         and the encoder-only `ddconfig.in_channels` / `double_z` (checked: stereo in, mean and variance out)."""
         shape = AudioDecoderConfig.from_metadata(section)
         ddconfig = section["model"]["params"]["ddconfig"]
-        stft = section.get("preprocessing", {}).get("stft", {})
+        preprocessing = section.get("preprocessing")
+        stft = preprocessing.get("stft") if isinstance(preprocessing, Mapping) else None
         n_fft = stft.get("filter_length", DEFAULT_N_FFT) if isinstance(stft, Mapping) else DEFAULT_N_FFT
         problems = [f"ddconfig.{key}={ddconfig.get(key, value)!r} (supported: {value!r})"
                     for key, value in (("in_channels", STEREO), ("double_z", True))
@@ -83,7 +84,7 @@ class DownLevel(nn.Module):
 
 
 class AudioEncoder(nn.Module):
-    """Stereo log-mel (B, 2, T, 64) -> normalised latent (B, 8, T', 16), T' = T halved (rounding up) twice."""
+    """Stereo log-mel (B, 2, T, 64) -> normalised latent (B, 8, ceil(T/4), 16) (T halved, rounding up, twice)."""
 
     def __init__(self, config: AudioEncoderConfig) -> None:
         super().__init__()
@@ -113,7 +114,7 @@ class AudioEncoder(nn.Module):
         return tokens.reshape(b, t, c, f).permute(0, 2, 1, 3)
 
     def forward(self, mel: torch.Tensor) -> torch.Tensor:
-        """mel (B, 2, T, 64) -> normalised latent mean (B, 8, T', 16)."""
+        """mel (B, 2, T, 64) -> normalised latent mean (B, 8, ceil(T/4), 16)."""
         self.check_mel(mel)
         x = self.conv_in(mel)
         for level in self.down:
@@ -140,10 +141,11 @@ def stereo_waveform(waveform: torch.Tensor) -> torch.Tensor:
 
 
 def encode_audio(waveform: torch.Tensor, sample_rate: int, encoder: AudioEncoder) -> torch.Tensor:
-    """waveform (B, C, S) or (C, S) at `sample_rate`, C = 1 or 2 -> normalised audio latent (B, 8, T', 16).
+    """waveform (B, C, S) or (C, S) at `sample_rate`, C = 1 or 2 -> normalised audio latent (B, 8, ceil(T/4), 16),
+    T = S' // hop + 1 mel frames of the S' = ceil(S · model rate / sample_rate) resampled samples.
 
     As the reference's `encode_audio`: resampled to the model's rate and turned into a log-mel in the waveform's
-    float precision (float32 for integer-free input), then encoded in the encoder's dtype, on its device."""
+    float dtype, then encoded in the encoder's dtype, on its device."""
     if not isinstance(sample_rate, int) or isinstance(sample_rate, bool) or sample_rate <= 0:
         raise ValueError(f"sample_rate must be a positive integer (Hz), got {sample_rate!r}")
     parameter = next(encoder.parameters())
