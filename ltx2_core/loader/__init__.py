@@ -1,7 +1,7 @@
 """Checkpoint reading: safetensors only, config from metadata, each component's file and prefix from `Sources` (a
 bundle or separate files), validated before loading."""
 
-from ltx2_core.loader.audio_weights import load_audio_decoder, load_vocoder
+from ltx2_core.loader.audio_weights import load_audio_decoder, load_audio_encoder, load_vocoder
 from ltx2_core.loader.lora import Lora, LoraError, fuse_loras, fused_loras, load_lora
 from ltx2_core.loader.checkpoint import TRANSFORMER_PREFIX, config_metadata, transformer_config, transformer_keys
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
@@ -22,6 +22,7 @@ __all__ = [
     "fuse_loras",
     "fused_loras",
     "load_audio_decoder",
+    "load_audio_encoder",
     "load_lora",
     "load_transformer",
     "load_upsampler",

@@ -36,6 +36,7 @@ class Component(str, Enum):
     VIDEO_DECODER = "video VAE decoder"
     VIDEO_ENCODER = "video VAE encoder"
     AUDIO_DECODER = "audio decoder"
+    AUDIO_ENCODER = "audio encoder"
     VOCODER = "vocoder"
     UPSAMPLER = "latent upsampler"
 
@@ -71,6 +72,7 @@ SECTIONS: Mapping[Component, str] = MappingProxyType({
     Component.VIDEO_DECODER: "vae",
     Component.VIDEO_ENCODER: "vae",
     Component.AUDIO_DECODER: "audio_vae",
+    Component.AUDIO_ENCODER: "audio_vae",
     Component.VOCODER: "vocoder",
 })
 # LTX-2.5's split layout: file role -> the components it holds and their prefixes (1.2.0's loaders accept exactly

@@ -11,7 +11,14 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, VocoderConfig, build_vocoder
+from ltx2_core.model.audio_vae import (
+    AudioDecoder,
+    AudioDecoderConfig,
+    AudioEncoder,
+    AudioEncoderConfig,
+    VocoderConfig,
+    build_vocoder,
+)
 from support.configs import TINY_AUDIO_VAE, TINY_VOCODERS
 
 AUDIO_VAE25 = TINY_AUDIO_VAE
@@ -53,14 +60,25 @@ def random_audio_state(module: torch.nn.Module, seed: int, gain: float) -> dict[
     return state
 
 
-def write_audio_vae25(path: Path, seed: int = 0) -> Path:
-    """Audio decoder + vocoder of 2.5 at toy size, under their bundled prefixes, with the `config` metadata."""
-    decoder = AudioDecoder(AudioDecoderConfig.from_metadata(AUDIO_VAE25))
-    vocoder = build_vocoder(VocoderConfig.from_metadata(VOCODER25))
+def audio_vae_tensors(section: dict, seed: int) -> dict[str, torch.Tensor]:
+    """Both halves of an audio VAE under their bundled keys: `audio_vae.decoder.*`, `audio_vae.encoder.*` and the
+    shared `audio_vae.per_channel_statistics.*` (the decoder's draw)."""
+    decoder = AudioDecoder(AudioDecoderConfig.from_metadata(section))
+    encoder = AudioEncoder(AudioEncoderConfig.from_metadata(section))
     tensors = {}
-    for key, value in random_audio_state(decoder, seed, 1.0).items():
-        name = key.split(".", 1)[1] if key.startswith("per_channel_statistics.") else None
-        tensors["audio_vae.per_channel_statistics." + name if name else "audio_vae.decoder." + key] = value
+    for half, state in (("encoder", random_audio_state(encoder, seed + 2, 1.0)),
+                        ("decoder", random_audio_state(decoder, seed, 1.0))):
+        for key, value in state.items():
+            name = key.split(".", 1)[1] if key.startswith("per_channel_statistics.") else None
+            tensors["audio_vae.per_channel_statistics." + name if name else f"audio_vae.{half}." + key] = value
+    return tensors
+
+
+def write_audio_vae25(path: Path, seed: int = 0) -> Path:
+    """Audio VAE (decoder and encoder) + vocoder of 2.5 at toy size, under their bundled prefixes, with the `config`
+    metadata."""
+    vocoder = build_vocoder(VocoderConfig.from_metadata(VOCODER25))
+    tensors = audio_vae_tensors(AUDIO_VAE25, seed)
     tensors |= {"vocoder." + k: v for k, v in random_audio_state(vocoder, seed + 1, 0.7).items()}
     metadata = {"config": json.dumps({"audio_vae": AUDIO_VAE25, "vocoder": VOCODER25}), "model_version": "2.5.0"}
     save_file({k: v.contiguous() for k, v in tensors.items()}, str(path), metadata=metadata)
