@@ -42,8 +42,7 @@ def load_audio_encoder(
 ) -> AudioEncoder:
     """The audio VAE encoder (`encoder.*`) with the latent statistics it normalises by; config, keys and shapes are
     checked before loading. `source`: a `Source` or the bundled checkpoint's (or LTX-2.5 audio VAE file's) path."""
-    # a path: the encoder shares the audio VAE's prefix with the decoder (bundles and 2.5's audio VAE file alike)
-    source = component_source(source, Component.AUDIO_DECODER)
+    source = component_source(source, Component.AUDIO_ENCODER)
     return load_component(source, Component.AUDIO_ENCODER,
                           AudioEncoderConfig.from_metadata, AudioEncoder, {AUDIO_ENCODER: ""},
                           statistics=AUDIO_STATISTICS, device=device, dtype=dtype)

@@ -62,6 +62,7 @@ BUNDLE: Mapping[Component, str] = MappingProxyType({
     Component.VIDEO_DECODER: "vae.",
     Component.VIDEO_ENCODER: "vae.",
     Component.AUDIO_DECODER: "audio_vae.",
+    Component.AUDIO_ENCODER: "audio_vae.",
     Component.VOCODER: "vocoder.",
 })
 # The section of the `config` metadata that describes each component (the text path is sized by the transformer's).
@@ -83,7 +84,8 @@ SPLIT: Mapping[str, Mapping[Component, str]] = MappingProxyType({
     "transformer": {Component.TRANSFORMER: "model.diffusion_model.",
                     Component.TEXT_CONNECTORS: "model.diffusion_model."},
     "text encoder": {Component.TEXT_PROJECTION: "text_embedding_projection."},
-    "audio VAE": {Component.AUDIO_DECODER: "audio_vae.", Component.VOCODER: "vocoder."},
+    "audio VAE": {Component.AUDIO_DECODER: "audio_vae.", Component.AUDIO_ENCODER: "audio_vae.",
+                  Component.VOCODER: "vocoder."},
 })
 VIDEO_VAE_PARTS = ("decoder.", "encoder.", "per_channel_statistics.")
 # what decoding a generation needs besides the DiT

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from ltx2_core.model.audio_vae.encoder import AudioEncoder, AudioEncoderConfig
 from ltx2_core.model.transformer.config import ModelVersion, TransformerConfig
 from ltx2_core.model.text.config import FeatureExtractorKind, TextConfig
 from support.configs import CHECKPOINT_VAES, TINY_AUDIO_VAE, TINY_GEMMA_FEATURES, TINY_VOCODERS
@@ -95,6 +96,10 @@ def other_components(version: ModelVersion) -> dict[str, torch.Tensor]:
             tensors[prefix + extra] = randn(128)
     audio_vae = AudioDecoderConfigurator.from_config({"audio_vae": TINY_AUDIO_VAE})
     tensors |= _prefixed("audio_vae.decoder.", _random_(audio_vae, 23), "audio_vae.per_channel_statistics.")
+    # the audio VAE's encoder, as the released bundles carry it (its statistics are the decoder's, written above)
+    encoder = AudioEncoder(AudioEncoderConfig.from_metadata(TINY_AUDIO_VAE))
+    tensors |= {"audio_vae.encoder." + key: value for key, value in _random_(encoder, 25).items()
+                if not key.startswith("per_channel_statistics.")}
     vocoder = VocoderConfigurator.from_config({"vocoder": TINY_VOCODERS[version.value]})
     tensors |= _prefixed("vocoder.", _random_(vocoder, 24))
     return tensors

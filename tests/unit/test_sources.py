@@ -11,7 +11,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from ltx2_core.loader import load_audio_decoder, load_transformer, load_video_decoder, load_video_encoder, load_vocoder
+from ltx2_core.loader import (load_audio_decoder, load_audio_encoder, load_transformer, load_video_decoder,
+                              load_video_encoder, load_vocoder)
 from ltx2_core.loader.gemma_files import find_gemma
 from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources
 from ltx2_core.loader.text_weights import load_prompt_encoder, load_text_projection
@@ -49,7 +50,7 @@ def separate(tiny_checkpoints, tmp_path_factory):
         Component.TRANSFORMER: transformer, Component.TEXT_CONNECTORS: transformer,
         Component.TEXT_PROJECTION: files["text_projection"], Component.VIDEO_DECODER: files["vae"],
         Component.VIDEO_ENCODER: files["vae"], Component.AUDIO_DECODER: files["audio_vae"],
-        Component.VOCODER: files["vocoder"],
+        Component.AUDIO_ENCODER: files["audio_vae"], Component.VOCODER: files["vocoder"],
     })
 
 
@@ -69,11 +70,12 @@ def test_a_bundle_gives_every_component_its_prefix(tiny_checkpoints):
     assert with_upsampler[Component.UPSAMPLER] == Source(Path("up.safetensors"), "")
 
 
-@pytest.mark.parametrize("load", [load_video_decoder, load_video_encoder, load_audio_decoder, load_vocoder],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("load", [load_video_decoder, load_video_encoder, load_audio_decoder, load_audio_encoder,
+                                  load_vocoder], ids=lambda f: f.__name__)
 def test_a_component_from_its_own_file_equals_the_bundled_one(load, separate, tiny_checkpoints):
     component = {load_video_decoder: Component.VIDEO_DECODER, load_video_encoder: Component.VIDEO_ENCODER,
-                 load_audio_decoder: Component.AUDIO_DECODER, load_vocoder: Component.VOCODER}[load]
+                 load_audio_decoder: Component.AUDIO_DECODER, load_audio_encoder: Component.AUDIO_ENCODER,
+                 load_vocoder: Component.VOCODER}[load]
     _assert_same(load(separate[component]), load(tiny_checkpoints[VERSION]))
 
 

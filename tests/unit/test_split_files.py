@@ -89,8 +89,8 @@ def test_split_sources_map_every_component_to_its_file_and_prefix(comfyui, tmp_p
         Component.TEXT_CONNECTORS: Source(transformer, "model.diffusion_model."),
         Component.TEXT_PROJECTION: Source(text, "text_embedding_projection."),
         Component.VIDEO_DECODER: Source(vae, ""), Component.VIDEO_ENCODER: Source(vae, ""),
-        Component.AUDIO_DECODER: Source(audio, "audio_vae."), Component.VOCODER: Source(audio, "vocoder."),
-        Component.UPSAMPLER: Source(comfyui / "latent_upscale_models" / UPSAMPLER, "")}
+        Component.AUDIO_DECODER: Source(audio, "audio_vae."), Component.AUDIO_ENCODER: Source(audio, "audio_vae."),
+        Component.VOCODER: Source(audio, "vocoder."), Component.UPSAMPLER: Source(comfyui / "latent_upscale_models" / UPSAMPLER, "")}
     nested = write_conv_vae25(tmp_path / "nested.safetensors", prefix="vae.")
     assert Sources.split(transformer, text, nested, audio)[Component.VIDEO_ENCODER] == Source(nested, "vae.")
 
