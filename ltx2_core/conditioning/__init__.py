@@ -1,7 +1,8 @@
 """Conditions applied to the video or audio stream state of a sampling stage (images held at frames, ...): the
-`Condition` protocol and the stream state (`stream`), one module per kind (`images`), the kinds a stage accepts
+`Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`), the kinds a stage accepts
 (`registry`)."""
 
+from ltx2_core.conditioning.audio import AudioCondition, EncodedAudio, encode_audio_condition
 from ltx2_core.conditioning.images import EncodedImage, ImageCondition, encode_conditions
 from ltx2_core.conditioning.registry import (
     CONDITIONS,
@@ -13,7 +14,7 @@ from ltx2_core.conditioning.registry import (
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream, Modality
 
 __all__ = [
-    "AUDIO", "CONDITIONS", "VIDEO", "Condition", "ConditionedStream", "EncodedImage", "ImageCondition", "Modality",
+    "AUDIO", "AudioCondition", "CONDITIONS", "EncodedAudio", "VIDEO", "Condition", "ConditionedStream", "EncodedImage", "ImageCondition", "Modality",
     "apply_conditions", "condition_audio", "condition_kind", "condition_video",
-    "encode_conditions",
+    "encode_audio_condition", "encode_conditions",
 ]
