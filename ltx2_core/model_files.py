@@ -21,6 +21,7 @@ from ltx2_core.loader import (
     read_header,
     transformer_config,
     load_audio_decoder,
+    load_audio_encoder,
     load_lora,
     load_transformer,
     load_upsampler,
@@ -39,6 +40,7 @@ from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
 from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
 from ltx2_core.memory.sizes import SideBytes, diffusion_decode_bytes, ram_bytes, side_bytes, text_and_image_bytes
 from ltx2_core.quant.policy import quantize_blocks, stores_quantised
+from ltx2_core.model.audio_vae import AudioEncoder
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
@@ -301,6 +303,7 @@ class ModelFiles:
             upsampler=load_upsampler(sources[Component.UPSAMPLER], **visiting) if whole and self.upsampler else None,
             distilled_lora=load_lora(self.distilled_lora) if whole and self.distilled_lora else None,
             video_encoder=load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
+            audio_encoder=_audio_encoder(sources, load),
         )
 
     def _prompt_encoder(self, sources: Sources, plan: MemoryPlan | None, device: torch.device | str,
@@ -309,6 +312,17 @@ class ModelFiles:
         if plan is not None and torch.device(device).type == "cuda":
             return load_streamed_prompt_encoder(self.text_encoder, sources, device=device, dtype=dtype, pin=plan.pin)
         return load_prompt_encoder(self.text_encoder, sources, device=device, dtype=dtype)
+
+
+def _audio_encoder(sources: Sources, load: dict) -> AudioEncoder | None:
+    """The audio VAE encoder (audio conditioning) where the model's files carry it (the released ones do; a file
+    stripped of it loads without, and a request with audio is then refused by `check_request`)."""
+    if Component.AUDIO_ENCODER not in sources:
+        return None
+    source = sources[Component.AUDIO_ENCODER]
+    if not any(name.startswith(source.key("encoder.")) for name in read_header(source.path, "audio VAE").tensors):
+        return None
+    return load_audio_encoder(source, **load)
 
 
 def _kinds(paths: list[tuple[str, str | None]]) -> dict[str, FileKind]:

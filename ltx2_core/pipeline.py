@@ -29,12 +29,21 @@ from typing import NamedTuple, Protocol
 import torch
 
 from ltx2_core.compile import CudaGraphStep
-from ltx2_core.conditioning import ImageCondition, encode_conditions
+from ltx2_core.audio_io import Waveform
+from ltx2_core.conditioning import (
+    AudioCondition,
+    EncodedAudio,
+    ImageCondition,
+    encode_audio_condition,
+    encode_conditions,
+)
+from ltx2_core.geometry import audio_latent_length
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.geometry import check_video_size
 from ltx2_core.loader.lora import Lora, check_lora, fused_loras
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.model.audio_vae import AudioEncoder
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.model.video_vae.tiling import TilingConfig
@@ -72,6 +81,12 @@ class Request:
     video_guidance: GuidanceParams | None = None
     audio_guidance: GuidanceParams | None = None
     images: tuple[ImageCondition, ...] = ()  # images held at frames (image-to-video, keyframes)
+    audio: AudioCondition | None = None  # a sound the video is generated to (audio-to-video), held in every stage
+
+    @property
+    def seconds(self) -> float:
+        """The clip's duration: frames / fps."""
+        return self.frames / self.fps
 
     @property
     def two_stage(self) -> bool:
@@ -99,6 +114,11 @@ class Request:
             raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
         for image in self.images:
             image.check(self.frames)
+        if self.audio is not None:
+            if not isinstance(self.audio, AudioCondition):
+                raise ValueError(f"audio must be an AudioCondition (a file or waveform, start, strength), got "
+                                 f"{type(self.audio).__name__}")
+            self.audio.check(self.seconds)
 
 
 class Models(NamedTuple):
@@ -111,13 +131,18 @@ class Models(NamedTuple):
     upsampler: LatentUpsampler | None = None
     distilled_lora: Lora | None = None
     video_encoder: VideoEncoder | None = None  # encodes the request's images
+    audio_encoder: AudioEncoder | None = None  # encodes the request's audio
 
 
 def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceParams, GuidanceParams]:
-    """The (video, audio) guidance of stage 1: none for distilled, else the request's or the release defaults."""
+    """The (video, audio) guidance of stage 1: none for distilled, else the request's or the release defaults. A
+    sound held exactly (audio-to-video at strength 1) is not sampled, so its default is no audio guidance, as the
+    reference's audio-to-video pipeline (the video's modality guidance still pulls the picture to the sound)."""
     if request.mode == "distilled":
         return GuidanceParams(), GuidanceParams()
     video, audio = default_guidance(config.version, config.num_layers)
+    if request.audio is not None and request.audio.strength == 1:
+        audio = GuidanceParams()
     return request.video_guidance or video, request.audio_guidance or audio
 
 
@@ -138,6 +163,9 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     if request.images and models.video_encoder is None:
         raise ValueError("image conditioning needs the video VAE encoder (load_video_encoder of the checkpoint); "
                          "pass it as Models.video_encoder")
+    if request.audio is not None and models.audio_encoder is None:
+        raise ValueError("audio conditioning needs the audio VAE encoder (load_audio_encoder of the checkpoint, or "
+                         "of LTX-2.5's audio VAE file); pass it as Models.audio_encoder")
     if models.distilled_lora is not None and request.mode == "two-stage":
         check_lora(models.transformer if models.transformer is not None else meta_transformer(config),
                    models.distilled_lora)
@@ -223,10 +251,21 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     check_request(request, models, sampler.config)
     encoder = models.prompt_encoder
     positive, negative = distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
-    latent, generator = sample_request(request, models, positive, negative, progress, sampler=sampler)
+    audio = encode_request_audio(request, models)
+    latent, generator = sample_request(request, models, positive, negative, progress, sampler=sampler, audio=audio)
     if not distribution.decodes:
         return None
-    return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders))
+    return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders),
+                  audio=audio[1] if audio is not None else None)
+
+
+def encode_request_audio(request: Request, models: Models) -> tuple[EncodedAudio, Waveform] | None:
+    """The request's sound encoded for its clip, and the clip's waveform (what the video is written with); None
+    without audio conditioning."""
+    if request.audio is None:
+        return None
+    return encode_audio_condition(request.audio, models.audio_encoder, request.seconds,
+                                  audio_latent_length(request.frames, request.fps))
 
 
 def generator_on(generator: torch.Generator, seed: int, decoders: Decoders) -> torch.Generator:
@@ -260,11 +299,16 @@ def distilled_ancestral_seed(seed: int, version: ModelVersion) -> int | None:
 
 @torch.no_grad()
 def sample_request(request: Request, models: Models, positive: TextEmbeddings, negative: TextEmbeddings | None,
-                   progress: StageProgress | None = None, *, sampler: StageSampler | None = None
-                   ) -> tuple[AVLatent, torch.Generator]:
+                   progress: StageProgress | None = None, *, sampler: StageSampler | None = None,
+                   audio: tuple[EncodedAudio, Waveform] | None = None) -> tuple[AVLatent, torch.Generator]:
     """Every sampling stage of a request (by `sampler`, default: `models.transformer` here) and the x2 upsampling
-    between them (here): the final latent and the generator, whose state the decoder's noise continues from."""
+    between them (here): the final latent and the generator, whose state the decoder's noise continues from.
+    `audio`: the request's sound as `encode_request_audio` gives it (None: encoded here when the request has one);
+    it is held in every stage."""
     sampler = sampler or LocalSampler(models.transformer)
+    if audio is None:
+        audio = encode_request_audio(request, models)
+    held = (audio[0],) if audio is not None else ()
     video_guidance, audio_guidance = guidance_for(request, sampler.config)
     generator = torch.Generator(sampler.device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1
@@ -274,20 +318,31 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
     else:
         sigmas = ltx2_sigmas(request.steps or default_steps(sampler.config.version))
     # the images at each stage's size (the reference re-reads and re-encodes them at full size for stage 2)
-    conditions = encode_conditions(request.images, models.video_encoder, request.height // scale,
-                                   request.width // scale)
+    conditions = [*encode_conditions(request.images, models.video_encoder, request.height // scale,
+                                     request.width // scale), *held]
     stage = Stage(sigmas, "stage 1" if scale == 2 else "denoise", video_guidance=video_guidance,
                   audio_guidance=audio_guidance, conditions=conditions,
                   ancestral_seed=ancestral_seed(request, sampler.config))
+    negative = uncond_contexts(positive, negative, audio_guidance, held=audio is not None)
     latent = sampler(positive, negative, latent, stage, generator, progress=_stage(progress, stage.name))
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)
         loras = ((models.distilled_lora, 1.0),) if request.mode == "two-stage" else ()
-        conditions = encode_conditions(request.images, models.video_encoder, request.height, request.width)
+        conditions = [*encode_conditions(request.images, models.video_encoder, request.height, request.width), *held]
         stage = Stage(sigma_table(STAGE2_SIGMAS), "stage 2", noise_scale=STAGE2_SIGMAS[0], loras=loras,
                       conditions=conditions)
         latent = sampler(positive, None, latent, stage, generator, progress=_stage(progress, stage.name))
     return latent, generator
+
+
+def uncond_contexts(positive: TextEmbeddings, negative: TextEmbeddings | None, audio_guidance: GuidanceParams,
+                    held: bool) -> TextEmbeddings | None:
+    """The text contexts of the unconditional (CFG) pass. With a held sound and no audio CFG, its audio stream
+    keeps the positive prompt: the reference's audio-to-video pipeline gives its audio guider no negative context,
+    and the audio tokens of that pass still reach the video through the audio->video cross-attention."""
+    if negative is None or not held or audio_guidance.cfg != 1:
+        return negative
+    return TextEmbeddings(negative.video, positive.audio)
 
 
 def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], None] | None:

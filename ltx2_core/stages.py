@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import torch
 
+from ltx2_core.audio_io import Waveform
 from ltx2_core.conditioning import condition_audio, condition_video
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.geometry import (
@@ -58,7 +59,8 @@ class AVLatent(NamedTuple):
 
 
 class Generation(NamedTuple):
-    """frames (F, H, W, 3) float32 in [0, 1] on the CPU; waveform (2, samples) float32 in [−1, 1] on the CPU."""
+    """frames (F, H, W, 3) float32 in [0, 1] on the CPU; waveform (channels, samples) float32 in [−1, 1] on the
+    CPU at `sample_rate`: the decoded stereo, or the conditioning sound (mono or stereo, its own rate)."""
 
     frames: torch.Tensor
     waveform: torch.Tensor
@@ -142,12 +144,18 @@ def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -
 
 
 def decode(latent: AVLatent, decoders: Decoders, tiling: TilingConfig | None = TilingConfig(),
-           generator: torch.Generator | None = None) -> Generation:
+           generator: torch.Generator | None = None, audio: Waveform | None = None) -> Generation:
     """Frames and waveform of the first clip of the batch; the video is decoded tile by tile into CPU memory.
-    One NaN/inf check of the decoded media (NonFiniteError before anything is returned)."""
-    video_param, audio_param = next(decoders.video.parameters()), next(decoders.audio.parameters())
+    `audio`: the sound the latent was conditioned on, returned as it is instead of decoding the audio latent (the
+    reference writes the input audio, never a re-decoded copy). One NaN/inf check of the decoded media
+    (NonFiniteError before anything is returned)."""
+    video_param = next(decoders.video.parameters())
     video = decode_video(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,
                          generator=generator, output_device="cpu")
+    if audio is not None:
+        check_finite("decoding", {"decoded video": video}, DECODING_CAUSES, "Nothing was written.")
+        return Generation(video_to_frames(video)[0], audio.samples, audio.rate, latent.fps)
+    audio_param = next(decoders.audio.parameters())
     waveform, rate = decode_audio(latent.audio.to(audio_param.device, audio_param.dtype), decoders.audio,
                                   decoders.vocoder)
     waveform = waveform[0].float().cpu()

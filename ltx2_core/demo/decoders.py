@@ -12,7 +12,14 @@ from __future__ import annotations
 import torch
 
 from ltx2_core.geometry import AUDIO_HOP, AUDIO_SAMPLE_RATE
-from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, VocoderConfig, build_vocoder
+from ltx2_core.model.audio_vae import (
+    AudioDecoder,
+    AudioDecoderConfig,
+    AudioEncoder,
+    AudioEncoderConfig,
+    VocoderConfig,
+    build_vocoder,
+)
 from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig
 from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
 from ltx2_core.releases import DEFAULT_VERSION
@@ -93,6 +100,14 @@ def _random_(module: torch.nn.Module, generator: torch.Generator, gain: float = 
 def demo_video_encoder(version: str = DEFAULT_VERSION, seed: int = 4) -> VideoEncoder:
     """A random-weight video VAE encoder of the demo VAE's structure (for image conditioning), eval, on the CPU."""
     encoder = VideoEncoder(VideoVaeConfig.from_metadata(DEMO_VAES[version]))
+    _random_(encoder, torch.Generator().manual_seed(seed))
+    return encoder.eval()
+
+
+def demo_audio_encoder(seed: int = 5) -> AudioEncoder:
+    """A random-weight audio VAE encoder of the demo audio VAE's structure (for audio conditioning), eval, on the
+    CPU; its latent statistics are the identity, as the demo decoder's."""
+    encoder = AudioEncoder(AudioEncoderConfig.from_metadata(DEMO_AUDIO_VAE))
     _random_(encoder, torch.Generator().manual_seed(seed))
     return encoder.eval()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ltx2_core.model.transformer.config import TransformerConfig
-from ltx2_core.demo.decoders import demo_decoders, demo_upsampler, demo_video_encoder
+from ltx2_core.demo.decoders import demo_audio_encoder, demo_decoders, demo_upsampler, demo_video_encoder
 from ltx2_core.demo.text import demo_prompt_encoder
 from ltx2_core.demo.transformer import demo_lora, demo_transformer
 from ltx2_core.pipeline import Models
@@ -25,4 +25,5 @@ def demo_models(version: str = DEFAULT_VERSION, device: torch.device | str = "cp
         upsampler=demo_upsampler(version).to(device=device, dtype=dtype),
         distilled_lora=demo_lora(transformer, seed=1, name="demo distilled LoRA"),
         video_encoder=demo_video_encoder(version).to(device=device, dtype=dtype),
+        audio_encoder=demo_audio_encoder().to(device=device, dtype=dtype),
     )

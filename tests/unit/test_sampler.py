@@ -174,3 +174,22 @@ def test_last_step_to_zero_returns_the_denoised_estimate():
     out = euler_step(latent, x0, torch.tensor(0.42), torch.tensor(0.0))
     torch.testing.assert_close(out, x0, atol=1e-6, rtol=0)
     assert StreamState(latent, x0).mask is None
+
+
+def test_audio_to_video_steps_never_sync_or_copy_host_data(census_model):
+    """Audio-to-video: the audio stream held by an encoded sound (per-token timesteps 0, the clean blend), the video
+    guided with all four passes, the audio unguided (the reference's a2v guidance): still no sync, no host copy."""
+    from ltx2_core.conditioning import EncodedAudio, condition_audio
+
+    model = census_model
+    plan = _plan(model, FULL[0], GuidanceParams())
+    video, audio = _states()
+    sound = torch.randn(1, 8, AUDIO_TOKENS, 16, generator=torch.Generator().manual_seed(7))
+    held = condition_audio(audio.latent, audio_positions(AUDIO_TOKENS), [EncodedAudio(sound, 1.0)], 24.0)
+    audio = noised_state(held.clean, audio.latent, mask=held.mask)
+    with OpCensus() as census:
+        video_out, audio_out = denoise(plan, video, audio, ltx2_sigmas(3))
+    assert census.syncs() == {}, census.syncs()
+    assert census.transfers() == 0
+    assert torch.equal(audio_out.latent, held.clean)  # held exactly through every step: a copy of the clean latent
+    assert (video_out.latent - video.latent).abs().max() > 0.1
