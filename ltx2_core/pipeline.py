@@ -255,8 +255,7 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     latent, generator = sample_request(request, models, positive, negative, progress, sampler=sampler, audio=audio)
     if not distribution.decodes:
         return None
-    return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders),
-                  audio=audio[1] if audio is not None else None)
+    return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders))
 
 
 def encode_request_audio(request: Request, models: Models) -> tuple[EncodedAudio, Waveform] | None:
@@ -313,6 +312,7 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
     generator = torch.Generator(sampler.device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1
     latent = empty_latent(request.width // scale, request.height // scale, request.frames, request.fps)
+    latent = latent._replace(sound=audio[1] if audio is not None else None)  # kept by the stages that hold it
     if request.mode == "distilled":
         sigmas = sigma_table(DISTILLED_SIGMAS)
     else:

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import torch
 
 from ltx2_core.audio_io import Waveform
-from ltx2_core.conditioning import condition_audio, condition_video
+from ltx2_core.conditioning import condition_audio, condition_video, holds_sound
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.geometry import (
     audio_latent_length,
@@ -45,11 +45,14 @@ AUDIO_CHANNELS, MEL_BINS = 8, 16
 
 
 class AVLatent(NamedTuple):
-    """A clip's joint latent: video (B, 128, F', H', W'), audio (B, 8, T, 16), normalised; `fps` of the clip."""
+    """A clip's joint latent: video (B, 128, F', H', W'), audio (B, 8, T, 16), normalised; `fps` of the clip.
+    `sound`: the clip of the sound whose encoding the audio latent holds exactly (audio-to-video), which decoding
+    returns instead of a re-decoded copy; None for a generated audio latent."""
 
     video: torch.Tensor
     audio: torch.Tensor
     fps: float
+    sound: Waveform | None = None
 
     @property
     def pixel_size(self) -> tuple[int, int, int]:
@@ -132,7 +135,12 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     check_finite(stage.name, {"video latents": video_tokens, "audio latents": audio_tokens}, SAMPLING_CAUSES,
                  "Nothing was decoded or written.")
     return AVLatent(unpatchify_video(video_tokens, frames, rows, cols),
-                    unpatchify_audio(audio_tokens, AUDIO_CHANNELS), latent.fps)
+                    unpatchify_audio(audio_tokens, AUDIO_CHANNELS), latent.fps, kept_sound(latent, stage))
+
+
+def kept_sound(latent: AVLatent, stage: Stage) -> Waveform | None:
+    """The sound a sampled latent still holds: the input's, where the stage held the audio exactly."""
+    return latent.sound if holds_sound(stage.conditions) else None
 
 
 def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -> AVLatent:
@@ -144,17 +152,17 @@ def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -
 
 
 def decode(latent: AVLatent, decoders: Decoders, tiling: TilingConfig | None = TilingConfig(),
-           generator: torch.Generator | None = None, audio: Waveform | None = None) -> Generation:
+           generator: torch.Generator | None = None) -> Generation:
     """Frames and waveform of the first clip of the batch; the video is decoded tile by tile into CPU memory.
-    `audio`: the sound the latent was conditioned on, returned as it is instead of decoding the audio latent (the
-    reference writes the input audio, never a re-decoded copy). One NaN/inf check of the decoded media
-    (NonFiniteError before anything is returned)."""
+    A latent that holds a sound (`AVLatent.sound`) returns that sound as it is, sample for sample, instead of
+    decoding the audio latent (the reference writes the input audio, never a re-decoded copy). One NaN/inf check
+    of the decoded media (NonFiniteError before anything is returned)."""
     video_param = next(decoders.video.parameters())
     video = decode_video(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,
                          generator=generator, output_device="cpu")
-    if audio is not None:
+    if latent.sound is not None:
         check_finite("decoding", {"decoded video": video}, DECODING_CAUSES, "Nothing was written.")
-        return Generation(video_to_frames(video)[0], audio.samples, audio.rate, latent.fps)
+        return Generation(video_to_frames(video)[0], latent.sound.samples, latent.sound.rate, latent.fps)
     audio_param = next(decoders.audio.parameters())
     waveform, rate = decode_audio(latent.audio.to(audio_param.device, audio_param.dtype), decoders.audio,
                                   decoders.vocoder)

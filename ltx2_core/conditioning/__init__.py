@@ -2,7 +2,7 @@
 `Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`), the kinds a stage accepts
 (`registry`)."""
 
-from ltx2_core.conditioning.audio import AudioCondition, EncodedAudio, encode_audio_condition
+from ltx2_core.conditioning.audio import AudioCondition, EncodedAudio, encode_audio_condition, holds_sound
 from ltx2_core.conditioning.images import EncodedImage, ImageCondition, encode_conditions
 from ltx2_core.conditioning.registry import (
     CONDITIONS,
@@ -16,5 +16,5 @@ from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedSt
 __all__ = [
     "AUDIO", "AudioCondition", "CONDITIONS", "EncodedAudio", "VIDEO", "Condition", "ConditionedStream", "EncodedImage", "ImageCondition", "Modality",
     "apply_conditions", "condition_audio", "condition_kind", "condition_video",
-    "encode_audio_condition", "encode_conditions",
+    "encode_audio_condition", "encode_conditions", "holds_sound",
 ]

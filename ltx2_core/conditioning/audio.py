@@ -76,6 +76,12 @@ class EncodedAudio(NamedTuple):
         return stream.hold(0, tokens, 1.0 - self.strength)
 
 
+def holds_sound(conditions) -> bool:
+    """Whether `conditions` hold the audio stream exactly (an encoded sound at strength 1): the sampled audio latent
+    is then the sound's own, and the sound itself is what the clip is written with."""
+    return any(isinstance(c, EncodedAudio) and c.strength == 1 for c in conditions)
+
+
 @torch.no_grad()
 def encode_audio_condition(condition: AudioCondition, encoder: torch.nn.Module, seconds: float,
                            latent_frames: int) -> tuple[EncodedAudio, Waveform]:

@@ -16,7 +16,7 @@ from ltx2_core.pipeline import Models, Request, StageProgress, generate
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
 from ltx2_core.runtime.protocol import StageJob
 from ltx2_core.sampling.stage import Stage
-from ltx2_core.stages import AVLatent, Generation
+from ltx2_core.stages import AVLatent, Generation, kept_sound
 from ltx2_core.types import TextEmbeddings
 
 __all__ = ["Controller", "JobInterrupted", "StageJob", "WorkerError", "WorkerSampler", "generate_on_workers"]
@@ -54,7 +54,7 @@ class WorkerSampler:
                        replace(stage.cpu(), loras=files), self.compile, self.projection)
         video, audio, state = self.controller.run(job, progress, self.should_stop, self._keep)
         generator.set_state(state)
-        return AVLatent(video, audio, latent.fps)
+        return AVLatent(video, audio, latent.fps, kept_sound(latent, stage))
 
 
 def _file_of(lora: Lora) -> str:
