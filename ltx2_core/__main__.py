@@ -27,6 +27,7 @@ from ltx2_core.compile import compile_blocks
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
+from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.quant.policy import FP8_MODES
@@ -96,6 +97,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="an image held at pixel frame FRAME (default 0: image-to-video; -1: the last frame; others "
                         "are keyframes) with STRENGTH (default 1) after an H.264 round trip at CRF (default "
                         f"{DEFAULT_IMAGE_CRF}, 0: none); repeatable")
+    p.add_argument("--audio", type=_audio, metavar="PATH[:START[:STRENGTH]]",
+                   help="audio-to-video: the sound (any audio file, or a video file's sound track) from START seconds "
+                        "(default 0) for the clip's length, held with STRENGTH (default 1: exactly, as Lightricks' "
+                        "pipeline); the mp4 carries this sound, not a re-decoded copy")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=sorted(DTYPES), help="default: float32 demo / the file's dtype")
     p.add_argument("--fp8", choices=FP8_MODES, default="auto",
@@ -148,27 +153,41 @@ _IMAGE_FIELDS = (("FRAME", int, "an integer (-1: the last frame)"), ("STRENGTH",
 _NUMBER_LIKE = re.compile(r"[-+]?[0-9.]+(e[-+]?[0-9]+)?", re.IGNORECASE)
 
 
+_AUDIO_FIELDS = (("START", float, "a time in seconds"), ("STRENGTH", float, "a number in [0, 1]"))
+
+
 def _image(value: str) -> ImageCondition:
-    """PATH[:FRAME[:STRENGTH[:CRF]]], read from the right: the settings follow the longest prefix naming a file (a
-    path may hold colons); with no such file, the trailing number-like fields are the settings."""
+    """PATH[:FRAME[:STRENGTH[:CRF]]] (see `_path_and_settings`)."""
+    path, numbers = _path_and_settings(value, _IMAGE_FIELDS, "PATH[:FRAME[:STRENGTH[:CRF]]]", "cat.png:-1:1.0:33")
+    return ImageCondition(path, *numbers)
+
+
+def _audio(value: str) -> AudioCondition:
+    """PATH[:START[:STRENGTH]] (see `_path_and_settings`)."""
+    path, numbers = _path_and_settings(value, _AUDIO_FIELDS, "PATH[:START[:STRENGTH]]", "voice.wav:1.5:1.0")
+    return AudioCondition(path, *numbers)
+
+
+def _path_and_settings(value: str, fields: tuple, form: str, example: str) -> tuple[str, list]:
+    """A path and its settings, read from the right: the settings follow the longest prefix naming a file (a path
+    may hold colons); with no such file, the trailing number-like fields are the settings."""
     parts = value.split(":")
     cut = next((cut for cut in range(len(parts), 0, -1) if os.path.isfile(":".join(parts[:cut]))), None)
     if cut is None:
         cut = len(parts)
-        while cut > 1 and len(parts) - cut < len(_IMAGE_FIELDS) and _NUMBER_LIKE.fullmatch(parts[cut - 1]):
+        while cut > 1 and len(parts) - cut < len(fields) and _NUMBER_LIKE.fullmatch(parts[cut - 1]):
             cut -= 1
     path, settings = ":".join(parts[:cut]), parts[cut:]
-    if len(settings) > len(_IMAGE_FIELDS):
-        raise argparse.ArgumentTypeError(f"{value}: {len(settings)} settings after {path}; the form is "
-                                         "PATH[:FRAME[:STRENGTH[:CRF]]], e.g. cat.png:-1:1.0:33")
+    if len(settings) > len(fields):
+        raise argparse.ArgumentTypeError(f"{value}: {len(settings)} settings after {path}; the form is {form}, "
+                                         f"e.g. {example}")
     numbers = []
-    for text, (field, kind, what) in zip(settings, _IMAGE_FIELDS):
+    for text, (field, kind, what) in zip(settings, fields):
         try:
             numbers.append(kind(text))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{value}: {field} must be {what}, got {text!r} "
-                                             "(PATH[:FRAME[:STRENGTH[:CRF]]])") from None
-    return ImageCondition(path, *numbers)
+            raise argparse.ArgumentTypeError(f"{value}: {field} must be {what}, got {text!r} ({form})") from None
+    return path, numbers
 
 
 def build_request(args: argparse.Namespace) -> Request:
@@ -178,7 +197,7 @@ def build_request(args: argparse.Namespace) -> Request:
     return Request(
         prompt=args.prompt, negative_prompt=args.negative_prompt, width=args.width or width,
         height=args.height or height, frames=frames, fps=args.fps, steps=args.steps, seed=args.seed,
-        mode=args.mode, images=tuple(image.at(frames) for image in args.image))
+        mode=args.mode, images=tuple(image.at(frames) for image in args.image), audio=args.audio)
 
 
 def with_guidance(request: Request, args: argparse.Namespace, files: ModelFiles) -> Request:
@@ -200,6 +219,9 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
     request.check()
     files.check(request.mode)
     request = with_guidance(request, args, files)
+    if request.audio is not None and not files.has_audio_encoder():
+        raise ValueError(f"--audio needs the audio VAE encoder, and {files.label} has none (a file stripped of it); "
+                         "use the released checkpoint (LTX-2.5: its audio VAE file) or drop --audio")
     check_stg_blocks(request, files.transformer_config())
     if not Path(args.output).resolve().parent.is_dir():
         raise ValueError(f"output folder {Path(args.output).parent} does not exist; create it or pick another --output")
@@ -317,8 +339,9 @@ def _write(args: argparse.Namespace, result: Generation) -> None:
     if args.tensors:
         save_file({"frames": result.frames.contiguous(), "waveform": result.waveform.contiguous()}, args.tensors)
     seconds = result.waveform.shape[-1] / result.sample_rate
+    sound = "the input sound" if args.audio is not None else "stereo audio"
     print(f"wrote {path}: {result.frames.shape[0]} frames {result.frames.shape[2]}x{result.frames.shape[1]} at "
-          f"{result.fps:g} fps, {seconds:.2f} s of stereo audio at {result.sample_rate} Hz "
+          f"{result.fps:g} fps, {seconds:.2f} s of {sound} at {result.sample_rate} Hz "
           f"(written in {time.perf_counter() - start:.1f} s)")
 
 

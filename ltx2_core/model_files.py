@@ -177,6 +177,11 @@ class ModelFiles:
     def _diffusion_vae(self) -> bool:
         return video_vae_kind(read_header(self.vae, "video VAE")).decoder == DIFFUSION
 
+    def has_audio_encoder(self) -> bool:
+        """Whether the model's files carry the audio VAE encoder (audio conditioning needs it); headers only. The
+        demo model has one."""
+        return self.checkpoint is None or _audio_encoder_source(self.sources()) is not None
+
     def sources(self) -> Sources:
         """Where each component's weights are: the model's from the bundled `checkpoint` (its VAEs replaced by
         `vae` / `audio_vae` when given) or from LTX-2.5's files (`Sources.split`), the upsampler from its own file
@@ -317,12 +322,17 @@ class ModelFiles:
 def _audio_encoder(sources: Sources, load: dict) -> AudioEncoder | None:
     """The audio VAE encoder (audio conditioning) where the model's files carry it (the released ones do; a file
     stripped of it loads without, and a request with audio is then refused by `check_request`)."""
+    source = _audio_encoder_source(sources)
+    return None if source is None else load_audio_encoder(source, **load)
+
+
+def _audio_encoder_source(sources: Sources) -> Source | None:
+    """Where the audio VAE encoder's weights are, or None where the files have none (header only)."""
     if Component.AUDIO_ENCODER not in sources:
         return None
     source = sources[Component.AUDIO_ENCODER]
-    if not any(name.startswith(source.key("encoder.")) for name in read_header(source.path, "audio VAE").tensors):
-        return None
-    return load_audio_encoder(source, **load)
+    names = read_header(source.path, "audio VAE").tensors
+    return source if any(name.startswith(source.key("encoder.")) for name in names) else None
 
 
 def _kinds(paths: list[tuple[str, str | None]]) -> dict[str, FileKind]:
