@@ -5,6 +5,7 @@ with a message naming the fix, before anything is decoded or written."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import av
 import numpy as np
@@ -278,12 +279,13 @@ def test_pcm_and_flac_read_back_within_16_bit_quantisation(tmp_path, ext, channe
 
 @pytest.mark.parametrize("ext", [".m4a", ".mp4"])
 def test_aac_audio_alone(tmp_path, ext):
-    path = write_audio(tmp_path / f"out{ext}", torch.from_numpy(_sine(1, 1.0, 24000)), 24000)
+    samples = 24007  # not a whole number of milliseconds: the default movie timescale (1000) would round it
+    path = write_audio(tmp_path / f"out{ext}", torch.from_numpy(_sine(1, samples / 24000, 24000)), 24000)
     with av.open(str(path)) as container:
         assert not container.streams.video
         stream = container.streams.audio[0]
         assert (stream.codec_context.name, stream.channels, stream.rate) == ("aac", 2, 24000)
-        assert stream.duration * stream.time_base == 1  # movie timescale = sample rate: exact
+        assert stream.duration * stream.time_base == Fraction(samples, 24000)  # movie timescale = sample rate
     assert {p.name for p in tmp_path.iterdir()} == {f"out{ext}"}
 
 
