@@ -119,10 +119,11 @@ class _Opened:
 
     def __enter__(self):
         import av
+        from av.error import FFmpegError
 
         try:
             self.container = av.open(os.fspath(self.path))
-        except av.FFmpegError as exc:
+        except FFmpegError as exc:
             raise self.unreadable(exc) from exc
         stream = next((s for s in self.container.streams if s.type == "audio"), None)
         if stream is None:
@@ -148,6 +149,7 @@ def audio_seconds(path: str | os.PathLike) -> float:
     """How long the first audio stream of `path` lasts, in seconds: from the file's header where it says (exact
     for PCM; for compressed formats as the muxer wrote it), else by decoding. ValueError as `read_audio`."""
     import av
+    from av.error import FFmpegError
 
     opened = _Opened(path)
     with opened as (container, stream):
@@ -157,7 +159,7 @@ def audio_seconds(path: str | os.PathLike) -> float:
             return container.duration / av.time_base
         try:
             return sum(frame.samples / frame.sample_rate for frame in container.decode(stream))
-        except av.FFmpegError as exc:
+        except FFmpegError as exc:
             raise opened.unreadable(exc) from exc
 
 
@@ -166,7 +168,7 @@ def read_audio(path: str | os.PathLike, start: float = 0.0, duration: float | No
     `duration` seconds (None: to the end) -> Waveform (C, S) float32 at the file's own rate, S = round(duration ·
     rate) where the file is long enough (fewer samples where it ends first; the caller decides if that is enough).
     ValueError naming the fix for a bad file or value, before anything is decoded where it can be told."""
-    import av
+    from av.error import FFmpegError
 
     start = _check_seconds(start, "start", allow_zero=True)
     if duration is not None:
@@ -193,7 +195,7 @@ def read_audio(path: str | os.PathLike, start: float = 0.0, duration: float | No
                                      f"{chunk.shape[0]} at {frame.sample_rate} Hz mid-stream; re-export it, e.g. "
                                      f"ffmpeg -i {opened.path.name} sound.wav")
                 chunks.append(chunk)
-        except av.FFmpegError as exc:
+        except FFmpegError as exc:
             raise opened.unreadable(exc) from exc
     total = sum(chunk.shape[-1] for chunk in chunks)
     skip = max(round((start - first_time) * rate), 0) if chunks else 0

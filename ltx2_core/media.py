@@ -193,7 +193,7 @@ def _encode_audio(path: Path, muxer: str, codec: str, audio: torch.Tensor, sampl
         if codec == "aac":
             _mux_aac(container, sound, audio, sample_rate)
             return
-        sound.format = "s16"
+        sound.codec_context.format = "s16"
         container.mux(sound.encode(_s16_frame(audio, sample_rate)))
         container.mux(sound.encode())
 
