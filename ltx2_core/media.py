@@ -1,4 +1,5 @@
-"""Writing generated video (and its audio) to an mp4 file: H.264 yuv420p video and AAC stereo audio, via PyAV.
+"""Writing generated video (and its audio) to an mp4 file: H.264 yuv420p video and AAC stereo audio, via PyAV; and
+audio alone (`write_audio`: 16-bit PCM .wav, lossless .flac, or AAC .m4a / .mp4), always stereo.
 
 Every input is checked before a file is created. The file is written under a temporary name in the target folder
 and renamed onto the target only when complete, so a failure never leaves a partial file or touches an existing one.
@@ -24,6 +25,10 @@ FPS_MAX_DENOMINATOR = 1001
 MAX_CRF = 51  # the H.264 quality scale: 0 lossless .. 51 worst
 MAX_TIMESCALE = 2**31 - 1  # the mp4 muxer's movie_timescale is a 32-bit int
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+FLAC_MAX_RATE = 655350  # the most FLAC's stream header can state
+# audio-only files by extension: (muxer, encoder, what it is)
+AUDIO_FILES = {".wav": ("wav", "pcm_s16le", "16-bit PCM"), ".flac": ("flac", "flac", "16-bit lossless FLAC"),
+               ".m4a": ("mp4", "aac", "AAC"), ".mp4": ("mp4", "aac", "AAC")}
 
 
 def video_to_frames(video: torch.Tensor) -> torch.Tensor:
@@ -58,9 +63,32 @@ def write_mp4(
     if audio is not None:
         _check_audio(audio, sample_rate)
     _check_output(target, crf)
+    return _write_atomically(target, lambda partial: _encode(partial, frames, rate, crf, audio, sample_rate))
+
+
+def write_audio(path: str | os.PathLike, audio: torch.Tensor, sample_rate: int) -> Path:
+    """Writes `audio` (2, S) or (1, S) float in [-1, 1] at `sample_rate` Hz alone, in the format its extension
+    names: .wav 16-bit PCM (as the reference's `encode_audio`), .flac 16-bit lossless, .m4a / .mp4 AAC. Always
+    stereo (mono as two equal channels, as `write_mp4`); 16-bit samples are round(x · 32768) clipped to
+    [−32768, 32767], the inverse of how readers scale them (the reference truncates x · 32767, up to 2 steps off).
+    Errors in the inputs are raised before any file is created. Returns the path written.
+    """
+    target = Path(path)
+    kind = AUDIO_FILES.get(target.suffix.lower())
+    if kind is None:
+        names = ", ".join(f"{ext} ({what})" for ext, (_, _, what) in AUDIO_FILES.items())
+        raise ValueError(f"cannot tell the audio format of {target.name!r}; end the file name in one of {names}")
+    muxer, codec, _ = kind
+    _check_audio(audio, sample_rate, codec)
+    _check_target(target)
+    return _write_atomically(target, lambda partial: _encode_audio(partial, muxer, codec, audio, sample_rate))
+
+
+def _write_atomically(target: Path, encode) -> Path:
+    """`encode(partial)` writes a temporary file beside `target`, renamed onto it only when complete."""
     partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
     try:
-        _encode(partial, frames, rate, crf, audio, sample_rate)
+        encode(partial)
         os.replace(partial, target)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -94,18 +122,22 @@ def _check_frames(frames: torch.Tensor) -> None:
         raise ValueError(f"frames must be float in [0, 1] or uint8, got {frames.dtype}")
 
 
-def _check_audio(audio: torch.Tensor, sample_rate: int | None) -> None:
-    """(1 or 2, S) float in [-1, 1], S ≥ 1, at a sample rate AAC supports."""
+def _check_audio(audio: torch.Tensor, sample_rate: int | None, codec: str = "aac") -> None:
+    """(1 or 2, S) float in [-1, 1], S ≥ 1, at a sample rate `codec` supports."""
     if not isinstance(audio, torch.Tensor) or audio.dim() != 2 or audio.shape[0] not in (1, 2) or audio.shape[1] == 0:
         shape = tuple(audio.shape) if isinstance(audio, torch.Tensor) else type(audio).__name__
         raise ValueError(f"audio must be a (channels, samples) tensor with 1 or 2 channels and at least one sample, "
                          f"got {shape}; for a ComfyUI AUDIO dict pass waveform[0]")
     if audio.dtype not in FLOAT_DTYPES:
         raise ValueError(f"audio must be a float tensor in [-1, 1], got {audio.dtype}")
-    rates = av.Codec("aac", "w").audio_rates or ()
-    if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate not in rates:
-        raise ValueError(f"sample_rate must be given with the audio and be one AAC supports (LTX-2.0: 24000, "
-                         f"LTX-2.3: 48000; any of {sorted(rates)}), got {sample_rate!r}")
+    if codec == "aac":
+        rates = av.Codec("aac", "w").audio_rates or ()
+        if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate not in rates:
+            raise ValueError(f"sample_rate must be given with the audio and be one AAC supports (LTX-2.0: 24000, "
+                             f"LTX-2.3: 48000; any of {sorted(rates)}), got {sample_rate!r}")
+    elif isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or not 0 < sample_rate <= FLAC_MAX_RATE:
+        raise ValueError(f"sample_rate must be given with the audio as a whole number of Hz in [1, {FLAC_MAX_RATE}] "
+                         f"(LTX-2.0: 24000, LTX-2.3: 48000), got {sample_rate!r}")
     _check_range("audio", audio, -1.0, 1.0)
 
 
@@ -123,6 +155,10 @@ def _check_range(name: str, values: torch.Tensor, low: float, high: float) -> No
 def _check_output(target: Path, crf: int) -> None:
     if isinstance(crf, bool) or not isinstance(crf, int) or not 0 <= crf <= MAX_CRF:
         raise ValueError(f"crf must be an integer in [0, {MAX_CRF}] (lower = better quality), got {crf!r}")
+    _check_target(target)
+
+
+def _check_target(target: Path) -> None:
     if not target.parent.is_dir():
         raise FileNotFoundError(f"output folder {target.parent} does not exist; create it first")
     if target.is_dir():
@@ -145,8 +181,27 @@ def _encode(
             container.mux(video.encode(picture))
         container.mux(video.encode())  # flush the encoder's delayed frames
         if sound is not None:
-            container.mux(sound.encode(_audio_frame(audio, sample_rate)))
-            container.mux(sound.encode())
+            _mux_aac(container, sound, audio, sample_rate)
+
+
+def _encode_audio(path: Path, muxer: str, codec: str, audio: torch.Tensor, sample_rate: int) -> None:
+    """An audio-only file: AAC as in `write_mp4` (movie timescale = sample rate, so the duration is exact), PCM and
+    FLAC from 16-bit samples."""
+    options = {"movie_timescale": str(sample_rate)} if muxer == "mp4" else {}
+    with av.open(str(path), "w", format=muxer, options=options) as container:
+        sound = container.add_stream(codec, rate=sample_rate, layout="stereo")
+        if codec == "aac":
+            _mux_aac(container, sound, audio, sample_rate)
+            return
+        sound.codec_context.format = "s16"
+        container.mux(sound.encode(_s16_frame(audio, sample_rate)))
+        container.mux(sound.encode())
+
+
+def _mux_aac(container: av.container.OutputContainer, sound: av.audio.stream.AudioStream, audio: torch.Tensor,
+             sample_rate: int) -> None:
+    container.mux(sound.encode(_audio_frame(audio, sample_rate)))
+    container.mux(sound.encode())  # flush the encoder's delayed frames
 
 
 def _timescale_option(rate: Fraction, sample_rate: int | None) -> dict[str, str]:
@@ -181,5 +236,14 @@ def _audio_frame(audio: torch.Tensor, sample_rate: int) -> av.AudioFrame:
     """(1 or 2, S) -> one planar stereo frame; the encoder cuts it into AAC's 1024-sample frames."""
     samples = audio.detach().float().cpu().expand(2, -1).contiguous().numpy()
     frame = av.AudioFrame.from_ndarray(samples, format="fltp", layout="stereo")
+    frame.sample_rate, frame.pts = sample_rate, 0
+    return frame
+
+
+def _s16_frame(audio: torch.Tensor, sample_rate: int) -> av.AudioFrame:
+    """(1 or 2, S) float in [-1, 1] -> one interleaved stereo s16 frame, round(x · 32768) clipped to int16."""
+    stereo = audio.detach().double().cpu().expand(2, -1).numpy()
+    ints = np.clip(np.round(stereo * 32768), -32768, 32767).astype(np.int16)
+    frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(ints.T).reshape(1, -1), format="s16", layout="stereo")
     frame.sample_rate, frame.pts = sample_rate, 0
     return frame

@@ -46,17 +46,15 @@ class AudioCondition(NamedTuple):
                 or self.start < 0:
             raise ValueError(f"audio start must be a time in seconds ≥ 0, got {self.start!r}")
         if isinstance(self.audio, Waveform):
-            sound = self.audio.clip(self.start, seconds)
-            whole = self.audio.seconds
+            whole = self.audio.checked(self.name)
+            sound = whole.clip(self.start, seconds)
+            length = whole.seconds
         else:
             sound = read_audio(self.audio, self.start, seconds)
-            whole = None
-        needed = round(seconds * sound.rate)
-        if sound.samples.shape[-1] < needed:
-            have = sound.samples.shape[-1] / sound.rate
-            length = f" (it lasts {whole:.3f} s)" if whole is not None else ""
-            raise ValueError(f"{self.name}{length} has {have:.3f} s from {self.start:g} s, and the clip needs "
-                             f"{seconds:.3f} s; use a longer sound, an earlier start, or fewer frames")
+            length = self.start + sound.seconds  # a short clip was read to the file's end: exact, nothing re-read
+        if sound.samples.shape[-1] < round(seconds * sound.rate):
+            raise ValueError(f"{self.name} lasts {length:.3f} s; from {self.start:g} s the clip needs {seconds:.3f} "
+                             "s; use a longer sound, an earlier start, or fewer frames")
         return sound
 
 
