@@ -55,6 +55,10 @@ class AudioCondition(NamedTuple):
         if sound.samples.shape[-1] < round(seconds * sound.rate):
             raise ValueError(f"{self.name} lasts {length:.3f} s; from {self.start:g} s the clip needs {seconds:.3f} "
                              "s; use a longer sound, an earlier start, or fewer frames")
+        peak = float(sound.samples.abs().max())
+        if peak > 1:  # the clip is written as it is, and the mp4 holds samples in [-1, 1]: refused now, not then
+            raise ValueError(f"{self.name} peaks at {peak:.3f} over the clip, above full scale (1.0); lower its "
+                             "volume or normalise it")
         return sound
 
 

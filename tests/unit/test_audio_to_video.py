@@ -108,7 +108,7 @@ def test_the_sound_steers_the_video(models, tmp_path):
     ({"strength": 1.5}, r"strength must be in \[0, 1\]"),
     ({"strength": float("nan")}, r"strength must be in \[0, 1\]"),
     ({"start": -1.0}, "start must be a time in seconds ≥ 0"),
-    ({"start": 1.9}, r"has 0\.100 s from 1\.9 s, and the clip needs 0\.708 s"),
+    ({"start": 1.9}, r"lasts 2\.000 s; from 1\.9 s the clip needs 0\.708 s"),
 ])
 def test_bad_settings_are_refused_before_model_work(models, tmp_path, change, match):
     audio = replace_audio(AudioCondition(write_wav(tmp_path / "voice.wav")), **change)
@@ -118,6 +118,12 @@ def test_bad_settings_are_refused_before_model_work(models, tmp_path, change, ma
 
 def replace_audio(condition: AudioCondition, **change) -> AudioCondition:
     return condition._replace(**change)
+
+
+def test_a_sound_above_full_scale_is_refused_before_model_work():
+    loud = Waveform(torch.linspace(-1.5, 1.5, RATE), RATE)
+    with pytest.raises(ValueError, match="peaks at 1.500 over the clip, above full scale"):
+        _request(AudioCondition(loud._replace(samples=loud.samples[None]))).check()
 
 
 def test_a_model_without_audio_encoder_is_refused(models, tmp_path):
@@ -154,8 +160,7 @@ def test_the_command_line_writes_audio_to_video(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("value, match", [
-    ("voice.wav:x", "START must be a time in seconds"),
-    ("voice.wav:0:1:2", "3 settings after voice.wav; the form is PATH"),
+    ("voice.wav:1.2.3", "START must be a time in seconds"),
 ])
 def test_the_command_line_refuses_a_malformed_audio_argument(value, match, capsys):
     with pytest.raises(SystemExit):
@@ -163,7 +168,47 @@ def test_the_command_line_refuses_a_malformed_audio_argument(value, match, capsy
     assert match in capsys.readouterr().err
 
 
-def test_the_command_line_refuses_a_sound_shorter_than_the_clip(tmp_path, capsys):
+@pytest.mark.parametrize("settings, match", [("", "the clip needs 0.708 s"), (":0:2", "strength must be in [0, 1]")])
+def test_the_command_line_refuses_a_bad_sound_before_model_work(tmp_path, capsys, settings, match):
     wav = write_wav(tmp_path / "short.wav", seconds=0.5)
-    assert main(["--audio", str(wav), "--frames", "17", "--output", str(tmp_path / "x.mp4")]) == 2
-    assert "the clip needs 0.708 s" in capsys.readouterr().err and not (tmp_path / "x.mp4").exists()
+    assert main(["--audio", f"{wav}{settings}", "--frames", "17", "--output", str(tmp_path / "x.mp4")]) == 2
+    captured = capsys.readouterr()
+    assert match in captured.err and "loaded in" not in captured.out and not (tmp_path / "x.mp4").exists()
+
+
+def _bad_sound(kind: str, tmp_path):
+    """Each bad input of the issue as a real file (tests/unit/test_audio_io.py makes them)."""
+    from unit.test_audio_io import _sine, _video, _wav, _write
+
+    if kind == "missing":
+        return tmp_path / "nowhere.wav"
+    if kind == "corrupt":
+        path = tmp_path / "noise.mp3"
+        path.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+        return path
+    if kind == "silent video":
+        return _video(tmp_path, audio=False)
+    if kind == "six channels":
+        return _wav(tmp_path, channels=6, name="surround.wav")[0]
+    if kind == "empty":
+        path = tmp_path / "empty.wav"
+        container = av.open(str(path), "w")
+        container.add_stream("pcm_s16le", rate=8000, layout="mono")
+        container.start_encoding()
+        container.close()
+        return path
+    samples = _sine(1, seconds=2.0)
+    samples[0, 100] = np.nan
+    return _write(tmp_path / "nan.wav", samples, "pcm_f32le", "flt")
+
+
+@pytest.mark.parametrize("kind, match", [
+    ("missing", "does not exist; check the path"), ("corrupt", "noise.mp3"), ("silent video", "has no audio stream"),
+    ("six channels", "downmix it first"), ("empty", "holds no audio samples"), ("nan", "NaN"),
+])
+def test_every_bad_sound_exits_2_before_model_work(kind, match, tmp_path, capsys):
+    sound = _bad_sound(kind, tmp_path)
+    assert main(["--audio", str(sound), "--frames", "9", "--output", str(tmp_path / "x.mp4")]) == 2
+    captured = capsys.readouterr()
+    assert match in captured.err, captured.err
+    assert "loaded in" not in captured.out and not (tmp_path / "x.mp4").exists()
