@@ -315,3 +315,24 @@ def test_images_reach_the_workers_with_each_stage(tmp_path):
     torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
     free = generate(replace(request, images=()), models)
     assert (free.frames - want.frames).abs().max() > 0.01
+
+
+def test_a_held_sound_reaches_the_workers_and_comes_back_as_the_clip():
+    """Audio-to-video through the controller: the sound encoded here, held on every rank in both stages, and the
+    result written with the clip's own samples (the sound never travels to the workers; only its latent does)."""
+    from ltx2_core.audio_io import Waveform
+    from ltx2_core.conditioning import AudioCondition
+
+    models = demo_models("2.0")
+    t = torch.arange(44100 * 2) / 44100
+    sound = Waveform(torch.stack([0.4 * torch.sin(2 * torch.pi * 180 * t), 0.3 * torch.sin(2 * torch.pi * 240 * t)]),
+                     44100)
+    request = replace(REQUEST, mode="distilled", width=128, height=128, steps=None,
+                      audio=AudioCondition(sound, start=0.5))
+    want = generate(request, models)
+    got = _on_fresh_workers(ParallelConfig(cfg=1, sp=2), models, request)
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    first = round(0.5 * 44100)
+    assert torch.equal(got.waveform, sound.samples[:, first:first + round(9 / 24 * 44100)])  # a copy of the clip
+    free = generate(replace(request, audio=None), models)
+    assert (free.frames - want.frames).abs().max() > 0.01
