@@ -31,6 +31,7 @@ from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.quant.policy import FP8_MODES
+from ltx2_core.media import aac_sample_rates
 from ltx2_core.memory.plan import GB, MemoryPlan
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
@@ -219,6 +220,12 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
     request.check()
     files.check(request.mode)
     request = with_guidance(request, args, files)
+    if request.audio is not None:
+        rate = request.audio.check(request.seconds).rate  # the mp4 carries the sound at its own rate, as AAC
+        if rate not in aac_sample_rates():
+            raise ValueError(f"the sound's sample rate {rate} Hz is not one an mp4's AAC can carry "
+                             f"({', '.join(map(str, aac_sample_rates()))}); resample it first, e.g. ffmpeg -i "
+                             "in.wav -ar 48000 out.wav")
     if request.audio is not None and not files.has_audio_encoder():
         raise ValueError(f"--audio needs the audio VAE encoder, and {files.label} has none (a file stripped of it); "
                          "use the released checkpoint (LTX-2.5: its audio VAE file) or drop --audio")

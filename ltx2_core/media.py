@@ -122,6 +122,11 @@ def _check_frames(frames: torch.Tensor) -> None:
         raise ValueError(f"frames must be float in [0, 1] or uint8, got {frames.dtype}")
 
 
+def aac_sample_rates() -> tuple[int, ...]:
+    """The sample rates an mp4's AAC sound can have (FFmpeg's encoder's list)."""
+    return tuple(sorted(av.Codec("aac", "w").audio_rates or ()))
+
+
 def _check_audio(audio: torch.Tensor, sample_rate: int | None, codec: str = "aac") -> None:
     """(1 or 2, S) float in [-1, 1], S ≥ 1, at a sample rate `codec` supports."""
     if not isinstance(audio, torch.Tensor) or audio.dim() != 2 or audio.shape[0] not in (1, 2) or audio.shape[1] == 0:
@@ -131,7 +136,7 @@ def _check_audio(audio: torch.Tensor, sample_rate: int | None, codec: str = "aac
     if audio.dtype not in FLOAT_DTYPES:
         raise ValueError(f"audio must be a float tensor in [-1, 1], got {audio.dtype}")
     if codec == "aac":
-        rates = av.Codec("aac", "w").audio_rates or ()
+        rates = aac_sample_rates()
         if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate not in rates:
             raise ValueError(f"sample_rate must be given with the audio and be one AAC supports (LTX-2.0: 24000, "
                              f"LTX-2.3: 48000; any of {sorted(rates)}), got {sample_rate!r}")

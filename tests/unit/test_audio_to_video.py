@@ -168,9 +168,12 @@ def test_the_command_line_refuses_a_malformed_audio_argument(value, match, capsy
     assert match in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("settings, match", [("", "the clip needs 0.708 s"), (":0:2", "strength must be in [0, 1]")])
-def test_the_command_line_refuses_a_bad_sound_before_model_work(tmp_path, capsys, settings, match):
-    wav = write_wav(tmp_path / "short.wav", seconds=0.5)
+@pytest.mark.parametrize("settings, rate, match", [
+    ("", RATE, "the clip needs 0.708 s"), (":0:2", RATE, "strength must be in [0, 1]"),
+    (":0", 44000, "sample rate 44000 Hz is not one an mp4's AAC can carry"),
+])
+def test_the_command_line_refuses_a_bad_sound_before_model_work(tmp_path, capsys, settings, rate, match):
+    wav = write_wav(tmp_path / "short.wav", seconds=0.5 if rate == RATE else 2.0, rate=rate)
     assert main(["--audio", f"{wav}{settings}", "--frames", "17", "--output", str(tmp_path / "x.mp4")]) == 2
     captured = capsys.readouterr()
     assert match in captured.err and "loaded in" not in captured.out and not (tmp_path / "x.mp4").exists()
