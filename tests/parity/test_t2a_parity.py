@@ -6,10 +6,11 @@ Forward: per-token and uniform timesteps, STG of the audio self-attention and a 
 1.2.0's LTXModel built whole (LTXModelConfigurator) and built audio-only (LTXAudioOnlyModelConfigurator with its
 audio-only key map, what the T2A pipeline builds; 1.2.0's audio-only configurator does not read
 `use_prompt_adaln_single` / `audio_ff_bias` and keeps its defaults, so it is checked on a structure with both on).
-Tolerance atol=rtol=1e-5 as for the joint forward; measured max |Δ| 4.5e-6 (outputs up to ~7). Loop: 3 steps of the LTX2 schedule with 2.5's audio guidance
-(its modality scale 3 becomes 1 without video, as the reference sets it) from the same seed: the reference draws the
-audio noise first and no video noise; atol=rtol=1e-4 as for the joint loops, measured max |Δ| 1.2e-5 (values up to
-~7).
+Tolerance atol=rtol=1e-5 as for the joint forward; measured max |Δ| 4.5e-6 (outputs up to ~7).
+
+Loop: 3 steps of the LTX2 schedule with 2.5's audio guidance (its modality scale 3 becomes 1 without video, as the
+reference sets it) from the same seed: the reference draws the audio noise first and no video noise; atol=rtol=1e-4
+as for the joint loops, measured max |Δ| 1.2e-5 (values up to ~7).
 """
 
 from __future__ import annotations
@@ -82,8 +83,8 @@ def outputs(tmp_path_factory):
     cases = {name: _case(name, len(kinds), g) for name, kinds in CASES.items()}
     models, paths = {}, {}
     for seed, (name, config) in enumerate(_structures().items()):
-        paths[name] = str(write_transformer25(folder / f"{name}.safetensors", demo_transformer(config, seed).state_dict(),
-                                              config))
+        state = demo_transformer(config, seed).state_dict()
+        paths[name] = str(write_transformer25(folder / f"{name}.safetensors", state, config))
         models[name] = load_transformer(paths[name])
     tensors = {f"{case}.{key}": value for case, c in cases.items() for key, value in c.items()}
     tensors["apos"] = audio_positions(AUDIO_TOKENS)
@@ -93,14 +94,15 @@ def outputs(tmp_path_factory):
                                          torch.randn(1, TEXT_TOKENS, 8, generator=g)) for _ in range(2))
     _, audio_guidance = default_guidance("2.5", model.config.num_layers)
     stage = Stage(ltx2_sigmas(STEPS), audio_guidance=audio_guidance)
-    loop = sample(model, positive, negative, empty_audio_latent(FRAMES, FPS), stage, torch.Generator().manual_seed(SEED))
+    loop = sample(model, positive, negative, empty_audio_latent(FRAMES, FPS), stage,
+                  torch.Generator().manual_seed(SEED))
     tensors |= {"positive_audio": positive.audio, "negative_audio": negative.audio, "sigmas": stage.sigmas}
     settings = {"forward_models": {name: (paths[structure], build) for name, (structure, build) in FORWARD.items()},
                 "cases": CASES, "stg_block": STG_BLOCK,
-                "loop": dict(path=paths["released"], steps=STEPS, frames=FRAMES, fps=FPS, seed=SEED,
-                             guidance=dict(cfg=audio_guidance.cfg, stg=audio_guidance.stg,
-                                           stg_blocks=list(audio_guidance.stg_blocks),
-                                           rescale=audio_guidance.rescale))}
+                "loop": {"path": paths["released"], "steps": STEPS, "frames": FRAMES, "fps": FPS, "seed": SEED,
+                         "guidance": {"cfg": audio_guidance.cfg, "stg": audio_guidance.stg,
+                                      "stg_blocks": list(audio_guidance.stg_blocks),
+                                      "rescale": audio_guidance.rescale}}}
     want = run_reference("t2a.py", tensors, settings, tmp_path=folder)
     return models, cases, loop, audio_guidance, want
 
