@@ -239,10 +239,13 @@ class Distribution(NamedTuple):
     decodes: bool = True
 
 
+SINGLE_PROCESS = Distribution()
+
+
 @torch.no_grad()
 def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
              cuda_graphs: bool = False, passes_per_forward: int | None = None,
-             distribution: Distribution = Distribution(), sampler: StageSampler | None = None,
+             distribution: Distribution = SINGLE_PROCESS, sampler: StageSampler | None = None,
              tiling: TilingConfig = TilingConfig()) -> Generation | None:
     """Runs one request end to end and returns the decoded frames and waveform. `cuda_graphs` captures each stage's
     step as a CUDA graph on its first step and replays it for the others (CUDA only). `passes_per_forward` caps
@@ -251,7 +254,7 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     elsewhere (e.g. on persistent workers; `models.transformer` may then be None). `tiling`: the video decoder's
     tiles (a memory plan may choose smaller ones). Text to audio (`request.audio_only`) runs in one process on one
     device (ValueError otherwise) and returns a `Generation` without frames."""
-    if request.audio_only and (distribution.runner is not None or not distribution.decodes):
+    if request.audio_only and distribution != SINGLE_PROCESS:  # every rank of a parallel run refuses alike
         raise ValueError(ONE_GPU)
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner)

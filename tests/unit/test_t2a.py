@@ -11,7 +11,7 @@ import torch
 from ltx2_core import media, stages
 from ltx2_core.conditioning.images import EncodedImage, ImageCondition
 from ltx2_core.demo import demo_models
-from ltx2_core.geometry import audio_latent_length
+from ltx2_core.geometry import audio_latent_length, audio_positions
 from ltx2_core.pipeline import Distribution, LocalSampler, Request, generate, guidance_for
 from ltx2_core.runtime import WorkerSampler, generate_on_workers
 from ltx2_core.sampling import GuidanceParams, ltx2_sigmas
@@ -124,12 +124,27 @@ def test_multi_gpu_paths_refuse_text_to_audio_before_any_work(models):
         generate(request, models, distribution=Distribution(runner=lambda *args: None))
     with pytest.raises(ValueError, match="runs on one GPU"):
         generate(request, models, distribution=Distribution(decodes=False))
+    with pytest.raises(ValueError, match="runs on one GPU"):  # rank 0 of a TP / SP run: its prompts are broadcast
+        generate(request, models, distribution=Distribution(prompts=lambda encode_here: encode_here()))
     with pytest.raises(ValueError, match="runs on one GPU"):
         generate_on_workers(None, request, models)
     latent = empty_audio_latent(25, 24.0)
     for sampler in (LocalSampler(models.transformer, runner=lambda *args: None), WorkerSampler(_Controller())):
         with pytest.raises(ValueError, match="runs on one GPU"):
             sampler(None, None, latent, Stage(ltx2_sigmas(2)), torch.Generator())
+
+
+def test_the_parallel_models_refuse_an_audio_only_run(models):
+    """Tensor- and sequence-parallel `prepare_run`s (what torchrun ranks wrap the model in) name the fix."""
+    from ltx2_core.parallel.sequence_parallel import LocalTokensRun
+    from ltx2_core.parallel.tensor_parallel import LocalHeadsRun
+
+    model = models.transformer
+    context = torch.zeros(1, 4, model.config.audio.context_dim)
+    with pytest.raises(ValueError, match="without tensor parallelism"):
+        LocalHeadsRun(model.prepare_run, 0, 2)(None, audio_positions(AUDIO_TOKENS), None, context)
+    with pytest.raises(ValueError, match="without sequence parallelism"):
+        LocalTokensRun(model.prepare_run, None)(None, audio_positions(AUDIO_TOKENS), None, context)
 
 
 def test_decoding_an_audio_latent_runs_no_video_decoder(models, monkeypatch):
