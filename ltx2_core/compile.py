@@ -29,31 +29,35 @@ class CudaGraphStep:
     """`guided_step` captured as a CUDA graph on its first call, replayed on every later one.
 
     A captured step is bound to the setup and the denoise masks / clean latents of its first call (the graph reads
-    them at fixed addresses); call it with other ones and it refuses. Use a new CudaGraphStep per run.
+    them at fixed addresses); call it with other ones and it refuses. Use a new CudaGraphStep per run. An audio-only
+    run (video None) captures the audio step alone.
     """
 
     def __init__(self, warmup: int = 2) -> None:
         self.warmup = warmup
         self.graph: torch.cuda.CUDAGraph | None = None
 
-    def __call__(self, setup: StepSetup, video: StreamState, audio: StreamState, sigma: torch.Tensor,
-                 sigma_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
+                 sigma_next: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
         if self.graph is None:
             self._capture(setup, video, audio, sigma, sigma_next)
         self._check_bound(setup, video, audio)
-        for static, value in zip(self.inputs, (video.latent, audio.latent, sigma, sigma_next)):
-            static.copy_(value)
+        for static, value in zip(self.inputs, (_latent(video), audio.latent, sigma, sigma_next)):
+            if static is not None:
+                static.copy_(value)
         self.graph.replay()
-        return self.outputs[0].clone(), self.outputs[1].clone()  # the next replay overwrites the outputs
+        # the next replay overwrites the outputs
+        return tuple(None if out is None else out.clone() for out in self.outputs)
 
-    def _capture(self, setup: StepSetup, video: StreamState, audio: StreamState, sigma: torch.Tensor,
+    def _capture(self, setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
                  sigma_next: torch.Tensor) -> None:
-        if not video.latent.is_cuda:
+        if not audio.latent.is_cuda:
             raise RuntimeError("CUDA graph capture needs the model and latents on a CUDA device; run without "
                                "cuda_graphs on the CPU")
-        self.setup, self.bound = setup, (video.clean, video.mask, audio.clean, audio.mask)
-        self.inputs = [t.clone() for t in (video.latent, audio.latent, sigma, sigma_next)]
-        static_video, static_audio = video._replace(latent=self.inputs[0]), audio._replace(latent=self.inputs[1])
+        self.setup, self.bound = setup, _bound(video, audio)
+        self.inputs = [None if t is None else t.clone() for t in (_latent(video), audio.latent, sigma, sigma_next)]
+        static_video = None if video is None else video._replace(latent=self.inputs[0])
+        static_audio = audio._replace(latent=self.inputs[1])
         args = (setup, static_video, static_audio, self.inputs[2], self.inputs[3])
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -65,8 +69,18 @@ class CudaGraphStep:
         with torch.cuda.graph(self.graph):
             self.outputs = guided_step(*args)
 
-    def _check_bound(self, setup: StepSetup, video: StreamState, audio: StreamState) -> None:
-        current = (video.clean, video.mask, audio.clean, audio.mask)
+    def _check_bound(self, setup: StepSetup, video: StreamState | None, audio: StreamState) -> None:
+        current = _bound(video, audio)
         if setup is not self.setup or any(a is not b for a, b in zip(current, self.bound)):
             raise ValueError("this captured step belongs to another run (setup or masks differ); make a new "
                              "CudaGraphStep for each run")
+
+
+def _latent(state: StreamState | None) -> torch.Tensor | None:
+    return None if state is None else state.latent
+
+
+def _bound(video: StreamState | None, audio: StreamState) -> tuple[torch.Tensor | None, ...]:
+    """What a captured step reads at fixed addresses besides its inputs: each stream's clean latent and mask."""
+    video_bound = (None, None) if video is None else (video.clean, video.mask)
+    return (*video_bound, audio.clean, audio.mask)

@@ -5,10 +5,14 @@
   re-noised to σ = 0.909375 and refined in 3 steps with the distilled LoRA fused and no guidance.
 * distilled (a distilled checkpoint): stage 1 is 8 steps of the distilled table without guidance (LTX-2.5:
   ancestral Euler steps, fresh noise at each), then as above without a LoRA.
+* text to audio (`Request.audio_only`, one-stage only): the audio latent of frames / fps seconds alone, sampled as
+  one-stage with the audio guidance (its modality scale 1: no video to guide against) on the transformer run
+  audio-only, then decoded by the audio decoder and vocoder only (ltx-pipelines 1.2.0's `t2a_one_stage.py`).
 
 Noise: one generator on the transformer's device seeded with `seed` draws, in this order, the stage-1 video and
 audio noise and then the stage-2 video and audio noise, each as `torch.randn((1, tokens, 128))` in the latent dtype,
-as the reference pipelines do; the same seed gives the same noise as the reference on the same device. The ancestral
+as the reference pipelines do (text to audio: only the audio's); the same seed gives the same noise as the reference
+on the same device. The ancestral
 steps draw theirs from a second generator seeded with `seed` + 10000 (`ANCESTRAL_SEED_OFFSET`).
 
 The defaults of each release (steps, guidance, the negative prompt, ancestral or not) come from `releases.RELEASES`.
@@ -39,7 +43,7 @@ from ltx2_core.conditioning import (
 )
 from ltx2_core.geometry import audio_latent_length
 from ltx2_core.model.transformer.config import TransformerConfig
-from ltx2_core.geometry import check_video_size
+from ltx2_core.geometry import check_video_size, is_frame_count
 from ltx2_core.loader.lora import Lora, check_lora, fused_loras
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
@@ -49,7 +53,7 @@ from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, guided_step, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance, default_steps
-from ltx2_core.stages import AVLatent, Generation, decode, empty_latent, encode, sample, upsample
+from ltx2_core.stages import AVLatent, Generation, decode, empty_audio_latent, empty_latent, encode, sample, upsample
 from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
@@ -61,13 +65,19 @@ DEFAULT_NEGATIVE_PROMPT = RELEASES[DEFAULT_VERSION].negative_prompt  # 2.0's and
 # ltx_pipelines/distilled.py: the ancestral loop's generator is seeded apart from the initial noise's
 ANCESTRAL_SEED_OFFSET = 10000
 StageProgress = Callable[[str, int, int], None]  # (stage name, steps done, steps of the stage)
+ONE_GPU = "text to audio runs on one GPU; load the model without parallelism (no multi-GPU layout) for audio_only"
 
 
 @dataclass(frozen=True)
 class Request:
     """One generation. `steps` None: the release default (40 for LTX-2.0, 30 for 2.3 and 2.5; distilled stage 1 is
     8). `video_guidance` / `audio_guidance` None: the release defaults (ignored by the distilled mode, which has
-    none). `negative_prompt` None: the release's."""
+    none). `negative_prompt` None: the release's.
+
+    `audio_only`: text to audio, the sound of a clip of `frames` at `fps` (frames / fps seconds) without its video:
+    one-stage only, no images; `width`, `height` and `video_guidance` are unused, and the audio guidance's modality
+    scale is taken as 1 (no video to guide against, as the reference). `generate` then returns a `Generation` whose
+    `frames` are None."""
 
     prompt: str
     negative_prompt: str | None = None
@@ -82,6 +92,7 @@ class Request:
     audio_guidance: GuidanceParams | None = None
     images: tuple[ImageCondition, ...] = ()  # images held at frames (image-to-video, keyframes)
     audio: AudioCondition | None = None  # a sound the video is generated to (audio-to-video), held in every stage
+    audio_only: bool = False  # text to audio: the audio alone (the command line's --audio-only)
 
     @property
     def seconds(self) -> float:
@@ -98,7 +109,12 @@ class Request:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise ValueError("the prompt is empty; describe the video (and its sound) to generate")
-        check_video_size(self.frames, self.height, self.width)
+        if not isinstance(self.audio_only, bool):
+            raise ValueError(f"audio_only must be True or False, got {self.audio_only!r}")
+        if self.audio_only:
+            self._check_audio_only()
+        else:
+            check_video_size(self.frames, self.height, self.width)
         if self.two_stage and (self.height % 64 or self.width % 64):
             raise ValueError(f"the {self.mode} pipeline samples at half size first, so width and height must be "
                              f"multiples of 64, got {self.width}x{self.height}; e.g. 1536x1024 or 768x512")
@@ -120,6 +136,20 @@ class Request:
                                  f"{type(self.audio).__name__}")
             self.audio.check(self.seconds)
 
+    def _check_audio_only(self) -> None:
+        if self.mode != "one-stage":
+            raise ValueError(f"text to audio (audio_only) runs one stage, got mode {self.mode}; set mode to "
+                             "one-stage (two-stage and distilled upscale and refine a video)")
+        if self.images:
+            raise ValueError("text to audio (audio_only) has no video to hold images in; drop the images, or "
+                             "generate video and audio (audio_only off)")
+        if self.audio is not None:
+            raise ValueError("text to audio (audio_only) generates the sound, and an input sound was given too; "
+                             "drop the audio to generate one, or turn audio_only off to make a video to it")
+        if isinstance(self.frames, bool) or not isinstance(self.frames, int) or not is_frame_count(self.frames):
+            raise ValueError(f"frames must be 8k+1 (text to audio lasts frames / fps seconds), got "
+                             f"{self.frames!r}; e.g. 121 frames at 24 fps for 5 seconds")
+
 
 class Models(NamedTuple):
     """What a generation runs. `upsampler` is needed by two-stage and distilled, `distilled_lora` by two-stage.
@@ -135,12 +165,15 @@ class Models(NamedTuple):
 
 
 def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceParams, GuidanceParams]:
-    """The (video, audio) guidance of stage 1: none for distilled, else the request's or the release defaults. A
+    """The (video, audio) guidance of stage 1: none for distilled, else the request's or the release defaults.
+    Text to audio: no video guidance, and the audio's modality scale 1 (no video: ltx-pipelines 1.2.0's T2A). A
     sound held exactly (audio-to-video at strength 1) is not sampled, so its default is no audio guidance, as the
     reference's audio-to-video pipeline (the video's modality guidance still pulls the picture to the sound)."""
     if request.mode == "distilled":
         return GuidanceParams(), GuidanceParams()
     video, audio = default_guidance(config.version, config.num_layers)
+    if request.audio_only:
+        return GuidanceParams(), replace(request.audio_guidance or audio, modality=1.0)
     if request.audio is not None and request.audio.strength == 1:
         audio = GuidanceParams()
     return request.video_guidance or video, request.audio_guidance or audio
@@ -215,6 +248,8 @@ class LocalSampler:
     def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
                  stage: Stage[Lora], generator: torch.Generator, *,
                  progress: Callable[[int, int], None] | None = None) -> AVLatent:
+        if latent.video is None and self.runner is not None:
+            raise ValueError(ONE_GPU)
         fused = replace(stage, loras=())  # fused here for this stage only; `sample` takes the weights as they are
         with fused_loras(self.model, stage.loras) if stage.loras else contextlib.nullcontext():
             return sample(self.model, positive, negative, latent, fused, generator,
@@ -235,17 +270,23 @@ class Distribution(NamedTuple):
     decodes: bool = True
 
 
+SINGLE_PROCESS = Distribution()
+
+
 @torch.no_grad()
 def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
              cuda_graphs: bool = False, passes_per_forward: int | None = None,
-             distribution: Distribution = Distribution(), sampler: StageSampler | None = None,
+             distribution: Distribution = SINGLE_PROCESS, sampler: StageSampler | None = None,
              tiling: TilingConfig = TilingConfig()) -> Generation | None:
     """Runs one request end to end and returns the decoded frames and waveform. `cuda_graphs` captures each stage's
     step as a CUDA graph on its first step and replays it for the others (CUDA only). `passes_per_forward` caps
     how many guidance passes share one forward (None: all; fewer need less activation memory). `distribution`
     spreads the run over processes (None is returned where it does not decode). `sampler` runs the stages
     elsewhere (e.g. on persistent workers; `models.transformer` may then be None). `tiling`: the video decoder's
-    tiles (a memory plan may choose smaller ones)."""
+    tiles (a memory plan may choose smaller ones). Text to audio (`request.audio_only`) runs in one process on one
+    device (ValueError otherwise) and returns a `Generation` without frames."""
+    if request.audio_only and distribution != SINGLE_PROCESS:  # every rank of a parallel run refuses alike
+        raise ValueError(ONE_GPU)
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner)
     check_request(request, models, sampler.config)
@@ -311,7 +352,10 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
     video_guidance, audio_guidance = guidance_for(request, sampler.config)
     generator = torch.Generator(sampler.device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1
-    latent = empty_latent(request.width // scale, request.height // scale, request.frames, request.fps)
+    if request.audio_only:
+        latent = empty_audio_latent(request.frames, request.fps)
+    else:
+        latent = empty_latent(request.width // scale, request.height // scale, request.frames, request.fps)
     latent = latent._replace(sound=audio[1] if audio is not None else None)  # kept by the stages that hold it
     if request.mode == "distilled":
         sigmas = sigma_table(DISTILLED_SIGMAS)
@@ -320,7 +364,8 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
     # the images at each stage's size (the reference re-reads and re-encodes them at full size for stage 2)
     conditions = [*encode_conditions(request.images, models.video_encoder, request.height // scale,
                                      request.width // scale), *held]
-    stage = Stage(sigmas, "stage 1" if scale == 2 else "denoise", video_guidance=video_guidance,
+    stage = Stage(sigmas, "stage 1" if scale == 2 else "denoise",
+                  video_guidance=None if request.audio_only else video_guidance,
                   audio_guidance=audio_guidance, conditions=conditions,
                   ancestral_seed=ancestral_seed(request, sampler.config))
     negative = uncond_contexts(positive, negative, audio_guidance, held=audio is not None)

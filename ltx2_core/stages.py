@@ -4,6 +4,8 @@ latent, sampling (noise, then the sync-free guided loop), ×2 upsampling, and de
 A clip's latent is an `AVLatent`: video (B, 128, F', H/32, W/32) and audio (B, 8, T, 16), normalised, with its
 frame rate. Noise comes from the caller's generator, video first and then audio, as `torch.randn((1, tokens, 128))`
 in the model's dtype on its device: chaining stages on one generator reproduces the reference pipelines' noise.
+Text to audio: an `AVLatent` without video (`empty_audio_latent`, video None) is sampled as the audio stream alone
+(only the audio noise is drawn, as ltx-pipelines 1.2.0's T2A draws it) and decodes to a waveform without frames.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from typing import NamedTuple
 import torch
 
 from ltx2_core.audio_io import Waveform
-from ltx2_core.conditioning import condition_audio, condition_video, holds_sound
+from ltx2_core.conditioning import AUDIO, condition_audio, condition_video, holds_sound
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.geometry import (
     audio_latent_length,
     audio_positions,
     check_video_size,
+    is_frame_count,
     latent_shape,
     patchify_audio,
     patchify_video,
@@ -46,10 +49,11 @@ AUDIO_CHANNELS, MEL_BINS = 8, 16
 
 class AVLatent(NamedTuple):
     """A clip's joint latent: video (B, 128, F', H', W'), audio (B, 8, T, 16), normalised; `fps` of the clip.
-    `sound`: the clip of the sound whose encoding the audio latent holds exactly (audio-to-video), which decoding
-    returns instead of a re-decoded copy; None for a generated audio latent."""
+    `video` None: an audio-only latent (text to audio). `sound`: the clip of the sound whose encoding the audio
+    latent holds exactly (audio-to-video), which decoding returns instead of a re-decoded copy; None for a
+    generated audio latent."""
 
-    video: torch.Tensor
+    video: torch.Tensor | None
     audio: torch.Tensor
     fps: float
     sound: Waveform | None = None
@@ -57,22 +61,36 @@ class AVLatent(NamedTuple):
     @property
     def pixel_size(self) -> tuple[int, int, int]:
         """(frames, height, width) of the video it decodes to."""
+        if self.video is None:
+            raise ValueError("an audio-only latent has no video size")
         frames, rows, cols = self.video.shape[2:]
         return pixel_size(frames, rows, cols)
 
 
-class Generation(NamedTuple):
-    """frames (F, H, W, 3) float32 in [0, 1] on the CPU; waveform (channels, samples) float32 in [−1, 1] on the
-    CPU at `sample_rate`: the decoded stereo, or the conditioning sound (mono or stereo, its own rate)."""
+AUDIO_SUFFIXES = (".wav", ".flac", ".m4a", ".mp4")  # what an audio-only generation saves as
 
-    frames: torch.Tensor
+
+class Generation(NamedTuple):
+    """frames (F, H, W, 3) float32 in [0, 1] on the CPU, or None for an audio-only generation (text to audio);
+    waveform (channels, samples) float32 in [−1, 1] on the CPU at `sample_rate` Hz: the decoded stereo, or the
+    conditioning sound (mono or stereo, its own rate)."""
+
+    frames: torch.Tensor | None
     waveform: torch.Tensor
     sample_rate: int
     fps: float
 
     def save(self, path: str | os.PathLike) -> str:
-        """Writes an H.264 + AAC stereo mp4 (atomically); returns its path."""
-        return str(write_mp4(path, self.frames, self.fps, self.waveform, self.sample_rate))
+        """Writes an H.264 + AAC stereo mp4 (atomically); returns its path. Audio only (frames None): the waveform
+        alone as .wav, .flac, .m4a or .mp4 (by the path's suffix)."""
+        if self.frames is not None:
+            return str(write_mp4(path, self.frames, self.fps, self.waveform, self.sample_rate))
+        if not str(path).lower().endswith(AUDIO_SUFFIXES):
+            raise ValueError(f"an audio-only generation is saved as {', '.join(AUDIO_SUFFIXES)}, got {str(path)!r}; "
+                             "change the file name's suffix")
+        from ltx2_core.media import write_audio  # the audio writer of issue 24's audio file I/O
+
+        return str(write_audio(path, self.waveform, self.sample_rate))
 
 
 def encode(encoder: PromptEncoder, prompt: str, negative_prompt: str | None = None
@@ -96,6 +114,17 @@ def empty_latent(width: int, height: int, frames: int, fps: float, batch: int = 
     return AVLatent(video, audio, float(fps))
 
 
+def empty_audio_latent(frames: int, fps: float, batch: int = 1) -> AVLatent:
+    """Zeros of the audio of a clip of `frames` (8k+1) at `fps` (its duration, frames / fps seconds) and no video,
+    on the CPU in fp32: what text to audio samples."""
+    if isinstance(frames, bool) or not isinstance(frames, int) or not is_frame_count(frames):
+        raise ValueError(f"frames must be 8k+1 (the clip's duration is frames / fps), got {frames!r}; e.g. 121 "
+                         "frames at 24 fps for 5 seconds")
+    if not fps > 0:
+        raise ValueError(f"fps must be a positive number, got {fps!r}")
+    return AVLatent(None, torch.zeros(batch, AUDIO_CHANNELS, audio_latent_length(frames, fps), MEL_BINS), float(fps))
+
+
 def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
            stage: Stage, generator: torch.Generator, *, step: Step = guided_step, progress: Progress | None = None,
            observe: Observer | None = None, passes_per_forward: int | None = None,
@@ -104,34 +133,49 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     `stage.sigmas` with the stage's guidance and conditions (each applied to the state of its stream,
     `ltx2_core.conditioning`) in the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the
     pass runner, e.g. CFG-parallel); a stage with an `ancestral_seed` takes ancestral steps instead of `step`.
+    An audio-only latent (video None) samples the audio alone: only its noise is drawn, the video guidance is
+    unused, and `observe` is not called (previews draw the video).
     The model is sampled as it is: its owner fuses `stage.loras` around this call
     (`pipeline.LocalSampler`). One NaN/inf check after the last step (NonFiniteError naming the stage)."""
     if stage.loras:
         raise ValueError(f"{stage.name}: stages.sample does not fuse LoRAs; sample with pipeline.LocalSampler, "
                          "or fuse them around this call with loader.lora.fused_loras")
     param = model.scale_shift_table  # never quantised: the compute device and dtype (any linear may be fp8)
-    frames, rows, cols = latent.video.shape[2:]
-    video = condition_video(patchify_video(latent.video).to(device=param.device, dtype=param.dtype),
-                            video_positions(frames, rows, cols, latent.fps, device=param.device), stage.conditions,
-                            latent.fps)
     audio = condition_audio(patchify_audio(latent.audio).to(device=param.device, dtype=param.dtype),
                             audio_positions(latent.audio.shape[2]), stage.conditions, latent.fps)
+    video = None
+    if latent.video is not None:
+        frames, rows, cols = latent.video.shape[2:]
+        video = condition_video(patchify_video(latent.video).to(device=param.device, dtype=param.dtype),
+                                video_positions(frames, rows, cols, latent.fps, device=param.device),
+                                stage.conditions, latent.fps)
+    elif any(condition.modality != AUDIO for condition in stage.conditions):
+        raise ValueError(f"{stage.name}: a condition of the video stream was given for an audio-only latent (no "
+                         "video to hold it in); drop it, or sample a latent with video")
     states = []
-    for stream in (video, audio):
+    for stream in (video, audio):  # the noise in this order: video, then audio
+        if stream is None:
+            states.append(None)
+            continue
         if stream.attention is not None:
             raise ValueError(f"a condition of the {stream.modality} stream set an attention mask, which the "
                              "transformer does not take in this version; sample without that condition")
         noise = torch.randn((1, stream.clean.shape[1], 128), generator=generator, device=param.device,
                             dtype=param.dtype)
         states.append(noised_state(stream.clean.expand_as(noise), noise, stage.noise_scale, stream.mask))
-    setup = guided_setup(model, positive, negative, video.positions, audio.positions, stage.video_guidance,
-                         stage.audio_guidance, passes_per_forward=passes_per_forward, runner=runner)
+    setup = guided_setup(model, positive, negative, None if video is None else video.positions, audio.positions,
+                         stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
+                         runner=runner)
     if stage.ancestral_seed is not None:  # drawn per step: run eagerly, never as a captured graph of one draw
         step = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed))
+    observe = observe if video is not None else None  # previews draw the video; audio alone has none
     video_state, audio_state = denoise(setup, *states, stage.sigmas.to(param.device), step=step, progress=progress,
                                        observe=observe)
-    video_tokens = video_state.latent[:, : video.tokens]  # appended guiding tokens are dropped
-    audio_tokens = audio_state.latent[:, : audio.tokens]
+    audio_tokens = audio_state.latent[:, : audio.tokens]  # appended guiding tokens are dropped
+    if video is None:
+        check_finite(stage.name, {"audio latents": audio_tokens}, SAMPLING_CAUSES, "Nothing was decoded or written.")
+        return AVLatent(None, unpatchify_audio(audio_tokens, AUDIO_CHANNELS), latent.fps)
+    video_tokens = video_state.latent[:, : video.tokens]
     check_finite(stage.name, {"video latents": video_tokens, "audio latents": audio_tokens}, SAMPLING_CAUSES,
                  "Nothing was decoded or written.")
     return AVLatent(unpatchify_video(video_tokens, frames, rows, cols),
@@ -154,19 +198,23 @@ def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -
 def decode(latent: AVLatent, decoders: Decoders, tiling: TilingConfig | None = TilingConfig(),
            generator: torch.Generator | None = None) -> Generation:
     """Frames and waveform of the first clip of the batch; the video is decoded tile by tile into CPU memory.
-    A latent that holds a sound (`AVLatent.sound`) returns that sound as it is, sample for sample, instead of
-    decoding the audio latent (the reference writes the input audio, never a re-decoded copy). One NaN/inf check
-    of the decoded media (NonFiniteError before anything is returned)."""
-    video_param = next(decoders.video.parameters())
-    video = decode_video(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,
-                         generator=generator, output_device="cpu")
-    if latent.sound is not None:
+    An audio-only latent: only the audio decoder and vocoder run, the frames are None. A latent that holds a
+    sound (`AVLatent.sound`) returns that sound as it is, sample for sample, instead of decoding the audio latent
+    (the reference writes the input audio, never a re-decoded copy). One NaN/inf check of the decoded media
+    (NonFiniteError before anything is returned)."""
+    audio_param = next(decoders.audio.parameters())
+    video = None
+    if latent.video is not None:
+        video_param = next(decoders.video.parameters())
+        video = decode_video(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,
+                             generator=generator, output_device="cpu")
+    if latent.sound is not None and video is not None:
         check_finite("decoding", {"decoded video": video}, DECODING_CAUSES, "Nothing was written.")
         return Generation(video_to_frames(video)[0], latent.sound.samples, latent.sound.rate, latent.fps)
-    audio_param = next(decoders.audio.parameters())
     waveform, rate = decode_audio(latent.audio.to(audio_param.device, audio_param.dtype), decoders.audio,
                                   decoders.vocoder)
     waveform = waveform[0].float().cpu()
-    check_finite("decoding", {"decoded video": video, "decoded audio": waveform}, DECODING_CAUSES,
-                 "Nothing was written.")
-    return Generation(video_to_frames(video)[0], waveform.clamp(-1, 1), rate, latent.fps)
+    media = {"decoded audio": waveform} if video is None else {"decoded video": video, "decoded audio": waveform}
+    check_finite("decoding", media, DECODING_CAUSES, "Nothing was written.")
+    frames = None if video is None else video_to_frames(video)[0]
+    return Generation(frames, waveform.clamp(-1, 1), rate, latent.fps)

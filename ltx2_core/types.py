@@ -42,25 +42,31 @@ class RunConstants(NamedTuple):
     text_kv: see below.
     video_cross_rope / audio_cross_rope: the time-only RoPE of the audio<->video cross-attention, per side
     (a2v queries use the video side and keys the audio side; v2a the other way round).
+    An audio-only run (text to audio) has no video: video_rope, both cross RoPEs, video_context and
+    video_keyframes are None, and so are the video keys and values of `text_kv`.
     """
 
-    video_rope: Rope
+    video_rope: Rope | None
     audio_rope: Rope
-    video_cross_rope: Rope
-    audio_cross_rope: Rope
-    video_context: torch.Tensor
+    video_cross_rope: Rope | None
+    audio_cross_rope: Rope | None
+    video_context: torch.Tensor | None
     audio_context: torch.Tensor
     # per block (video keys, video values, audio keys, audio values) of the text cross-attention, when the text
     # K/V are the same every step (LTX-2.0 and 2.5: computed once per run); None: computed in every forward (2.3)
-    text_kv: tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], ...] | None = None
+    text_kv: tuple[tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor], ...] | None = None
     # (1 or B, video tokens, 1) 1 on the first latent frame's tokens, for a model with the keyframe embedding
     video_keyframes: torch.Tensor | None = None
 
     def batch(self, part: slice) -> RunConstants:
         """The constants of the samples `part` of the batch (the RoPE tables are shared by all)."""
-        kv = None if self.text_kv is None else tuple(tuple(t[part] for t in block) for block in self.text_kv)
-        return self._replace(video_context=self.video_context[part], audio_context=self.audio_context[part],
+        kv = None if self.text_kv is None else tuple(tuple(_part(t, part) for t in block) for block in self.text_kv)
+        return self._replace(video_context=_part(self.video_context, part), audio_context=self.audio_context[part],
                              text_kv=kv)
+
+
+def _part(tensor: torch.Tensor | None, part: slice) -> torch.Tensor | None:
+    return None if tensor is None else tensor[part]
 
 
 @dataclass(frozen=True)

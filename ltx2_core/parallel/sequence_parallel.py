@@ -117,7 +117,9 @@ class LocalTokensRun:
     def __init__(self, prepare_run, layout: _Layout) -> None:
         self.prepare_run, self.layout = prepare_run, layout
 
-    def __call__(self, video_positions: torch.Tensor, *args, **kwargs) -> RunConstants:
+    def __call__(self, video_positions: torch.Tensor | None, *args, **kwargs) -> RunConstants:
+        if video_positions is None:  # an audio-only run has no video tokens to split
+            raise ValueError("text to audio runs on one GPU; load the model without sequence parallelism")
         layout = self.layout
         layout.set_tokens(video_positions.shape[2], video_positions.device)
         run = self.prepare_run(layout.pad(video_positions, 2), *args, **kwargs)

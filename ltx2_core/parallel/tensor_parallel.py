@@ -123,6 +123,8 @@ class LocalHeadsRun:
 
     def __call__(self, *args, **kwargs) -> RunConstants:
         run = self.prepare_run(*args, **kwargs)
+        if run.video_rope is None:  # an audio-only run
+            raise ValueError("text to audio runs on one GPU; load the model without tensor parallelism")
         ropes = {name: self._local(getattr(run, name)) for name in
                  ("video_rope", "audio_rope", "video_cross_rope", "audio_cross_rope")}
         return run._replace(**ropes)

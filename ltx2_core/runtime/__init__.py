@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ltx2_core.loader.lora import Lora
-from ltx2_core.pipeline import Models, Request, StageProgress, generate
+from ltx2_core.pipeline import ONE_GPU, Models, Request, StageProgress, generate
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
 from ltx2_core.runtime.protocol import StageJob
 from ltx2_core.sampling.stage import Stage
@@ -48,6 +48,8 @@ class WorkerSampler:
     def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
                  stage: Stage[Lora], generator: torch.Generator, *,
                  progress: Callable[[int, int], None] | None = None) -> AVLatent:
+        if latent.video is None:
+            raise ValueError(ONE_GPU)
         files = tuple((_file_of(lora), float(strength)) for lora, strength in (*self.loras, *stage.loras))
         job = StageJob(AVLatent(latent.video.cpu(), latent.audio.cpu(), latent.fps), positive.to("cpu"),
                        None if negative is None else negative.to("cpu"), generator.get_state(),
@@ -72,5 +74,7 @@ def generate_on_workers(controller: Controller, request: Request, models: Models
                         progress: StageProgress | None = None, should_stop: Callable[[], bool] | None = None
                         ) -> Generation:
     """`request` end to end with the sampling on the controller's workers; `models` (its transformer may be None)
-    encode, upsample and decode here."""
+    encode, upsample and decode here. Not text to audio (`request.audio_only`: ValueError), which runs on one GPU."""
+    if request.audio_only:
+        raise ValueError(ONE_GPU)
     return generate(request, models, progress, sampler=WorkerSampler(controller, should_stop=should_stop))

@@ -8,10 +8,15 @@ CUDA graph (`ltx2_core.compile`).
 
 Passes are produced by a `PassRunner`: `BatchedPasses` runs them as ONE transformer forward with batch = number of
 passes; a CFG-parallel runner gives each GPU some of the passes and gathers their predictions in the same layout.
+
+Audio only (text to audio): the video state is None from the set-up (no video positions) to the last step; every
+function here then passes None through for the video (a run's streams are fixed, so this is no per-step branch on
+a value), and the transformer runs the audio stream alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
@@ -28,11 +33,13 @@ Observer = Callable[[torch.Tensor, torch.Tensor], None]  # a step's (video, audi
 
 
 class PassRunner(Protocol):
-    """Denoised predictions of every guidance pass for one state: (passes, tokens, channels) per modality."""
+    """Denoised predictions of every guidance pass for one state: (passes, tokens, channels) per modality; `video`
+    None (audio only): the video's is None."""
 
     passes: tuple[str, ...]
 
-    def __call__(self, video: StreamInput, audio: StreamInput) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def __call__(self, video: StreamInput | None, audio: StreamInput
+                 ) -> tuple[torch.Tensor | None, torch.Tensor]: ...
 
 
 class BatchedPasses:
@@ -42,10 +49,10 @@ class BatchedPasses:
                  perturbations: BatchPerturbations | None) -> None:
         self.model, self.run, self.passes, self.perturbations = model, run, passes, perturbations
 
-    def __call__(self, video: StreamInput, audio: StreamInput) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, video: StreamInput | None, audio: StreamInput) -> tuple[torch.Tensor | None, torch.Tensor]:
         velocity_video, velocity_audio = self.model(video, audio, self.run, self.perturbations)
-        return to_x0(video.latent, velocity_video, video.timesteps), to_x0(audio.latent, velocity_audio,
-                                                                            audio.timesteps)
+        audio_x0 = to_x0(audio.latent, velocity_audio, audio.timesteps)
+        return None if video is None else to_x0(video.latent, velocity_video, video.timesteps), audio_x0
 
 
 class ChunkedPasses:
@@ -55,13 +62,18 @@ class ChunkedPasses:
         self.groups = groups
         self.passes = tuple(name for group in groups for name in group.passes)
 
-    def __call__(self, video: StreamInput, audio: StreamInput) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, video: StreamInput | None, audio: StreamInput) -> tuple[torch.Tensor | None, torch.Tensor]:
         outputs, start = [], 0
         for group in self.groups:
             part = slice(start, start + len(group.passes))
-            outputs.append(group(StreamInput(*(t[part] for t in video)), StreamInput(*(t[part] for t in audio))))
+            outputs.append(group(_passes(video, part), _passes(audio, part)))
             start = part.stop
-        return torch.cat([v for v, _ in outputs]), torch.cat([a for _, a in outputs])
+        video_x0 = None if video is None else torch.cat([v for v, _ in outputs])
+        return video_x0, torch.cat([a for _, a in outputs])
+
+
+def _passes(stream: StreamInput | None, part: slice) -> StreamInput | None:
+    return None if stream is None else StreamInput(*(t[part] for t in stream))
 
 
 class RunnerFactory(Protocol):
@@ -118,7 +130,7 @@ def guided_setup(
     model: LTX2Transformer,
     positive: TextEmbeddings,
     negative: TextEmbeddings | None,
-    video_positions: torch.Tensor,
+    video_positions: torch.Tensor | None,
     audio_positions: torch.Tensor,
     video_guidance: GuidanceParams | None = None,
     audio_guidance: GuidanceParams | None = None,
@@ -129,21 +141,27 @@ def guided_setup(
     """Set-up of a run: which passes (decided here, on the host), their contexts, RoPE and perturbations, and the
     scales on the device. No guidance for either modality (None or neutral) means one conditional pass.
     `passes_per_forward` caps the batch of one forward (None: all passes in one); RoPE is shared by all groups.
-    `runner` builds the pass runner instead (e.g. CFG-parallel); by default `LocalPasses(passes_per_forward)`."""
+    `runner` builds the pass runner instead (e.g. CFG-parallel); by default `LocalPasses(passes_per_forward)`.
+    `video_positions` None: an audio-only run (text to audio). The video guidance is then unused, and the audio's
+    modality scale is taken as 1: without a video there is no audio<->video cross-attention, so the isolated pass
+    equals the conditional one and its term is exactly 0 (the reference's T2A sets 1.0 for that reason)."""
     video_guidance, audio_guidance = video_guidance or GuidanceParams(), audio_guidance or GuidanceParams()
+    if video_positions is None:
+        video_guidance, audio_guidance = GuidanceParams(), dataclasses.replace(audio_guidance, modality=1.0)
     passes = active_passes(video_guidance, audio_guidance)
     if "uncond" in passes and negative is None:
         raise ValueError("cfg ≠ 1 needs a negative prompt (its text contexts); pass one or set cfg to 1")
     runner = runner or LocalPasses(passes_per_forward)
     device = next(model.parameters()).device
     contexts = [negative if name == "uncond" else positive for name in passes]
-    run = model.prepare_run(video_positions.to(device), audio_positions.to(device),
-                            torch.cat([c.video for c in contexts]).to(device),
+    audio_only = video_positions is None
+    run = model.prepare_run(None if audio_only else video_positions.to(device), audio_positions.to(device),
+                            None if audio_only else torch.cat([c.video for c in contexts]).to(device),
                             torch.cat([c.audio for c in contexts]).to(device))
     pass_runner = runner(model, run, passes, pass_perturbations(passes, video_guidance, audio_guidance))
     if passes == ("cond",):
         return StepSetup(pass_runner, None, None)
-    return StepSetup(pass_runner, guidance_weights(video_guidance, passes, device),
+    return StepSetup(pass_runner, None if audio_only else guidance_weights(video_guidance, passes, device),
                      guidance_weights(audio_guidance, passes, device))
 
 
@@ -154,40 +172,45 @@ def _batch_perturbations(model: LTX2Transformer, perturbations: list[PassPerturb
     return BatchPerturbations(perturbations, model.config.num_layers, param.device, param.dtype)
 
 
-def guided_prediction(setup: StepSetup, video: StreamState, audio: StreamState, sigma: torch.Tensor
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+def guided_prediction(setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor
+                      ) -> tuple[torch.Tensor | None, torch.Tensor]:
     """Every pass at σ (a 0-d device tensor) in the runner's forwards, combined by the guidance -> the video and
-    audio x0 (1, tokens, C), fp32, with the conditioned tokens kept at their clean values."""
+    audio x0 (1, tokens, C), fp32, with the conditioned tokens kept at their clean values (video None: None)."""
     count = len(setup.runner.passes)
     sigmas = sigma.reshape(1).expand(count)
-    video_in = StreamInput(video.latent.expand(count, -1, -1), sigmas, timesteps(video, sigma, count))
     audio_in = StreamInput(audio.latent.expand(count, -1, -1), sigmas, timesteps(audio, sigma, count))
+    if video is None:
+        return None, keep_clean(_combine(setup.runner(None, audio_in)[1], setup.audio_weights), audio)
+    video_in = StreamInput(video.latent.expand(count, -1, -1), sigmas, timesteps(video, sigma, count))
     video_x0, audio_x0 = setup.runner(video_in, audio_in)
     return (keep_clean(_combine(video_x0, setup.video_weights), video),
             keep_clean(_combine(audio_x0, setup.audio_weights), audio))
 
 
-def guided_step(setup: StepSetup, video: StreamState, audio: StreamState, sigma: torch.Tensor,
-                sigma_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """One Euler step from σ to σ' (0-d device tensors) -> the next video and audio latents (1, tokens, C)."""
+def guided_step(setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
+                sigma_next: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+    """One Euler step from σ to σ' (0-d device tensors) -> the next video and audio latents (1, tokens, C)
+    (video None: None)."""
     video_x0, audio_x0 = guided_prediction(setup, video, audio, sigma)
-    return (euler_step(video.latent, video_x0, sigma, sigma_next),
-            euler_step(audio.latent, audio_x0, sigma, sigma_next))
+    audio_next = euler_step(audio.latent, audio_x0, sigma, sigma_next)
+    return None if video is None else euler_step(video.latent, video_x0, sigma, sigma_next), audio_next
 
 
 class AncestralStep:
     """A `Step` that moves each stream with `euler_ancestral_step`, drawing its noise on the device from
     `generator`: per step the video's (1, tokens, C), then the audio's, in the latent dtype, as the reference's
-    ancestral loop draws them. Drawing is device work from a device generator, so the loop still never waits; a
-    noise draw on the last step (σ' = 0) is multiplied by 0, and nothing is drawn after it."""
+    ancestral loop draws them (no video: the audio's only). Drawing is device work from a device generator, so the
+    loop still never waits; a noise draw on the last step (σ' = 0) is multiplied by 0, and nothing is drawn after
+    it."""
 
     def __init__(self, generator: torch.Generator, eta: float = 1.0) -> None:
         self.generator, self.eta = generator, eta
 
-    def __call__(self, setup: StepSetup, video: StreamState, audio: StreamState, sigma: torch.Tensor,
-                 sigma_next: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
+                 sigma_next: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
         video_x0, audio_x0 = guided_prediction(setup, video, audio, sigma)
-        return tuple(euler_ancestral_step(state, x0, sigma, sigma_next, self._noise(state.latent), self.eta)
+        return tuple(None if state is None else
+                     euler_ancestral_step(state, x0, sigma, sigma_next, self._noise(state.latent), self.eta)
                      for state, x0 in ((video, video_x0), (audio, audio_x0)))
 
     def _noise(self, latent: torch.Tensor) -> torch.Tensor:
@@ -201,12 +224,13 @@ def _combine(x0: torch.Tensor, weights: GuidanceWeights | None) -> torch.Tensor:
     return guide(x0.unsqueeze(1), weights)
 
 
-Step = Callable[[StepSetup, StreamState, StreamState, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+Step = Callable[[StepSetup, StreamState | None, StreamState, torch.Tensor, torch.Tensor],
+               tuple[torch.Tensor | None, torch.Tensor]]
 
 
 def denoise(
     setup: StepSetup,
-    video: StreamState,
+    video: StreamState | None,
     audio: StreamState,
     sigmas: torch.Tensor,
     *,
@@ -216,11 +240,13 @@ def denoise(
 ) -> tuple[StreamState, StreamState]:
     """Runs len(sigmas) − 1 steps. `sigmas` is the (steps + 1,) fp32 schedule already on the device; indexing it
     is a view, so the loop never waits for the device. `step` may be a compiled or graph-captured guided_step.
-    `observe` gets each step's (video, audio) latent tokens, on the device, before `progress` is called."""
+    `observe` gets each step's (video, audio) latent tokens, on the device, before `progress` is called. `video`
+    None (audio only, set up without video positions): it stays None."""
     total = sigmas.shape[0] - 1
     for index in range(total):
         video_latent, audio_latent = step(setup, video, audio, sigmas[index], sigmas[index + 1])
-        video, audio = video._replace(latent=video_latent), audio._replace(latent=audio_latent)
+        video = None if video is None else video._replace(latent=video_latent)
+        audio = audio._replace(latent=audio_latent)
         if observe is not None:
             observe(video_latent, audio_latent)
         if progress is not None:

@@ -89,6 +89,31 @@ def test_steps_never_sync_or_copy_host_data(census_model, guidance, sigmas, ance
     assert len(plan.runner.passes) == (4 if guidance is FULL else 1)
 
 
+@pytest.mark.parametrize("ancestral, passes_per_forward", [(False, None), (True, None), (False, 1)],
+                         ids=["guided", "ancestral", "one-pass-per-forward"])
+def test_audio_only_steps_never_sync_or_copy_host_data(census_model, ancestral, passes_per_forward):
+    """Text to audio: the set-up without video positions, then steps of the audio alone (video None throughout):
+    no host reads, no host copies, one forward per group of passes; the modality scale adds no isolated pass."""
+    model = census_model
+    positive, negative = _texts(model)
+    plan = guided_setup(model, positive, negative, None, audio_positions(AUDIO_TOKENS), *FULL,
+                        passes_per_forward=passes_per_forward)
+    assert plan.runner.passes == ("cond", "uncond", "perturbed") and plan.video_weights is None
+    _, audio = _states()
+    step = AncestralStep(torch.Generator().manual_seed(5)) if ancestral else guided_step
+    sigmas, forwards = ltx2_sigmas(3), []
+    hook = model.register_forward_hook(lambda module, args, out: forwards.append(args[0]))
+    try:
+        with OpCensus() as census:
+            video, audio = denoise(plan, None, audio, sigmas, step=step)
+    finally:
+        hook.remove()
+    assert census.syncs() == {}, census.syncs()
+    assert census.transfers() == 0
+    assert video is None and forwards == [None] * (len(sigmas) - 1) * (3 if passes_per_forward else 1)
+    assert torch.isfinite(audio.latent).all()
+
+
 @pytest.mark.parametrize("size", [1, 3])
 def test_passes_in_groups_give_the_same_run_without_syncs(model, size):
     """The PassRunner seam: passes split over several forwards (less memory; CFG-parallel splits them over GPUs

@@ -2,7 +2,8 @@
 
 The forward is the list of steps of the reference, in the same order: per stream self-attention and text
 cross-attention, then the audio<->video cross-attention from the same pre-update norms, then the feed-forwards.
-Every guidance variant (STG, modality isolation, mixed batches of them) goes through this one path.
+Every guidance variant (STG, modality isolation, mixed batches of them) goes through this one path. Without a video
+stream (`vx` None: text to audio) the block is the audio stream's steps alone.
 """
 
 from __future__ import annotations
@@ -31,19 +32,20 @@ class StreamArgs(NamedTuple):
     ada:        (B, 1 or tokens, rows·D) AdaLN modulation from the stream's own timesteps
     prompt_ada: (B, 1, 2·D) text K/V modulation from the stream's sigma (2.3's prompt AdaLN), else None
     cross_ada:  (B, 1 or tokens, 4·D) a2v/v2a scale/shift from the OTHER stream's sigma (2.0, 2.3) or from the
-                stream's own timesteps (2.5)
+                stream's own timesteps (2.5); None without another stream (audio only)
     cross_gate: (B, 1, D) gate of the cross-attention writing into this stream, from the other stream's sigma
+                (None without another stream)
     context:    (B, text_tokens, D) text context
-    rope / cross_rope: self-attention RoPE and this side's audio<->video cross-attention RoPE
+    rope / cross_rope: self-attention RoPE and this side's audio<->video cross-attention RoPE (None: audio only)
     """
 
     ada: torch.Tensor
     prompt_ada: torch.Tensor | None
-    cross_ada: torch.Tensor
-    cross_gate: torch.Tensor
+    cross_ada: torch.Tensor | None
+    cross_gate: torch.Tensor | None
     context: torch.Tensor
     rope: Rope
-    cross_rope: Rope
+    cross_rope: Rope | None
 
 
 class StreamModules(NamedTuple):
@@ -86,18 +88,23 @@ class AVTransformerBlock(nn.Module):
 
     def forward(
         self,
-        vx: torch.Tensor,
+        vx: torch.Tensor | None,
         ax: torch.Tensor,
-        video: StreamArgs,
+        video: StreamArgs | None,
         audio: StreamArgs,
         skips: BlockSkips = NO_PERTURBATION,
-        text_kv: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        text_kv: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
         """vx (B, video_tokens, Dv), ax (B, audio_tokens, Da) -> updated (vx, ax); `skips`: this block's share of
         the batch's perturbations (`block_skips(perturbations, idx)`); `text_kv`: this block's text keys and
-        values computed once per run (`text_keys_values`; LTX-2.0 and 2.5), or None."""
+        values computed once per run (`text_keys_values`; LTX-2.0 and 2.5), or None. `vx` and `video` None: the
+        audio stream alone (self-attention, text cross-attention, feed-forward), vx stays None."""
         video_modules, audio_modules = self._streams()
         video_kv, audio_kv = (None, None) if text_kv is None else (text_kv[:2], text_kv[2:])
+        if vx is None:
+            ax = ax + self._self_attention(audio_modules, ax, audio, skips)
+            ax = ax + self._text_cross_attention(audio_modules, ax, audio, audio_kv)
+            return None, ax + self._feed_forward(audio_modules, ax, audio)
         vx = vx + self._self_attention(video_modules, vx, video, skips)
         vx = vx + self._text_cross_attention(video_modules, vx, video, video_kv)
         ax = ax + self._self_attention(audio_modules, ax, audio, skips)
@@ -123,13 +130,14 @@ class AVTransformerBlock(nn.Module):
         h = rms(x, self.eps) * (1 + scale) + shift
         return m.self_attn(h, rope=args.rope, keep=skip.keep, passthrough=skip.skip_all) * gate
 
-    def text_keys_values(self, video_context: torch.Tensor, audio_context: torch.Tensor
-                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def text_keys_values(self, video_context: torch.Tensor | None, audio_context: torch.Tensor
+                         ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor]:
         """(video keys, video values, audio keys, audio values) of the text cross-attentions, (B, S, inner) each,
-        for text K/V that do not depend on the step (`TransformerConfig.static_text_kv`): computed once per run."""
+        for text K/V that do not depend on the step (`TransformerConfig.static_text_kv`): computed once per run.
+        No video context (audio only): the video's are None."""
         kv = []
         for m, context in zip(self._streams(), (video_context, audio_context)):
-            kv += m.text_attn.keys_values(self._prompt_context(m, context, None))
+            kv += [None, None] if context is None else m.text_attn.keys_values(self._prompt_context(m, context, None))
         return tuple(kv)
 
     def _prompt_context(self, m: StreamModules, context: torch.Tensor, prompt_ada: torch.Tensor | None

@@ -1,7 +1,9 @@
 """The LTX-2 audio+video DiT (spec §1) with the checkpoint's parameter names.
 
 Usage: `run = model.prepare_run(positions…, contexts…)` once, then `model(video, audio, run, perturbations)` every
-step; it returns velocities, `to_x0` turns them into denoised latents.
+step; it returns velocities, `to_x0` turns them into denoised latents. Audio only (text to audio): video positions
+and context None in `prepare_run` and `video` None in every forward; the blocks then run the audio stream alone (no
+video tokens, no audio<->video cross-attention), as the reference's forward with `video=None`.
 """
 
 from __future__ import annotations
@@ -65,9 +67,9 @@ class LTX2Transformer(nn.Module):
     # ---------------------------------------------------------------- once per run
     def prepare_run(
         self,
-        video_positions: torch.Tensor,
+        video_positions: torch.Tensor | None,
         audio_positions: torch.Tensor,
-        video_context: torch.Tensor,
+        video_context: torch.Tensor | None,
         audio_context: torch.Tensor,
         dtype: torch.dtype | None = None,
         cache_text_kv: bool | None = None,
@@ -76,14 +78,24 @@ class LTX2Transformer(nn.Module):
         text contexts `(B, text_tokens, ·)` from the connectors -> the per-run constants of every forward.
         The text keys and values of LTX-2.0 and 2.5 do not depend on the step (`TransformerConfig.static_text_kv`):
         with `cache_text_kv` they are computed here, once per run, instead of in every forward (2.3 modulates them
-        by sigma, so never there); None: the model's `cache_text_kv`."""
+        by sigma, so never there); None: the model's `cache_text_kv`. `video_positions` None: an audio-only run
+        (the video context is then ignored; every forward of the run takes `video` None)."""
         cache_text_kv = self.cache_text_kv if cache_text_kv is None else cache_text_kv
         cfg = self.config
         dtype = dtype or self.compute_dtype
-        video_context, audio_context = video_context.to(dtype), audio_context.to(dtype)
+        audio_context = audio_context.to(dtype)
+        if hasattr(self, "caption_projection"):
+            audio_context = self.audio_caption_projection(audio_context)
+        if video_positions is None:
+            return RunConstants(
+                video_rope=None, audio_rope=self._rope(audio_positions, cfg.audio, cfg.audio.max_pos, cfg.audio.width,
+                                                       dtype),
+                video_cross_rope=None, audio_cross_rope=None, video_context=None, audio_context=audio_context,
+                text_kv=self._text_kv(None, audio_context) if cache_text_kv else None,
+            )
+        video_context = video_context.to(dtype)
         if hasattr(self, "caption_projection"):
             video_context = self.caption_projection(video_context)
-            audio_context = self.audio_caption_projection(audio_context)
         return RunConstants(
             video_rope=self._rope(video_positions, cfg.video, cfg.video.max_pos, cfg.video.width, dtype),
             audio_rope=self._rope(audio_positions, cfg.audio, cfg.audio.max_pos, cfg.audio.width, dtype),
@@ -97,7 +109,7 @@ class LTX2Transformer(nn.Module):
             video_keyframes=first_frame_mask(video_positions, dtype) if cfg.keyframe_embedding else None,
         )
 
-    def _text_kv(self, video_context: torch.Tensor, audio_context: torch.Tensor):
+    def _text_kv(self, video_context: torch.Tensor | None, audio_context: torch.Tensor):
         if not self.config.static_text_kv:
             return None
         return tuple(block.text_keys_values(video_context, audio_context) for block in self.transformer_blocks)
@@ -111,40 +123,46 @@ class LTX2Transformer(nn.Module):
     # ---------------------------------------------------------------- every step
     def forward(
         self,
-        video: StreamInput,
+        video: StreamInput | None,
         audio: StreamInput,
         run: RunConstants,
         perturbations: BatchPerturbations | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """-> velocities (B, video_tokens, out_channels), (B, audio_tokens, out_channels) in the latents' dtype."""
-        video_args, video_embedded = self._stream_args(video, audio, run.video_context, run.video_rope,
-                                                       run.video_cross_rope, audio_side=False)
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """-> velocities (B, video_tokens, out_channels), (B, audio_tokens, out_channels) in the latents' dtype;
+        `video` None (an audio-only run): the video velocity is None."""
         audio_args, audio_embedded = self._stream_args(audio, video, run.audio_context, run.audio_rope,
                                                        run.audio_cross_rope, audio_side=True)
-        vx = self.patchify_proj(video.latent)
-        if run.video_keyframes is not None:  # fixed for the run: the same operations every step
-            vx = vx + run.video_keyframes * self.keyframes_abs_pos_embedding.to(vx.dtype)
         ax = self.audio_patchify_proj(audio.latent)
+        vx = video_args = None
+        if video is not None:
+            video_args, video_embedded = self._stream_args(video, audio, run.video_context, run.video_rope,
+                                                           run.video_cross_rope, audio_side=False)
+            vx = self.patchify_proj(video.latent)
+            if run.video_keyframes is not None:  # fixed for the run: the same operations every step
+                vx = vx + run.video_keyframes * self.keyframes_abs_pos_embedding.to(vx.dtype)
         for index, block in enumerate(self.transformer_blocks):
             text_kv = None if run.text_kv is None else run.text_kv[index]
             vx, ax = block(vx, ax, video_args, audio_args, block_skips(perturbations, index), text_kv)
-        return (
-            self._output(vx, video_embedded, self.scale_shift_table, self.proj_out),
-            self._output(ax, audio_embedded, self.audio_scale_shift_table, self.audio_proj_out),
-        )
+        audio_out = self._output(ax, audio_embedded, self.audio_scale_shift_table, self.audio_proj_out)
+        if video is None:
+            return None, audio_out
+        return self._output(vx, video_embedded, self.scale_shift_table, self.proj_out), audio_out
 
     def _stream_args(
-        self, own: StreamInput, other: StreamInput, context: torch.Tensor, rope: Rope, cross_rope: Rope,
-        *, audio_side: bool,
+        self, own: StreamInput, other: StreamInput | None, context: torch.Tensor, rope: Rope,
+        cross_rope: Rope | None, *, audio_side: bool,
     ) -> tuple[StreamArgs, torch.Tensor]:
         """AdaLN inputs of one stream: its own timesteps, its own sigma (text K/V, 2.3), the other stream's sigma
-        (audio<->video cross-attention: its scale/shift, from the stream's own timesteps in 2.5, and its gate)."""
+        (audio<->video cross-attention: its scale/shift, from the stream's own timesteps in 2.5, and its gate);
+        no other stream (audio only): no cross-attention inputs."""
         cfg = self.config
         adaln, prompt_adaln, cross_adaln, gate_adaln = (getattr(self, name, None) for name in _ADALN[audio_side])
         dtype = own.latent.dtype
         scale = cfg.timestep_scale_multiplier
         ada, embedded = adaln(own.timesteps * scale, dtype)
         prompt_ada = prompt_adaln(own.sigma[:, None] * scale, dtype)[0] if prompt_adaln is not None else None
+        if other is None:
+            return StreamArgs(ada, prompt_ada, None, None, context, rope, None), embedded
         cross_t = other.sigma[:, None] * scale
         cross_ada, _ = cross_adaln(own.timesteps * scale if cfg.own_timestep_cross_modulation else cross_t, dtype)
         cross_gate, _ = gate_adaln(cross_t * (cfg.av_ca_timestep_scale_multiplier / scale), dtype)
