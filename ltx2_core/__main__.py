@@ -38,6 +38,7 @@ from ltx2_core.parallel import launch
 from ltx2_core.pipeline import (
     DEFAULT_NEGATIVE_PROMPT,
     MODES,
+    ONE_GPU,
     Distribution,
     Generation,
     Request,
@@ -47,6 +48,7 @@ from ltx2_core.pipeline import (
 )
 from ltx2_core.sampling.guidance import active_passes
 from ltx2_core.sampling import GuidanceParams
+from ltx2_core.stages import AUDIO_SUFFIXES
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -122,10 +124,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "(CFG-parallel; --cfg is the guidance scale)")
     d.add_argument("--sp", type=_positive, default=1, help="Ulysses sequence parallelism over the video tokens")
     d.add_argument("--tp", type=_positive, default=1, help="tensor parallelism (divides the weights)")
-    p.add_argument("--output", default="ltx2_output.mp4", help="mp4 file to write")
+    p.add_argument("--audio-only", action="store_true",
+                   help="text to audio: the sound of --frames at --fps alone, no video (one-stage, one GPU); "
+                        "written as .wav (default ltx2_output.wav), .flac, .m4a or .mp4 by --output's suffix")
+    p.add_argument("--output", help="file to write: an mp4 (default ltx2_output.mp4); with --audio-only .wav, .flac, "
+                                    ".m4a or .mp4")
     p.add_argument("--tensors", help="also write the decoded frames and waveform (float32) to this .safetensors")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.output is None:
+        args.output = "ltx2_output.wav" if args.audio_only else "ltx2_output.mp4"
+    return args
 
 
 def _blocks(text: str) -> tuple[int, ...]:
@@ -198,7 +207,8 @@ def build_request(args: argparse.Namespace) -> Request:
     return Request(
         prompt=args.prompt, negative_prompt=args.negative_prompt, width=args.width or width,
         height=args.height or height, frames=frames, fps=args.fps, steps=args.steps, seed=args.seed,
-        mode=args.mode, images=tuple(image.at(frames) for image in args.image), audio=args.audio)
+        mode=args.mode, images=tuple(image.at(frames) for image in args.image), audio=args.audio,
+        audio_only=args.audio_only)
 
 
 def with_guidance(request: Request, args: argparse.Namespace, files: ModelFiles) -> Request:
@@ -220,6 +230,11 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
     request.check()
     files.check(request.mode)
     request = with_guidance(request, args, files)
+    if request.audio_only and not args.output.lower().endswith(AUDIO_SUFFIXES):
+        raise ValueError(f"--audio-only writes the sound alone: give --output a {', '.join(AUDIO_SUFFIXES)} name, got "
+                         f"{args.output}")
+    if request.audio_only and (layout(args).world_size > 1 or launch.ranks() > 1):
+        raise ValueError(ONE_GPU)
     if request.audio is not None:
         rate = request.audio.check(request.seconds).rate  # the mp4 carries the sound at its own rate, as AAC
         if rate not in aac_sample_rates():
@@ -327,8 +342,9 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
     distribution = launch.finish(models.transformer, mesh, layout(args)) if parallel else Distribution()
     if args.compile:
         compile_blocks(models.transformer)
-    say(f"loaded in {time.perf_counter() - start:.1f} s; {request.mode}, {request.width}x{request.height}, "
-        f"{request.frames} frames at {request.fps:g} fps, seed {request.seed}")
+    what = (f"text to audio, {request.seconds:.2f} s" if request.audio_only else
+            f"{request.mode}, {request.width}x{request.height}, {request.frames} frames at {request.fps:g} fps")
+    say(f"loaded in {time.perf_counter() - start:.1f} s; {what}, seed {request.seed}")
     progress = None if args.no_progress or not launch.is_main() else ProgressBars()
     try:
         passes_per_forward = args.passes_per_forward or (plan.passes_per_forward if plan is not None else None)
@@ -344,9 +360,14 @@ def _write(args: argparse.Namespace, result: Generation) -> None:
     start = time.perf_counter()
     path = result.save(args.output)
     if args.tensors:
-        save_file({"frames": result.frames.contiguous(), "waveform": result.waveform.contiguous()}, args.tensors)
+        frames = {} if result.frames is None else {"frames": result.frames.contiguous()}
+        save_file(frames | {"waveform": result.waveform.contiguous()}, args.tensors)
     seconds = result.waveform.shape[-1] / result.sample_rate
     sound = "the input sound" if args.audio is not None else "stereo audio"
+    if result.frames is None:
+        print(f"wrote {path}: {seconds:.2f} s of stereo audio at {result.sample_rate} Hz "
+              f"(written in {time.perf_counter() - start:.1f} s)")
+        return
     print(f"wrote {path}: {result.frames.shape[0]} frames {result.frames.shape[2]}x{result.frames.shape[1]} at "
           f"{result.fps:g} fps, {seconds:.2f} s of {sound} at {result.sample_rate} Hz "
           f"(written in {time.perf_counter() - start:.1f} s)")
