@@ -1,6 +1,6 @@
 """Reading sound (read_audio, audio_seconds, check_waveform) and writing it alone (write_audio), on real files made
-with PyAV: sample-exact PCM clips, parity with the reference's decode_audio_from_file, and every bad input refused
-with a message naming the fix, before anything is decoded or written."""
+with PyAV: sample-exact PCM clips and every bad input refused with a message naming the fix, before anything is
+decoded or written (parity with the reference's decode_audio_from_file: tests/parity/test_audio_io_parity.py)."""
 
 from __future__ import annotations
 
@@ -108,29 +108,6 @@ def test_mp3_is_read(tmp_path):
     sound = read_audio(path, 0.2, 0.5)
     assert sound.rate == 16000 and tuple(sound.samples.shape) == (2, 8000)
     assert math.isclose(audio_seconds(path), 1.0, abs_tol=0.1)
-
-
-def _reference_decode(path, start, duration):
-    from support.reference import import_ltx_pipelines
-
-    import_ltx_pipelines()  # stands in for torchaudio, which media_io does not use
-    from ltx_pipelines.utils.media_io import decode_audio_from_file
-
-    audio = decode_audio_from_file(str(path), torch.device("cpu"), start, duration)
-    return audio.waveform[0], audio.sampling_rate
-
-
-@pytest.mark.parametrize("duration", [0.25, 0.5, None])
-@pytest.mark.parametrize("kind", ["wav", "m4a"])
-def test_matches_the_reference_decoder(tmp_path, kind, duration):
-    path = _wav(tmp_path)[0] if kind == "wav" else _m4a(tmp_path)
-    expected, rate = _reference_decode(path, 0.3, duration)
-    sound = read_audio(path, 0.3, duration)
-    assert sound.rate == rate and sound.samples.shape == expected.shape
-    if kind == "wav":
-        assert torch.equal(sound.samples, expected)  # the same ints over the same scale
-    else:
-        torch.testing.assert_close(sound.samples, expected, rtol=0, atol=1e-6)
 
 
 # refusals, each naming the fix
