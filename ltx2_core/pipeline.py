@@ -174,9 +174,13 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
     video, audio = default_guidance(config.version, config.num_layers)
     if request.audio_only:
         return GuidanceParams(), replace(request.audio_guidance or audio, modality=1.0)
-    if request.audio is not None and request.audio.strength == 1:
-        audio = GuidanceParams()
-    return request.video_guidance or video, request.audio_guidance or audio
+    return request.video_guidance or video, request.audio_guidance or held_audio_guidance(request.audio, audio)
+
+
+def held_audio_guidance(sound: AudioCondition | None, guidance: GuidanceParams) -> GuidanceParams:
+    """`guidance` for the audio stream given the sound it holds: none for a sound held exactly (strength 1), which
+    is not sampled, as the reference's audio-to-video pipeline gives its audio guider no scales."""
+    return GuidanceParams() if sound is not None and sound.strength == 1 else guidance
 
 
 def check_request(request: Request, models: Models, config: TransformerConfig | None = None) -> None:

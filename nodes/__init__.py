@@ -4,6 +4,7 @@ import os
 
 from . import bridge
 
+from .audio import LTX2AudioCondition
 from .decode import LTX2Decode, LTX2LatentUpsample
 from .generate import LTX2Generate
 from .images import LTX2ImageCondition
@@ -28,14 +29,15 @@ NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
     "LTX2Generate": "LTX-2 Generate (text to video + audio)",
     "LTX2ParallelConfig": "LTX-2 Multi-GPU Layout",
     "LTX2ImageCondition": "LTX-2 Image Condition (first / last / any frame)",
+    "LTX2AudioCondition": "LTX-2 Audio Condition (video to a sound)",
 }
 NODE_CLASS_MAPPINGS: dict[str, type] = {
     node.__name__: node
     for node in (LTX2CheckpointLoader, LTX2ModelLoader, LTX2TextEncoderLoader, LTX2LoraLoader, LTX2UpsamplerLoader,
                  LTX2TextEncode, LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode,
-                 LTX2Generate, LTX2ParallelConfig, LTX2ImageCondition)
+                 LTX2Generate, LTX2ParallelConfig, LTX2ImageCondition, LTX2AudioCondition)
 }
 
-# the pictures the image-to-video examples load (LoadImage reads ComfyUI's input folder)
+# the pictures and sounds the examples load (LoadImage and LoadAudio read ComfyUI's input folder)
 EXAMPLE_INPUTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "example_workflows", "input")
 bridge.provide_inputs(EXAMPLE_INPUTS)

@@ -13,8 +13,10 @@ from .sampling import MAX_SEED
 
 
 def comfy_outputs(result: Generation) -> tuple:
-    """(IMAGE frames (F, H, W, 3) in [0, 1], AUDIO {"waveform": (1, 2, S), "sample_rate"}, fps)."""
-    return result.frames, {"waveform": result.waveform[None], "sample_rate": result.sample_rate}, result.fps
+    """(IMAGE frames (F, H, W, 3) in [0, 1], AUDIO {"waveform": (1, C, S) float32, "sample_rate"}, fps): the decoded
+    stereo at the vocoder's rate, or the sound the latent holds (mono or stereo) at its own rate."""
+    waveform = result.waveform.to("cpu", torch.float32).contiguous()
+    return result.frames, {"waveform": waveform[None], "sample_rate": int(result.sample_rate)}, result.fps
 
 
 class LTX2LatentUpsample:
@@ -37,7 +39,8 @@ class LTX2LatentUpsample:
 
 
 class LTX2Decode:
-    DESCRIPTION = "Decodes video frames (IMAGE) and stereo sound (AUDIO); with the fps, CreateVideo -> SaveVideo."
+    DESCRIPTION = ("Decodes video frames (IMAGE) and stereo sound (AUDIO); a latent sampled to a sound held exactly "
+                   "(LTX-2 Audio Condition) gives that sound unchanged. With the fps, CreateVideo -> SaveVideo.")
     CATEGORY = "LTX-2/latent"
     RETURN_TYPES = ("IMAGE", "AUDIO", "FLOAT")
     RETURN_NAMES = ("images", "audio", "fps")

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, generate, load_lora
+from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.preview import StagePreviews, rgb_projection
@@ -14,9 +15,9 @@ from ltx2_core.releases import RELEASED_STEPS
 
 from . import bridge
 from .decode import comfy_outputs
-from .handles import MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
+from .handles import AUDIO_CONDITION, MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
 from .images import IMAGES, at_frames
-from .sampling import MAX_SEED, check_size, frames_problem
+from .sampling import MAX_FRAMES, MAX_SEED, check_size, frames_problem
 from .text import prompt_problem, text_problem
 from .validation import file_problem, stated_limits
 
@@ -47,7 +48,7 @@ class LTX2Generate:
                                   "of 32 (64 for two-stage and distilled)"}),
                 "height": ("INT", {"default": 512, "min": 32, "max": 8192, "step": 32, "tooltip": "pixels, a "
                                    "multiple of 32 (64 for two-stage and distilled)"}),
-                "frames": ("INT", {"default": 121, "min": 1, "max": 1441, "step": 8, "tooltip": "pixel frames, 8k+1"}),
+                "frames": ("INT", {"default": 121, "min": 1, "max": MAX_FRAMES, "step": 8, "tooltip": "pixel frames, 8k+1"}),
                 "fps": ("FLOAT", {"default": 24.0, "min": 1.0, "max": 120.0, "step": 0.01, "tooltip": "frame rate"}),
                 "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True,
                                  "tooltip": "the noise seed"}),
@@ -61,6 +62,8 @@ class LTX2Generate:
                                                    "refinement (models/loras)"}),
                 "images": (IMAGES, {"tooltip": "images held at frames (LTX-2 Image Condition): image-to-video, "
                                     "last frame, keyframes"}),
+                "audio": (AUDIO_CONDITION, {"tooltip": "a sound to generate the video to (LTX-2 Audio Condition), "
+                                            "held in every stage; at strength 1 the output carries it unchanged"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -75,16 +78,21 @@ class LTX2Generate:
     def generate(self, model: ModelHandle, text_encoder: PromptEncoder, prompt: str, negative_prompt: str,
                  mode: str, width: int, height: int, frames: int, fps: float, seed: int, steps: int,
                  upsampler: LatentUpsampler | None = None, distilled_lora: str = NO_LORA,
-                 images: tuple[ImageCondition, ...] = (), unique_id: str | None = None):
+                 images: tuple[ImageCondition, ...] = (), audio: AudioCondition | None = None,
+                 unique_id: str | None = None):
         images = _check_request(prompt, negative_prompt, mode, width, height, frames, distilled_lora, images)
+        if audio is not None:
+            audio.check(frames / fps)  # a sound shorter than the clip, too
         model = model.check_loaded()
+        audio_encoder = model.checked_audio_encoder() if audio is not None else None
         if problem := model.host.memory_problem(frames, height, width, fps):
             raise ValueError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
         # sampled by the host's sampler; the transformer (None on workers) only checks the distilled LoRA's shapes
-        models = Models(model.host.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder)
+        models = Models(model.host.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder,
+                        audio_encoder)
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
-                          images=images)
+                          images=images, audio=audio)
         previews = (StagePreviews(rgb_projection(model.decoders.video), frames, height, width)
                     if bridge.IN_COMFYUI else None)
         with model.host.sampler(model.loras, previews=previews, should_stop=bridge.interrupt_requested) as \

@@ -11,6 +11,7 @@ from ltx2_core import Lora, TextEmbeddings, TransformerConfig
 from ltx2_core.hosts import Host
 from ltx2_core.loader.sources import Sources
 from ltx2_core.memory.plan import MemoryPlan
+from ltx2_core.model.audio_vae import AudioEncoder
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.parallel import ParallelConfig
@@ -19,19 +20,22 @@ from ltx2_core.model.decoders import Decoders
 MODEL, TEXT_ENCODER, CONDITIONING = "LTX2_MODEL", "LTX2_TEXT_ENCODER", "LTX2_CONDITIONING"
 LATENT, GUIDANCE, UPSAMPLER = "LTX2_LATENT", "LTX2_GUIDANCE", "LTX2_UPSAMPLER"
 PARALLEL = "LTX2_PARALLEL"
+AUDIO_CONDITION = "LTX2_AUDIO"  # a ltx2_core AudioCondition: a sound (Waveform), start 0, strength
 
 
 class ModelHandle(NamedTuple):
     """LTX2_MODEL: where the transformer runs (`host`: here, or on persistent workers with a multi-device layout)
     and the model's VAEs and vocoder (`files`), which stay here on the device the user chose. `loras` are fused only
     while a sampler runs and restored afterwards, so a LoRA'd handle never changes the model a loader node has
-    cached. Nodes use the host's sampler and never ask which host it is."""
+    cached. `audio_encoder` encodes a sound to generate to (None where the model's files lack it). Nodes use the
+    host's sampler and never ask which host it is."""
 
     host: Host
     decoders: Decoders
     video_encoder: VideoEncoder
     files: ModelFiles
     loras: tuple[tuple[Lora, float], ...] = ()
+    audio_encoder: AudioEncoder | None = None
 
     def text_sources(self, text_encoder: str) -> Sources:
         """Where the text path's weights are with `text_encoder`: a bundle's projection and connectors, or LTX-2.5's
@@ -59,13 +63,23 @@ class ModelHandle(NamedTuple):
 
     def modules(self) -> tuple[torch.nn.Module, ...]:
         """This process's modules of the handle (the transformer too when it runs here)."""
-        return tuple(m for m in (self.host.transformer, self.video_encoder, *self.decoders) if m is not None)
+        return tuple(m for m in (self.host.transformer, self.video_encoder, self.audio_encoder, *self.decoders)
+                     if m is not None)
 
     def release(self) -> None:
         """Frees every weight (they become `meta`) and stops the workers; the handle then refuses to run."""
-        for module in (self.video_encoder, *self.decoders):
-            module.to("meta")
+        for module in (self.video_encoder, self.audio_encoder, *self.decoders):
+            if module is not None:
+                module.to("meta")
         self.host.release()
+
+    def checked_audio_encoder(self) -> AudioEncoder:
+        """The audio VAE encoder (audio conditioning); ValueError naming the fix where the model's files lack it."""
+        if self.audio_encoder is None:
+            raise ValueError(f"audio conditioning needs the audio VAE encoder, and {self.files.label} has none; load "
+                             "a released LTX-2 checkpoint (or LTX-2.5's audio VAE file), which carries it, or remove "
+                             "the audio input")
+        return self.audio_encoder
 
     def check_loaded(self) -> ModelHandle:
         if self.weights.is_meta:

@@ -134,7 +134,8 @@ def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, 
                 unique_id: str | None, labels: dict[str, str]) -> ModelHandle:
     """The model handle of `files`: its files checked together first (kinds, one release; named by the node's
     `labels` of their inputs), the node's previous model released, then the transformer on workers (a
-    multi-device `parallel` layout) or here under a memory plan, and the decoders and the video encoder here."""
+    multi-device `parallel` layout) or here under a memory plan, and the decoders and the video and audio encoders
+    here."""
     target, dtype = _device(device), DTYPES[weight_dtype]
     files.check_model(labels)
     previous = _LOADED.pop(unique_id, None)
@@ -152,7 +153,7 @@ def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, 
         if plan is not None:
             print(f"[LTX-2] {plan.describe()}")
         host = LocalHost(models.transformer, target, next(models.decoders.video.parameters()).dtype, plan)
-    handle = ModelHandle(host, models.decoders, models.video_encoder, files)
+    handle = ModelHandle(host, models.decoders, models.video_encoder, files, audio_encoder=models.audio_encoder)
     if unique_id is not None:
         _LOADED[unique_id] = handle
     return handle

@@ -7,9 +7,10 @@ import math
 import torch
 
 from ltx2_core import GuidanceParams
+from ltx2_core.conditioning.audio import AudioCondition, encode_audio_condition
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
 from ltx2_core.geometry import is_frame_count
-from ltx2_core.pipeline import distilled_ancestral_seed
+from ltx2_core.pipeline import distilled_ancestral_seed, held_audio_guidance, uncond_contexts
 from ltx2_core.preview import LatentPreview, rgb_projection
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
@@ -18,13 +19,14 @@ from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import AVLatent, empty_latent
 
 from . import bridge
-from .handles import CONDITIONING, GUIDANCE, LATENT, MODEL, Conditioning, ModelHandle
+from .handles import AUDIO_CONDITION, CONDITIONING, GUIDANCE, LATENT, MODEL, Conditioning, ModelHandle
 from .images import IMAGES, at_frames
 from .validation import stated_limits
 
 CATEGORY = "LTX-2/sampling"
 SCHEDULES = ("ltx2", "distilled", "stage-2 refine")
 MAX_SEED = 2**63 - 1
+MAX_FRAMES = 1441  # pixel frames a clip may have (the frames inputs' limit)
 
 
 MAX_SIGMAS = 201  # explicit sigmas: as many steps as the steps input allows (200)
@@ -59,7 +61,7 @@ class LTX2EmptyLatent:
                               "tooltip": "pixels, a multiple of 32 (64 for the two-stage pipelines' first stage)"}),
             "height": ("INT", {"default": 512, "min": 32, "max": 8192, "step": 32,
                                "tooltip": "pixels, a multiple of 32"}),
-            "frames": ("INT", {"default": 121, "min": 1, "max": 1441, "step": 8,
+            "frames": ("INT", {"default": 121, "min": 1, "max": MAX_FRAMES, "step": 8,
                                "tooltip": "pixel frames, 8k+1 (121 = 5 s at 24 fps)"}),
             "fps": ("FLOAT", {"default": 24.0, "min": 1.0, "max": 120.0, "step": 0.01,
                               "tooltip": "frame rate; also sets the audio length"}),
@@ -199,6 +201,10 @@ class LTX2Sampler:
                 "cuda_graphs": ("BOOLEAN", {"default": False, "tooltip": "capture each step as a CUDA graph (CUDA)"}),
                 "images": (IMAGES, {"tooltip": "images held at frames (LTX-2 Image Condition): image-to-video, "
                                     "last frame, keyframes; encoded at this latent's size"}),
+                "audio": (AUDIO_CONDITION, {"tooltip": "a sound to generate the video to (LTX-2 Audio Condition), "
+                                            "held over the clip; at strength 1 the audio guidance is off (the "
+                                            "sound is not sampled) and the latent carries the sound, which the "
+                                            "decoder returns as it is. Wire it into every sampler of a chain"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -218,17 +224,27 @@ class LTX2Sampler:
     def sample(self, model: ModelHandle, conditioning: Conditioning, latent: AVLatent, seed: int, steps: int,
                schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
                compile: bool = False, cuda_graphs: bool = False, images: tuple[ImageCondition, ...] = (),
-               unique_id: str | None = None):
+               audio: AudioCondition | None = None, unique_id: str | None = None):
         frames, height, width = latent.pixel_size
         images = at_frames(images, frames)  # first: a frame beyond the clip is refused before any work
+        if audio is not None:
+            audio.check(frames / latent.fps)  # a sound shorter than the clip, too
         table, noise_scale = sigma_schedule(schedule, steps, sigmas)
         model = model.check_loaded()
+        encoder = model.checked_audio_encoder() if audio is not None else None
         if problem := model.host.memory_problem(frames, height, width, latent.fps):
             raise ValueError(problem)
         conditions = encode_conditions(images, model.video_encoder, height, width)
+        if audio is not None:  # held by this stage; the latent carries the sound while a stage holds it exactly
+            encoded, sound = encode_audio_condition(audio, encoder, frames / latent.fps, latent.audio.shape[2])
+            conditions, latent = [*conditions, encoded], latent._replace(sound=sound)
         if (compile or cuda_graphs) and model.host.device.type != "cuda":
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
         video_guidance, audio_guidance = guidance or (None, None)
+        negative = conditioning.negative
+        if audio is not None:  # as the pipeline: no guidance of a sound held exactly, the uncond pass's contexts
+            audio_guidance = held_audio_guidance(audio, audio_guidance or GuidanceParams())
+            negative = uncond_contexts(conditioning.positive, negative, audio_guidance, held=True)
         previews = (LatentPreview(rgb_projection(model.decoders.video), *latent.video.shape[2:])
                     if bridge.IN_COMFYUI else None)
         distilled = schedule == "distilled" and not sigmas.strip()  # the release's distilled stage 1
@@ -238,5 +254,5 @@ class LTX2Sampler:
         with model.host.sampler(model.loras, previews=previews, compile=compile, cuda_graphs=cuda_graphs,
                                 should_stop=bridge.interrupt_requested) as (sampler, ready), bridge.interrupts():
             generator = torch.Generator(sampler.device).manual_seed(seed)
-            return (sampler(conditioning.positive, conditioning.negative, latent, stage, generator,
+            return (sampler(conditioning.positive, negative, latent, stage, generator,
                             progress=bridge.progress_bar(len(table) - 1, unique_id, ready)),)
