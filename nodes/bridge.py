@@ -151,14 +151,21 @@ def add_json_route(path: str, produce: Callable[[], object]) -> None:
 
 
 def provide_inputs(folder: str) -> list[str]:
-    """Copies the files of `folder` (the example workflows' pictures) into ComfyUI's input folder where absent, so
-    the LoadImage nodes of a dragged-in example find them; returns the names copied ([] outside ComfyUI)."""
+    """Copies the files of `folder` (the example workflows' pictures and sounds) into ComfyUI's input folder where
+    absent (each whole or not at all), so the LoadImage and LoadAudio nodes of a dragged-in example find them;
+    returns the names copied ([] outside ComfyUI)."""
     if not IN_COMFYUI:
         return []
     target, copied = folder_paths.get_input_directory(), []
     for name in sorted(os.listdir(folder)):
         if not os.path.exists(os.path.join(target, name)):
             os.makedirs(target, exist_ok=True)
-            shutil.copyfile(os.path.join(folder, name), os.path.join(target, name))
+            partial = os.path.join(target, f".{name}.{os.getpid()}.partial")
+            try:
+                shutil.copyfile(os.path.join(folder, name), partial)
+                os.replace(partial, os.path.join(target, name))
+            finally:
+                if os.path.exists(partial):
+                    os.remove(partial)
             copied.append(name)
     return copied

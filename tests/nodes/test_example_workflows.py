@@ -12,12 +12,13 @@ from nodes import NODE_CLASS_MAPPINGS as NODES
 
 ROOT = Path(__file__).resolve().parents[2]
 API_WORKFLOWS = sorted((ROOT / "example_workflows" / "api").glob("*.api.json"))
-# the core ComfyUI nodes the examples use, and their inputs (ComfyUI 0.26's LoadImage, CreateVideo and SaveVideo)
-CORE = {"LoadImage": ({"image"}, set(), 2),
+# the core ComfyUI nodes the examples use, and their inputs (ComfyUI 0.26's LoadImage, LoadAudio, CreateVideo and
+# SaveVideo)
+CORE = {"LoadImage": ({"image"}, set(), 2), "LoadAudio": ({"audio"}, set(), 1),
         "CreateVideo": ({"images", "fps"}, {"audio", "bit_depth"}, 1),
         "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0)}
 FOLDER_COMBOS = {"ckpt_name", "transformer", "video_vae", "audio_vae", "text_encoder", "lora_name", "upscale_model_name",
-                 "distilled_lora", "image"}
+                 "distilled_lora", "image", "audio"}
 
 
 def _inputs(class_type: str) -> tuple[dict, dict, int]:
@@ -79,24 +80,32 @@ def test_every_pipeline_has_an_example():
 
 
 def test_the_pictures_the_examples_load_ship_with_the_pack_and_reach_comfyuis_input_folder(tmp_path, monkeypatch):
-    """A dragged-in example finds its pictures: the pack ships them and copies them into ComfyUI's input folder
-    (where LoadImage looks) unless a file of that name is there already."""
+    """A dragged-in example finds its pictures and sounds: the pack ships them and copies them into ComfyUI's input
+    folder (where LoadImage and LoadAudio look) unless a file of that name is there already."""
     from types import SimpleNamespace
 
     from PIL import Image
 
+    from ltx2_core.audio_io import read_audio
     from nodes import EXAMPLE_INPUTS, bridge
 
     named = {node["inputs"]["image"] for path in API_WORKFLOWS for node in json.loads(path.read_text()).values()
              if node["class_type"] == "LoadImage"}
-    assert named == {"ltx2_example_first.png", "ltx2_example_last.png"}
+    assert named == {"ltx2_example_first.png", "ltx2_example_last.png", "ltx2_example_portrait.png"}
     for name in named:
         with Image.open(Path(EXAMPLE_INPUTS) / name) as picture:
             assert picture.format == "PNG" and picture.size == (384, 256)
+    sounds = {node["inputs"]["audio"] for path in API_WORKFLOWS for node in json.loads(path.read_text()).values()
+              if node["class_type"] == "LoadAudio"}
+    assert sounds == {"ltx2_example_voice.wav", "ltx2_example_song.flac"}
+    for name in sounds:  # small, a few seconds each: long enough for 121 frames at 24 fps
+        sound = read_audio(Path(EXAMPLE_INPUTS) / name)
+        assert (Path(EXAMPLE_INPUTS) / name).stat().st_size < 300_000 and 121 / 24 < sound.seconds < 6
     monkeypatch.setattr(bridge, "IN_COMFYUI", True)
     monkeypatch.setattr(bridge, "folder_paths", SimpleNamespace(get_input_directory=lambda: str(tmp_path / "input")))
     (tmp_path / "input").mkdir()
     (tmp_path / "input" / "ltx2_example_last.png").write_bytes(b"the user's own")
-    assert bridge.provide_inputs(EXAMPLE_INPUTS) == ["ltx2_example_first.png"]
+    assert sorted(bridge.provide_inputs(EXAMPLE_INPUTS)) == ["ltx2_example_first.png", "ltx2_example_portrait.png",
+                                                             "ltx2_example_song.flac", "ltx2_example_voice.wav"]
     assert (tmp_path / "input" / "ltx2_example_last.png").read_bytes() == b"the user's own"  # never overwritten
     assert bridge.provide_inputs(EXAMPLE_INPUTS) == []
