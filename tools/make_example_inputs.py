@@ -34,7 +34,7 @@ def voice(rate: int = 16000, seconds: float = SECONDS, seed: int = 24) -> np.nda
     rng = np.random.default_rng(seed)
     t = np.arange(round(seconds * rate)) / rate
     # syllables of 0.16..0.26 s, words of 2..4 syllables, 0.15 s pauses
-    bounds, vowels, now = [], [], 0.25
+    bounds, vowels, now = [], [], 0.08
     while now < seconds - 0.3:
         for _ in range(rng.integers(2, 5)):
             length = rng.uniform(0.16, 0.26)

@@ -4,6 +4,7 @@ and leaves the pack usable."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import av
 import pytest
+import torch
 
+from ltx2_core.audio_io import Waveform, read_audio
 from nodes import NODE_CLASS_MAPPINGS
 
 from .conftest import PACK_FOLDER, ROOT, TINY
@@ -35,7 +38,13 @@ EXAMPLES = {
     # LTX-2.5: the examples' own file names (the tiny release is written under the released names)
     "ltx25_t2v_distilled": (["4.width=64", "4.height=32", "4.frames=9"], (9, 128, 64)),
     "ltx25_i2v_two_stage": (["4.width=64", "4.height=32", "4.frames=9", "8.steps=2"], (9, 128, 64)),
+    # audio-to-video: the frames come from the sound's duration (0.4 s covers 9 frames at 24 fps)
+    "ltx2_a2v_lipsync": (["4.width=96", "4.height=64", "13.duration=0.4", "6.steps=2"], (9, 96, 64)),
+    "ltx2_a2v_music_video": ([UPSAMPLER, f"distilled_lora={TINY['lora']}", "4.width=128", "4.height=64",
+                              "4.steps=2", "8.start=1.0", "8.duration=0.4"], (9, 128, 64)),
 }
+# the audio-to-video examples: (LoadAudio's file, the audio condition's start), whose clip the written file carries
+SOUNDS = {"ltx2_a2v_lipsync": ("ltx2_example_voice.wav", 0.0), "ltx2_a2v_music_video": ("ltx2_example_song.flac", 1.0)}
 
 
 def client(server, workflow: str, *settings: str, out: Path, seed: int = 1, wait: bool = True):
@@ -48,13 +57,17 @@ def client(server, workflow: str, *settings: str, out: Path, seed: int = 1, wait
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_the_pack_provides_the_example_pictures_in_comfyuis_input_folder(comfyui):
+def test_the_pack_provides_the_example_pictures_and_sounds_in_comfyuis_input_folder(comfyui):
     shipped = sorted(p.name for p in (ROOT / "example_workflows" / "input").iterdir())
-    assert shipped == ["ltx2_example_first.png", "ltx2_example_last.png"]
+    assert shipped == ["ltx2_example_first.png", "ltx2_example_last.png", "ltx2_example_portrait.png",
+                       "ltx2_example_song.flac", "ltx2_example_voice.wav"]
     for name in shipped:
         copied = comfyui.base / "input" / name
         assert copied.read_bytes() == (ROOT / "example_workflows" / "input" / name).read_bytes()
-    assert set(shipped) <= set(comfyui.get("/object_info/LoadImage")["LoadImage"]["input"]["required"]["image"][0])
+    pictures = {name for name in shipped if name.endswith(".png")}
+    assert pictures <= set(comfyui.get("/object_info/LoadImage")["LoadImage"]["input"]["required"]["image"][0])
+    sounds = set(comfyui.get("/object_info/LoadAudio")["LoadAudio"]["input"]["required"]["audio"][0])
+    assert set(shipped) - pictures <= sounds
 
 
 def test_every_node_is_registered_and_the_pack_imports_cleanly(comfyui):
@@ -76,8 +89,28 @@ def test_example_workflow_writes_an_mp4_with_sound(comfyui, workflow, tmp_path):
     with av.open(str(video_file)) as container:
         video, audio = container.streams.video[0], container.streams.audio[0]
         assert (video.frames, video.width, video.height, video.average_rate) == (frames, width, height, 24)
-        seconds = sum(frame.samples for frame in container.decode(audio)) / audio.rate
-    assert abs(seconds - frames / 24) < 0.1 and audio.channels == 2
+    written = read_audio(video_file)
+    assert abs(written.seconds - frames / 24) < 0.1
+    if workflow not in SOUNDS:
+        assert written.samples.shape[0] == 2  # the decoded stereo
+        return
+    # audio-to-video: the file carries the input sound over the clip, at its own rate and channels (AAC: lossy)
+    name, start = SOUNDS[workflow]
+    clip = read_audio(ROOT / "example_workflows" / "input" / name, start, frames / 24)
+    assert (written.samples.shape[0], written.rate) == (clip.samples.shape[0], clip.rate)
+    assert abs(written.seconds - clip.seconds) < 0.05
+    correlation, energy = aac_match(written, clip)
+    assert correlation > 0.95 and 0.8 < energy < 1.25, (correlation, energy)
+
+
+def aac_match(written: Waveform, clip: Waveform, skip: int = 1024) -> tuple[float, float]:
+    """How closely an AAC-encoded copy follows a clip after its first `skip` samples (the encoder's first frame,
+    which it fades in), the worst channel's: the correlation and the energy ratio (1: the same loudness)."""
+    n = min(clip.samples.shape[-1], written.samples.shape[-1])
+    got, want = written.samples[:, skip:n].double(), clip.samples[:, skip:n].double()
+    correlations = [float(torch.corrcoef(torch.stack(pair))[0, 1]) for pair in zip(got, want)]
+    energies = (got.square().mean(-1) / want.square().mean(-1)).tolist()
+    return min(correlations), max(energies, key=lambda e: abs(math.log(e)))
 
 
 def test_a_bad_value_is_refused_before_anything_runs(comfyui, tmp_path):
