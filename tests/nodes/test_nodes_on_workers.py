@@ -44,6 +44,24 @@ def test_the_sampler_on_workers_equals_the_sampler_here_with_a_lora(loaded, on_w
     assert next(encoder_of_workers.gemma.parameters()).dtype == next(here.host.transformer.parameters()).dtype
 
 
+def test_the_sampler_on_workers_holds_a_sound_as_here(loaded, on_workers):
+    """Audio-to-video on CFG-parallel workers: the uncond pass (the other rank) keeps the positive audio context, as
+    here; the latent carries the sound back."""
+    here, _, conditioning, _ = loaded
+    t = torch.arange(16000) / 16000
+    sound = {"waveform": (0.3 * torch.sin(2 * torch.pi * 220 * t))[None, None], "sample_rate": 16000}
+    (audio, frames) = node("LTX2AudioCondition", sound, 0.1, 0.0, 1.0, 24.0)
+    (latent,) = node("LTX2EmptyLatent", 96, 64, frames, 24.0)
+    results = []
+    for model in (here, on_workers):
+        (guidance,) = node("LTX2Guidance", model, **GUIDED)
+        results.append(node("LTX2Sampler", model, conditioning, latent, 3, 2, "ltx2", guidance=guidance,
+                            audio=audio)[0])
+    torch.testing.assert_close(results[1].video, results[0].video, atol=1e-4, rtol=0)
+    assert torch.equal(results[1].audio, results[0].audio)  # the encoded sound, held
+    assert torch.equal(results[1].sound.samples, results[0].sound.samples)
+
+
 def test_the_generate_node_two_stage_on_workers_equals_here(loaded, on_workers, files):
     here, encoder, _, _ = loaded
     (upsampler,) = node("LTX2UpsamplerLoader", files["upsampler"], on_workers)
