@@ -120,6 +120,13 @@ def test_a_bad_value_is_refused_before_anything_runs(comfyui, tmp_path):
     assert not list(tmp_path.glob("*"))
 
 
+def test_a_bad_sound_is_refused_with_the_fix_before_sampling(comfyui, tmp_path):
+    run = client(comfyui, "ltx2_a2v_lipsync", "4.width=96", "4.height=64", "13.start=60", out=tmp_path)
+    assert run.returncode == 1
+    assert "start 60 s is past the end of the sound (it lasts 5.200 s); pick an earlier start" in run.stderr
+    assert not list(tmp_path.glob("*.mp4"))
+
+
 def test_an_fp8_checkpoint_runs_the_example_also_streamed_and_quantize_at_load_too(comfyui, tmp_path):
     small = ["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"]
     for name, settings in (("fp8", [f"1.ckpt_name={TINY['fp8_checkpoint']}"]), ("quantize", ["1.fp8=quantize"]),
