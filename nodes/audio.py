@@ -6,10 +6,9 @@ import math
 
 import torch
 
-from ltx2_core.audio_io import Waveform
+from ltx2_core.audio_io import Waveform, check_waveform
 from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.geometry import is_frame_count
-from ltx2_core.model.audio_vae.encoder import stereo_waveform
 
 from .handles import AUDIO_CONDITION
 from .sampling import MAX_FRAMES
@@ -47,27 +46,22 @@ class LTX2AudioCondition:
     def cut(self, audio: dict, start: float = 0.0, duration: float = 0.0, strength: float = 1.0,
             fps: float = 24.0):
         sound = cut_sound(comfy_sound(audio), start, duration)
-        frames = frames_covered(sound, fps)
-        return AudioCondition(sound, 0.0, float(strength)), frames
+        condition = AudioCondition(sound, 0.0, float(strength))
+        condition.check(sound.seconds)  # the strength, and samples above full scale, now
+        return condition, frames_covered(sound, fps)
 
 
 def comfy_sound(audio: dict) -> Waveform:
     """ComfyUI AUDIO {"waveform": (B, C, S) float, "sample_rate": Hz} -> the first item of the batch as a Waveform
     (C, S) float32 on the CPU; ValueError naming the fix for anything the audio encoder would refuse."""
     waveform = audio.get("waveform") if isinstance(audio, dict) else None
-    rate = audio.get("sample_rate") if isinstance(audio, dict) else None
     if not isinstance(waveform, torch.Tensor) or waveform.dim() != 3:
         shape = tuple(waveform.shape) if isinstance(waveform, torch.Tensor) else type(waveform).__name__
         raise ValueError(f"audio must be a ComfyUI AUDIO with a waveform (batch, channels, samples), got {shape}; "
                          "connect Load Audio or another audio node")
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0 or rate != int(rate):
-        raise ValueError(f"audio sample_rate must be a positive whole number of Hz, got {rate!r}; connect Load Audio "
-                         "or another audio node")
     if waveform.shape[0] == 0:
         raise ValueError("audio is an empty batch; give it at least one sound")
-    samples = waveform[0]
-    stereo_waveform(samples)  # mono or stereo, not empty, float, finite: the encoder's own checks, now
-    return Waveform(samples.detach().to("cpu", torch.float32).contiguous(), int(rate))
+    return check_waveform(waveform[0], audio.get("sample_rate"), "audio")  # ltx2_core's checks: C, S, dtype, NaN
 
 
 def cut_sound(sound: Waveform, start: float, duration: float) -> Waveform:

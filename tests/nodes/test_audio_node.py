@@ -65,15 +65,16 @@ def test_frames_is_the_longest_clip_the_sound_covers(samples, rate, fps, frames)
 
 
 @pytest.mark.parametrize("audio, start, match", [
-    (_comfy(torch.zeros(3, 16000), 16000), 0.0, r"C = 1 \(mono\) or 2 \(stereo\).*downmix"),
-    (_comfy(torch.zeros(1, 0), 16000), 0.0, "empty.*at least one sample"),
+    (_comfy(torch.zeros(3, 16000), 16000), 0.0, r"1 \(mono\) or 2 \(stereo\) channels, got \(3, 16000\); downmix"),
+    (_comfy(torch.zeros(1, 0), 16000), 0.0, "no samples; give a sound at least one sample long"),
     (_comfy(torch.zeros(0, 1, 16000), 16000), 0.0, "empty batch"),
-    (_comfy(torch.tensor([[0.1, float("nan"), 0.2] * 8000]), 16000), 0.0, "NaN.*repair or re-export"),
+    (_comfy(torch.tensor([[0.1, float("nan"), 0.2] * 8000]), 16000), 0.0, "8000 NaN.*repair the sound"),
     (_comfy(torch.zeros(1, 16000), 16000), 1.0, r"start 1 s is past the end of the sound \(it lasts 1.000 s\)"),
     (_comfy(torch.zeros(1, 16000), 16000), 0.99, "less than one frame at 24 fps; use a longer sound"),
-    (_comfy(torch.zeros(1, 16000, dtype=torch.int16), 16000), 0.0, "floating point"),
+    (_comfy(torch.full((1, 16000), 1.5), 16000), 0.0, "above full scale.*lower its volume or normalise it"),
+    (_comfy(torch.zeros(1, 16000, dtype=torch.int16), 16000), 0.0, "float in .*scale integer samples"),
     ({"waveform": torch.zeros(16000), "sample_rate": 16000}, 0.0, r"\(batch, channels, samples\)"),
-    (_comfy(torch.zeros(1, 16000), 0), 0.0, "sample_rate must be a positive whole number"),
+    (_comfy(torch.zeros(1, 16000), 0), 0.0, "sample rate must be a positive whole number"),
 ])
 def test_bad_audio_is_refused_naming_the_fix(audio, start, match):
     with pytest.raises(ValueError, match=match):
@@ -152,7 +153,7 @@ def test_sampler_and_generate_refuse_a_short_sound_and_a_model_without_the_encod
     short, _ = node("LTX2AudioCondition", _comfy(_tone(0.2, 16000), 16000), 0.0, 0.0, 1.0, 24.0)
     sound, _ = node("LTX2AudioCondition", _comfy(_tone(1.0, 16000), 16000), 0.0, 0.0, 1.0, 24.0)
     (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
-    clip_needs = r"has 0.200 s from 0 s, and the clip needs 0.375 s; use a longer sound.*or fewer frames"
+    clip_needs = r"lasts 0.200 s; from 0 s the clip needs 0.375 s; use a longer sound.*or fewer frames"
     with pytest.raises(ValueError, match=clip_needs):
         node("LTX2Sampler", model, conditioning, latent, 4, 2, "ltx2", audio=short)
     with pytest.raises(ValueError, match=clip_needs):
