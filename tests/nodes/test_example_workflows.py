@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nodes import NODE_CLASS_MAPPINGS as NODES
@@ -109,3 +110,20 @@ def test_the_pictures_the_examples_load_ship_with_the_pack_and_reach_comfyuis_in
                                                              "ltx2_example_song.flac", "ltx2_example_voice.wav"]
     assert (tmp_path / "input" / "ltx2_example_last.png").read_bytes() == b"the user's own"  # never overwritten
     assert bridge.provide_inputs(EXAMPLE_INPUTS) == []
+
+
+def test_the_shipped_sounds_are_what_the_script_synthesises():
+    """tools/make_example_inputs.py makes the voice and the song (16-bit, lossless): they decode to its samples."""
+    import importlib.util
+
+    from ltx2_core.audio_io import read_audio
+    from nodes import EXAMPLE_INPUTS
+
+    spec = importlib.util.spec_from_file_location("make_example_inputs", ROOT / "tools" / "make_example_inputs.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for name, samples, rate in (("ltx2_example_voice.wav", script.voice(), 16000),
+                                ("ltx2_example_song.flac", script.song(), 32000)):
+        shipped = read_audio(Path(EXAMPLE_INPUTS) / name)
+        want = np.round(np.clip(samples, -1, 1) * 32767) / 32768
+        assert shipped.rate == rate and np.array_equal(shipped.samples.numpy(), want.astype(np.float32)), name
