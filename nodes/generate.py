@@ -26,7 +26,7 @@ NO_LORA = "none"
 
 class LTX2Generate:
     DESCRIPTION = ("Text to video + audio in one node: prompts, sampling (and x2 refinement), decoding, with the "
-                   "release's guidance and steps.")
+                   "release's guidance and steps. With audio_only on: text to audio, the sound alone.")
     CATEGORY = "LTX-2/generate"
     RETURN_TYPES = ("IMAGE", "AUDIO", "FLOAT")
     RETURN_NAMES = ("images", "audio", "fps")
@@ -64,6 +64,9 @@ class LTX2Generate:
                                     "last frame, keyframes"}),
                 "audio": (AUDIO_CONDITION, {"tooltip": "a sound to generate the video to (LTX-2 Audio Condition), "
                                             "held in every stage; at strength 1 the output carries it unchanged"}),
+                "audio_only": ("BOOLEAN", {"default": False, "tooltip": "text to audio: the sound of frames / fps "
+                               "seconds alone (one-stage, one GPU; width and height unused); the images output is "
+                               "then empty: wire the audio into Save Audio"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -79,22 +82,24 @@ class LTX2Generate:
                  mode: str, width: int, height: int, frames: int, fps: float, seed: int, steps: int,
                  upsampler: LatentUpsampler | None = None, distilled_lora: str = NO_LORA,
                  images: tuple[ImageCondition, ...] = (), audio: AudioCondition | None = None,
-                 unique_id: str | None = None):
+                 audio_only: bool = False, unique_id: str | None = None):
         images = _check_request(prompt, negative_prompt, mode, width, height, frames, distilled_lora, images)
+        request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
+                          images=images, audio=audio, audio_only=bool(audio_only))
+        if audio_only:
+            request.check()  # one-stage, no image or sound to hold: refused here, before the model is touched
         if audio is not None:
             audio.check(frames / fps)  # a sound shorter than the clip, too
         model = model.check_loaded()
         audio_encoder = model.checked_audio_encoder() if audio is not None else None
-        if problem := model.host.memory_problem(frames, height, width, fps):
+        if not audio_only and (problem := model.host.memory_problem(frames, height, width, fps)):
             raise ValueError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
         # sampled by the host's sampler; the transformer (None on workers) only checks the distilled LoRA's shapes
         models = Models(model.host.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder,
                         audio_encoder)
-        request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
-                          images=images, audio=audio)
         previews = (StagePreviews(rgb_projection(model.decoders.video), frames, height, width)
-                    if bridge.IN_COMFYUI else None)
+                    if bridge.IN_COMFYUI and not audio_only else None)
         with model.host.sampler(model.loras, previews=previews, should_stop=bridge.interrupt_requested) as \
                 (sampler, ready), bridge.interrupts():
             return comfy_outputs(generate(request, models, StageBars(unique_id, ready), sampler=sampler,

@@ -113,6 +113,16 @@ def aac_match(written: Waveform, clip: Waveform, skip: int = 1024) -> tuple[floa
     return min(correlations), max(energies, key=lambda e: abs(math.log(e)))
 
 
+def test_the_text_to_audio_example_writes_a_flac_of_the_clips_length(comfyui, tmp_path):
+    run = client(comfyui, "ltx2_t2a", "3.frames=25", "3.steps=2", out=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    (sound_file,) = tmp_path.glob("*.flac")
+    assert not list(tmp_path.glob("*.mp4"))
+    written = read_audio(sound_file)
+    assert written.samples.shape[0] == 2 and written.rate == 48000  # LTX-2.3's vocoder: stereo at 48 kHz
+    assert abs(written.seconds - 25 / 24) < 0.05 and written.samples.abs().max() > 0
+
+
 def test_a_bad_value_is_refused_before_anything_runs(comfyui, tmp_path):
     run = client(comfyui, "ltx2_t2v_one_stage", "4.width=96", "4.height=64", "4.frames=16", out=tmp_path)
     assert run.returncode == 2

@@ -193,3 +193,21 @@ def test_a_held_sound_is_an_encoded_audio_condition_of_the_stage(loaded, monkeyp
     (held,) = seen["conditions"]
     assert isinstance(held, EncodedAudio) and held.strength == 0.7 and held.latent.shape[2] == latent.audio.shape[2]
     assert isinstance(sound.audio, Waveform)
+
+
+def test_the_generate_node_makes_sound_alone_with_audio_only(loaded):
+    """Text to audio: no frames, the decoded stereo at the vocoder's rate for frames / fps seconds."""
+    model, encoder, _, _ = loaded
+    images, audio, fps = node("LTX2Generate", model, encoder, "rain on a tin roof", negative_prompt="noise",
+                              mode="one-stage", width=96, height=64, frames=25, fps=24.0, seed=3, steps=2,
+                              audio_only=True)
+    assert images is None and fps == 24.0
+    waveform = audio["waveform"]
+    assert waveform.shape[:2] == (1, 2) and abs(waveform.shape[2] / audio["sample_rate"] - 25 / 24) < 0.05
+    assert waveform.abs().max() > 0  # a sound was made
+    sound, _ = node("LTX2AudioCondition", _comfy(_tone(2.0, 16000), 16000), 0.0, 0.0, 1.0, 24.0)
+    for bad, match in [({"mode": "two-stage"}, "runs one stage"), ({"audio": sound}, "an input sound was given")]:
+        settings = {"mode": "one-stage", "width": 128, "height": 64, "frames": 9, "fps": 24.0, "seed": 1,
+                    "steps": 1, "audio_only": True} | bad
+        with pytest.raises(ValueError, match=match):
+            node("LTX2Generate", model, encoder, "a", negative_prompt="", **settings)
