@@ -123,7 +123,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
                              "transformer does not take in this version; sample without that condition")
         noise = torch.randn((1, stream.clean.shape[1], 128), generator=generator, device=param.device,
                             dtype=param.dtype)
-        states.append(noised_state(stream.clean.expand_as(noise), noise, stage.noise_scale, stream.mask))
+        state = noised_state(stream.clean.expand_as(noise), noise, stage.noise_scale, stream.mask)
+        states.append(state._replace(frozen=True) if stream.frozen else state)
     setup = guided_setup(model, positive, negative, video.positions, audio.positions, stage.video_guidance,
                          stage.audio_guidance, passes_per_forward=passes_per_forward, runner=runner)
     if stage.ancestral_seed is not None:  # drawn per step: run eagerly, never as a captured graph of one draw
