@@ -5,8 +5,11 @@ The file's frames are read at its own size, frame count and frame rate (`ltx2_co
 by the video VAE encoder. As a `Condition` of the video stream (`EncodedVideo`) it holds every video token at that
 latent with denoise mask 1 − strength. Strength 1 is the reference's frozen video (`ModalitySpec(frozen=True)`):
 mask 0 everywhere AND the stream's own sigma fed to the transformer as 0 (`ConditionedStream.frozen`), which the
-text and cross-modal modulations read; the sampled video latent is then the encoded one exactly. Lower strengths let
-the model change the video (not a mode of the reference).
+text and cross-modal modulations read; the sampled video latent is then the encoded one exactly. The video tokens
+are clean in every step, as the reference's frozen modalities are (`frozen=True, noise_scale=0.0`, e.g. the audio of
+its audio-to-video pipeline); `RetakePipeline` as written keeps noise_scale 1 for its frozen video, so its transformer
+sees noise blended toward the video while told it is clean: that we do not copy. Lower strengths let the model
+change the video (not a mode of the reference).
 
 A retake of a time span (the next feature) holds part of the same tokens: `EncodedVideo` plus a mask over time.
 """
