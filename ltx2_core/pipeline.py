@@ -112,6 +112,8 @@ class Request:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise ValueError("the prompt is empty; describe the video (and its sound) to generate")
+        if self.video_input is not None:  # first: the file's own faults are named before the clip's size
+            self.check_video_input()
         check_video_size(self.frames, self.height, self.width)
         if self.two_stage and (self.height % 64 or self.width % 64):
             raise ValueError(f"the {self.mode} pipeline samples at half size first, so width and height must be "
@@ -133,8 +135,6 @@ class Request:
                 raise ValueError(f"audio must be an AudioCondition (a file or waveform, start, strength), got "
                                  f"{type(self.audio).__name__}")
             self.audio.check(self.seconds)
-        if self.video_input is not None:
-            self.check_video_input()
 
     def check_video_input(self) -> None:
         """Sound for a video: one stage, no other condition, the clip exactly the file's (its header is read and its
