@@ -8,7 +8,8 @@
 
 Sound for an existing silent video (`Request.video_input`, video to audio) is one stage at the video's own size,
 frame count and frame rate, as the reference's `RetakePipeline` with `regenerate_video=False` on a file without
-sound: the video latent is the file's, encoded and frozen; the audio is sampled from noise over the whole clip.
+sound: the video latent is the file's, encoded and frozen (each release as its reference: 1.0.0 for 2.0 and 2.3, 1.2.0
+for 2.5; `ltx2_core.conditioning.video`); the audio is sampled from noise over the whole clip.
 one-stage: the LTX2 schedule with the release's guidance of both modalities (negative contexts for both);
 distilled: the 8-step distilled table, plain Euler steps (also for LTX-2.5), no guidance, no second stage (the
 reference's `distilled=True`). two-stage is refused (the reference has no upsampled V2A).

@@ -3,13 +3,19 @@ does it with `regenerate_video=False` (ltx-pipelines 1.2.0).
 
 The file's frames are read at its own size, frame count and frame rate (`ltx2_core.video_io.read_video`) and encoded
 by the video VAE encoder. As a `Condition` of the video stream (`EncodedVideo`) it holds every video token at that
-latent with denoise mask 1 − strength. Strength 1 is the reference's frozen video (`ModalitySpec(frozen=True)`):
-mask 0 everywhere AND the stream's own sigma fed to the transformer as 0 (`ConditionedStream.frozen`), which the
-text and cross-modal modulations read; the sampled video latent is then the encoded one exactly. The video tokens
-are clean in every step, as the reference's frozen modalities are (`frozen=True, noise_scale=0.0`, e.g. the audio of
-its audio-to-video pipeline); `RetakePipeline` as written keeps noise_scale 1 for its frozen video, so its transformer
-sees noise blended toward the video while told it is clean: that we do not copy. Lower strengths let the model
-change the video (not a mode of the reference).
+latent with denoise mask 1 − strength. Strength 1 holds the video exactly and marks the stream frozen
+(`ConditionedStream.frozen`); the sampled video latent is then the encoded one exactly. The two references differ in
+one input, and each release follows its own (`Release.frozen_sigma_zero`):
+
+* 1.0.0 (2.0, 2.3), `RetakePipeline(regenerate_video=False)`: the video held by a zero denoise mask, the
+  transformer fed the step's sigma for it;
+* 1.2.0 (2.5), `ModalitySpec(frozen=True)`: the stream's sigma fed as 0 too, which the text and cross-modal
+  modulations read. The video tokens are clean in every step, as 1.2.0's frozen modalities are (`frozen=True,
+  noise_scale=0.0`, e.g. the audio of its audio-to-video pipeline); its `RetakePipeline` as written keeps
+  noise_scale 1 for the frozen video, so its transformer sees noise blended toward the video while told it is
+  clean: that we do not copy.
+
+Lower strengths let the model change the video (not a mode of either reference).
 
 A retake of a time span (the next feature) holds part of the same tokens: `EncodedVideo` plus a mask over time.
 """

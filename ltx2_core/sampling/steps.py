@@ -18,8 +18,8 @@ class StreamState(NamedTuple):
     latent: (1, tokens, channels) the current noisy latent, in the state dtype
     clean:  (1, tokens, channels) the clean latent the conditioned tokens keep (zeros for a fresh generation)
     mask:   (1, tokens, 1) fp32 denoise mask, 1 = generate, 0 = keep `clean`; None when every token is generated
-    frozen: the stream is held exactly (mask 0) and its sigma is fed to the transformer as 0 (the reference's frozen
-            modality; known on the host when the state is built)
+    frozen: the stream is held exactly (mask 0) and its sigma is fed to the transformer as 0 (ltx-pipelines 1.2.0's
+            frozen modality, where the release follows it: `Release.frozen_sigma_zero`; a host flag)
     """
 
     latent: torch.Tensor

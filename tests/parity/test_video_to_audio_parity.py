@@ -1,5 +1,8 @@
-"""Sound for a silent video (video to audio) vs the 1.2.0 reference, `RetakePipeline` with `regenerate_video=False`
-on a file without sound, run in the reference's own Python (tests/parity/ref120/video_to_audio.py):
+"""Sound for a silent video (video to audio) vs each release's reference: `RetakePipeline` with
+`regenerate_video=False` on a file without sound. LTX-2.0 and 2.3 against ltx-pipelines 1.0.0 in this Python (the
+video held by a zero denoise mask; measured max |Δ| of the audio latent, 3 guided steps / 8 distilled: 2.0 8.6e-6 /
+6.0e-7, 2.3 1.2e-5 / 7.2e-7); LTX-2.5 against 1.2.0 (its frozen modality: the stream's sigma fed as 0 too), run in
+the reference's own Python (tests/parity/ref120/video_to_audio.py):
 
 * reading: a real mp4 (PyAV, libx264) read and prepared by `video_io.read_video` vs the reference's
   `get_videostream_metadata` + `decode_video_from_file` + `video_preprocess`, at the file's size (what V2A does: a
@@ -170,3 +173,79 @@ def test_the_retake_pipeline_as_written_feeds_a_noised_video(runs):
     assert (literal - ours[f"{case}.audio"]).abs().max() > 1e-3
     torch.testing.assert_close(want[f"{case}-retake-literal.video"], tensors[f"{case}.video_latent"], atol=1e-5,
                                rtol=0)
+
+
+# LTX-2.0 and 2.3 against their reference, ltx-pipelines 1.0.0 (in this Python): `RetakePipeline(regenerate_video=
+# False)` on a file without sound holds the encoded video by `TemporalRegionMask(0, 0)` (denoise mask 0 everywhere,
+# the step's sigma fed as it is) and samples the audio from noise; its denoise path is run here on the same tiny
+# weights with the same seeded noiser (video noise drawn first, then audio, as ours).
+
+
+def _reference_retake_100(ref, positive, negative, video_latent, guided: bool, steps: int = 3):
+    from support.reference import import_ltx_pipelines
+
+    import_ltx_pipelines()
+    from ltx_core.components.diffusion_steps import EulerDiffusionStep
+    from ltx_core.components.guiders import MultiModalGuider, MultiModalGuiderParams
+    from ltx_core.components.noisers import GaussianNoiser
+    from ltx_core.components.schedulers import LTX2Scheduler
+    from ltx_core.model.transformer import X0Model
+    from ltx_core.types import VideoPixelShape
+    from ltx_pipelines.retake import TemporalRegionMask
+    from ltx_pipelines.utils.constants import DISTILLED_SIGMA_VALUES
+    from ltx_pipelines.utils.helpers import (
+        multi_modal_guider_denoising_func,
+        noise_audio_state,
+        noise_video_state,
+        simple_denoising_func,
+    )
+    from ltx_pipelines.utils.samplers import euler_denoising_loop
+    from ltx_pipelines.utils.types import PipelineComponents
+
+    transformer = X0Model(ref)
+    shape = VideoPixelShape(batch=1, frames=FRAMES_100, width=WIDTH, height=HEIGHT, fps=FPS)
+    cpu, components = torch.device("cpu"), PipelineComponents(dtype=torch.float32, device=torch.device("cpu"))
+    noiser = GaussianNoiser(torch.Generator().manual_seed(SEED))
+    video, video_tools = noise_video_state(shape, noiser, [TemporalRegionMask(0.0, 0.0, FPS)], components,
+                                           torch.float32, cpu, initial_latent=video_latent)
+    audio, audio_tools = noise_audio_state(shape, noiser, [], components, torch.float32, cpu)
+    if guided:
+        sigmas = LTX2Scheduler().execute(steps=steps).to(torch.float32)
+        params = [MultiModalGuiderParams(cfg_scale=p.cfg, stg_scale=p.stg, stg_blocks=list(p.stg_blocks),
+                                         rescale_scale=p.rescale, modality_scale=p.modality) for p in GUIDANCE_100]
+        fn = multi_modal_guider_denoising_func(
+            MultiModalGuider(params=params[0], negative_context=negative.video),
+            MultiModalGuider(params=params[1], negative_context=negative.audio),
+            v_context=positive.video, a_context=positive.audio, transformer=transformer)
+    else:
+        sigmas = torch.tensor(DISTILLED_SIGMA_VALUES, dtype=torch.float32)
+        fn = simple_denoising_func(video_context=positive.video, audio_context=positive.audio, transformer=transformer)
+    video, audio = euler_denoising_loop(sigmas, video, audio, EulerDiffusionStep(), fn)
+    return (video_tools.unpatchify(video_tools.clear_conditioning(video)).latent,
+            audio_tools.unpatchify(audio_tools.clear_conditioning(audio)).latent)
+
+
+FRAMES_100 = 17
+GUIDANCE_100 = default_guidance("2.0", 3)  # 2.0's and 2.3's scales are the same; STG on the tiny model's last block
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+@pytest.mark.parametrize("guided", [True, False], ids=["guided", "distilled"])
+def test_sound_for_a_video_matches_the_100_retake(version, guided, one_thread):
+    from parity.test_denoise_parity import _models, _texts
+
+    ours, ref = _models(version)
+    positive, negative = _texts(ours.config)
+    frames, rows, cols = latent_shape(FRAMES_100, HEIGHT, WIDTH)
+    video_latent = torch.randn(1, 128, frames, rows, cols, generator=torch.Generator().manual_seed(21))
+    request = Request("unused", width=WIDTH, height=HEIGHT, frames=FRAMES_100, fps=FPS, seed=SEED,
+                      steps=3 if guided else None, mode="one-stage" if guided else "distilled",
+                      video_input=VideoCondition("unused.mp4"))
+    assert default_guidance(version, 3) == GUIDANCE_100
+    got, _ = sample_request(request, Models(ours, None, None), positive, negative if guided else None,
+                            sampler=LocalSampler(ours), video=EncodedVideo(video_latent, 1.0))
+    want_video, want_audio = _reference_retake_100(ref, positive, negative, video_latent, guided)
+    assert torch.equal(got.video, video_latent)
+    torch.testing.assert_close(want_video, video_latent, atol=1e-6, rtol=0)
+    print(version, "guided" if guided else "distilled", "max |Δ| audio", float((got.audio - want_audio).abs().max()))
+    torch.testing.assert_close(got.audio, want_audio, **TOL)

@@ -73,8 +73,9 @@ for name, case in settings.get("cases", {}).items():
                                    case["fps"])
     audio_tools = AudioLatentTools(AudioPatchifier(patch_size=1), AudioLatentShape.from_video_pixel_shape(shape))
     vctx, actx = t[f"{case['text']}.positive_video"], t[f"{case['text']}.positive_audio"]
-    video = _build_state(ModalitySpec(context=vctx, frozen=True, noise_scale=case["video_noise_scale"],
-                                      initial_latent=t[f"{name}.video_latent"]), video_tools, TensorNoiser(t[f"{name}.noise_video"]), f32, cpu)
+    spec = ModalitySpec(context=vctx, frozen=True, noise_scale=case["video_noise_scale"],
+                        initial_latent=t[f"{name}.video_latent"])
+    video = _build_state(spec, video_tools, TensorNoiser(t[f"{name}.noise_video"]), f32, cpu)
     audio = _build_state(ModalitySpec(context=actx), audio_tools, TensorNoiser(t[f"{name}.noise_audio"]), f32, cpu)
     if case["distilled"]:
         sigmas = DISTILLED_SIGMAS
