@@ -341,8 +341,9 @@ def test_a_held_sound_reaches_the_workers_and_comes_back_as_the_clip():
 def test_a_held_video_reaches_the_workers_frozen_and_its_sound_equals_one_process(tmp_path):
     """Sound for a video through the controller (LTX-2.5: the frozen video's sigma fed as 0 on every rank): the
     video encoded here, its latent held on sequence-parallel workers, the same frames and sound as one process."""
-    from ltx2_core.conditioning import VideoCondition
     from unit.test_video_to_audio import write_video
+
+    from ltx2_core.conditioning import VideoCondition
 
     clip = write_video(tmp_path / "silent.mp4", width=96, height=64, frames=9)
     models = demo_models("2.5")

@@ -27,6 +27,8 @@ import av
 import numpy as np
 import pytest
 import torch
+from support.reference120 import run_reference
+from support.transformer25 import transformer25_metadata, write_transformer25
 
 from ltx2_core import TransformerConfig
 from ltx2_core.conditioning import EncodedVideo, VideoCondition
@@ -38,10 +40,8 @@ from ltx2_core.sampling import DISTILLED_SIGMAS, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.types import TextEmbeddings
 from ltx2_core.video_io import read_video, video_info
-from support.reference120 import run_reference
-from support.transformer25 import transformer25_metadata, write_transformer25
 
-TOL = dict(atol=1e-4, rtol=1e-4)
+TOL = {"atol": 1e-4, "rtol": 1e-4}
 FRAMES, HEIGHT, WIDTH, FPS, TEXT_TOKENS, SEED = 17, 64, 96, 24.0, 8, 13
 VERSIONS = ("2.5",)
 CASES = tuple(f"{version}-{kind}" for version in VERSIONS for kind in ("guided", "distilled"))
@@ -63,8 +63,8 @@ def write_mp4(path, width: int, height: int, frames: int, fps: int = 24, seed: i
 
 
 def _guidance(params) -> dict:
-    return dict(cfg=params.cfg, stg=params.stg, stg_blocks=list(params.stg_blocks), rescale=params.rescale,
-                modality=params.modality)
+    return {"cfg": params.cfg, "stg": params.stg, "stg_blocks": list(params.stg_blocks), "rescale": params.rescale,
+                "modality": params.modality}
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +74,8 @@ def runs(tmp_path_factory):
     files = {"own": write_mp4(folder / "own.mp4", 96, 64, 17), "resized": write_mp4(folder / "wide.mp4", 112, 48, 9)}
     ours = {"own.pixels": read_video(files["own"]), "resized.pixels": read_video(files["resized"], 32, 64),
             "own.metadata": torch.tensor(video_info(files["own"])[:4], dtype=torch.float64)}
-    settings = {"reads": {"own": dict(path=str(files["own"]), height=None, width=None),
-                          "resized": dict(path=str(files["resized"]), height=32, width=64)}, "cases": {}}
+    settings = {"reads": {"own": {"path": str(files["own"]), "height": None, "width": None},
+                          "resized": {"path": str(files["resized"]), "height": 32, "width": 64}}, "cases": {}}
     tensors = {}
     frames, rows, cols = latent_shape(FRAMES, HEIGHT, WIDTH)
     g = torch.Generator().manual_seed(5)
@@ -104,11 +104,11 @@ def runs(tmp_path_factory):
             tensors |= {f"{name}.noise_video": torch.randn(1, frames * rows * cols, 128, generator=noise),
                         f"{name}.noise_audio": torch.randn(1, audio_latent_length(FRAMES, FPS), 128, generator=noise),
                         f"{name}.video_latent": latent}
-            settings["cases"][name] = dict(path=str(path), text=version, frames=FRAMES, height=HEIGHT, width=WIDTH,
-                                           fps=FPS, steps=3, distilled=kind == "distilled", video_noise_scale=0.0,
-                                           guidance=[_guidance(p) for p in default_guidance(version, 3)])
+            settings["cases"][name] = {"path": str(path), "text": version, "frames": FRAMES, "height": HEIGHT, "width": WIDTH,
+                                           "fps": FPS, "steps": 3, "distilled": kind == "distilled", "video_noise_scale": 0.0,
+                                           "guidance": [_guidance(p) for p in default_guidance(version, 3)]}
             if kind == "guided":  # RetakePipeline as written: the frozen video's latent starts as noise
-                literal = settings["cases"][name] | dict(video_noise_scale=1.0)
+                literal = settings["cases"][name] | {"video_noise_scale": 1.0}
                 settings["cases"][f"{name}-retake-literal"] = literal
                 tensors |= {f"{name}-retake-literal.{key}": tensors[f"{name}.{key}"].clone()
                             for key in ("noise_video", "noise_audio", "video_latent")}

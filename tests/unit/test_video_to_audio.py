@@ -188,13 +188,13 @@ def test_the_sound_follows_the_seed_and_the_video(models, clip, tmp_path):
 
 
 @pytest.mark.parametrize("change, match", [
-    (dict(width=96), "is 64x64, 9 frames at 24 fps and the request 96x64"),
-    (dict(frames=17), "generate at the video's own size, frames and fps"),
-    (dict(fps=25.0), "9 frames at 25 fps"),
-    (dict(mode="two-stage", width=128, height=128), "use mode one-stage"),
-    (dict(images=(ImageCondition(np.zeros((64, 64, 3), np.uint8)),)), "takes no image or audio condition"),
-    (dict(audio=AudioCondition("voice.wav")), "takes no image or audio condition"),
-    (dict(video_input="clip.mp4"), "video_input must be a VideoCondition"),
+    ({"width": 96}, "is 64x64, 9 frames at 24 fps and the request 96x64"),
+    ({"frames": 17}, "generate at the video's own size, frames and fps"),
+    ({"fps": 25.0}, "9 frames at 25 fps"),
+    ({"mode": "two-stage", "width": 128, "height": 128}, "use mode one-stage"),
+    ({"images": (ImageCondition(np.zeros((64, 64, 3), np.uint8)),)}, "takes no image or audio condition"),
+    ({"audio": AudioCondition("voice.wav")}, "takes no image or audio condition"),
+    ({"video_input": "clip.mp4"}, "video_input must be a VideoCondition"),
 ])
 def test_a_request_the_video_cannot_serve_is_refused(clip, change, match):
     request = _request(clip, **change)
