@@ -7,6 +7,11 @@ With --checkpoint it loads the official LTX-2 / LTX-2.3 single-file checkpoint w
 or LTX-2.5's files: the transformer file with --text-encoder (Gemma 4 12B with the text projection), --vae and
 --audio-vae, or the folder holding them (ComfyUI's models folder or one flat folder, each file found by its header);
 and for two-stage --upsampler and --distilled-lora. Every argument and file is checked before any model work.
+
+--video PATH generates the sound for an existing silent video: the clip's width, height, frames and fps are the
+file's, its frames are held (frozen) while the sound is sampled in one stage (one-stage: guided; distilled: 8 steps,
+no guidance), and the mp4 written carries the video through a VAE round trip with the new sound. A file that already
+has a sound track is refused unless --replace-sound is given (its sound is then not read, and not written).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
+from ltx2_core.conditioning.video import VideoCondition
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.quant.policy import FP8_MODES
 from ltx2_core.media import aac_sample_rates
@@ -49,6 +55,7 @@ from ltx2_core.pipeline import (
 from ltx2_core.sampling.guidance import active_passes
 from ltx2_core.sampling import GuidanceParams
 from ltx2_core.stages import AUDIO_SUFFIXES
+from ltx2_core.video_io import video_info
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -63,7 +70,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--width", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")
     p.add_argument("--height", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")
     p.add_argument("--frames", type=int, help="pixel frames, 8k+1 (default 121; demo 17)")
-    p.add_argument("--fps", type=float, default=24.0)
+    p.add_argument("--fps", type=float, help="frames per second (default 24; with --video: the file's)")
     p.add_argument("--steps", type=int, help=f"stage-1 steps (default {RELEASED_STEPS}; distilled: 8)")
     p.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("guidance (default: the release's values; cfg/modality 1 and stg/rescale 0 switch off)")
@@ -104,6 +111,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="audio-to-video: the sound (any audio file, or a video file's sound track) from START seconds "
                         "(default 0) for the clip's length, held with STRENGTH (default 1: exactly, as Lightricks' "
                         "pipeline); the mp4 carries this sound, not a re-decoded copy")
+    p.add_argument("--video", metavar="PATH",
+                   help="sound for a silent video: width, height, frames and fps are taken from the file (sizes "
+                        "multiples of 32, 8k+1 ≥ 9 frames), its frames held while the sound is generated; --mode "
+                        "one-stage (guided) or distilled (8 steps, one stage)")
+    p.add_argument("--replace-sound", action="store_true",
+                   help="with --video: accept a file that already has sound (the generated sound replaces it)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=sorted(DTYPES), help="default: float32 demo / the file's dtype")
     p.add_argument("--fp8", choices=FP8_MODES, default="auto",
@@ -201,14 +214,37 @@ def _path_and_settings(value: str, fields: tuple, form: str, example: str) -> tu
 
 
 def build_request(args: argparse.Namespace) -> Request:
+    if args.video is not None:
+        return _video_request(args)
+    if args.replace_sound:
+        raise ValueError("--replace-sound goes with --video (a video whose sound is replaced); drop it or add --video")
     # a checkpoint's release is read from its header after the file checks; every release has the same sizes so far
     width, height, frames = RELEASES[args.version].default_size(args.checkpoint is None, args.mode != "one-stage")
     frames = args.frames or frames
     return Request(
         prompt=args.prompt, negative_prompt=args.negative_prompt, width=args.width or width,
-        height=args.height or height, frames=frames, fps=args.fps, steps=args.steps, seed=args.seed,
-        mode=args.mode, images=tuple(image.at(frames) for image in args.image), audio=args.audio,
+        height=args.height or height, frames=frames, fps=24.0 if args.fps is None else args.fps, steps=args.steps,
+        seed=args.seed, mode=args.mode, images=tuple(image.at(frames) for image in args.image), audio=args.audio,
         audio_only=args.audio_only)
+
+
+def _video_request(args: argparse.Namespace) -> Request:
+    """Sound for a video: the clip is the file's (a --width, --height, --frames or --fps that differs is refused)."""
+    info = video_info(args.video)  # ValueError naming the fix for a missing, damaged or stream-less file
+    if info.has_sound and not args.replace_sound:
+        raise ValueError(f"video {args.video} already has sound; --video generates the sound of a silent video. Add "
+                         "--replace-sound to replace it with a generated one, or strip it first: ffmpeg -i "
+                         f"{Path(args.video).name} -an -c:v copy silent.mp4")
+    given = {"--width": (args.width, info.width), "--height": (args.height, info.height),
+             "--frames": (args.frames, info.frames), "--fps": (args.fps, info.fps)}
+    for flag, (value, own) in given.items():
+        if value is not None and value != own:
+            raise ValueError(f"{flag} {value:g} differs from the video's {own:g}; with --video the clip is the file's "
+                             f"({info.width}x{info.height}, {info.frames} frames at {info.fps:g} fps): drop {flag}")
+    return Request(prompt=args.prompt, negative_prompt=args.negative_prompt, width=info.width, height=info.height,
+                   frames=info.frames, fps=info.fps, steps=args.steps, seed=args.seed, mode=args.mode,
+                   images=tuple(image.at(info.frames) for image in args.image), audio=args.audio,
+                   video_input=VideoCondition(args.video))
 
 
 def with_guidance(request: Request, args: argparse.Namespace, files: ModelFiles) -> Request:
@@ -228,7 +264,7 @@ def _override(params: GuidanceParams, args: argparse.Namespace, prefix: str) -> 
 def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -> Request:
     """Every check that needs no model: the request, the files, the guidance; returns the complete request."""
     request.check()
-    files.check(request.mode)
+    files.check(files_mode(request))
     request = with_guidance(request, args, files)
     if request.audio_only and not args.output.lower().endswith(AUDIO_SUFFIXES):
         raise ValueError(f"--audio-only writes the sound alone: give --output a {', '.join(AUDIO_SUFFIXES)} name, got "
@@ -261,6 +297,12 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
     return request
 
 
+def files_mode(request: Request) -> str:
+    """The mode whose files a request needs: sound for a video runs one stage whatever its schedule (no upsampler,
+    no LoRA), so it needs the one-stage files."""
+    return "one-stage" if request.video_input is not None else request.mode
+
+
 def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -> MemoryPlan | None:
     """The plan of what stays on the device (before any model loads), or None when everything stays: on the CPU
     without a budget, with --memory resident, or under tensor parallelism (whose shards are planned per rank)."""
@@ -273,8 +315,14 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     budget = int(args.memory_budget * GB) if args.memory_budget else None
     return files.plan(args.device, frames=request.frames, height=request.height, width=request.width,
                       passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
-                      fps=request.fps, images=len(request.images), dtype=DTYPES[args.dtype] if args.dtype else None,
+                      fps=request.fps, images=len(request.images) + encoded_frames(request), dtype=DTYPES[args.dtype] if args.dtype else None,
                       memory=args.memory, budget=budget, source=None if budget else f"free on {args.device}")
+
+
+def encoded_frames(request: Request) -> int:
+    """Frames the video encoder takes besides the images: a held video's, each counted as an image (an estimate:
+    the whole clip is encoded in one piece)."""
+    return request.frames if request.video_input is not None else 0
 
 
 def layout(args: argparse.Namespace) -> ParallelConfig:
@@ -313,7 +361,7 @@ def generate_command(argv: list[str]) -> int:
 def run(args: argparse.Namespace) -> None:
     request = build_request(args)
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
-                       args.version, args.fp8, args.vae, args.audio_vae).resolved(request.mode)
+                       args.version, args.fp8, args.vae, args.audio_vae).resolved(files_mode(request))
     request = check_early(args, request, files)
     plan = memory_plan(args, request, files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1

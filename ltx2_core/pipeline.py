@@ -9,6 +9,14 @@
   one-stage with the audio guidance (its modality scale 1: no video to guide against) on the transformer run
   audio-only, then decoded by the audio decoder and vocoder only (ltx-pipelines 1.2.0's `t2a_one_stage.py`).
 
+Sound for an existing silent video (`Request.video_input`, video to audio) is one stage at the video's own size,
+frame count and frame rate, as the reference's `RetakePipeline` with `regenerate_video=False` on a file without
+sound: the video latent is the file's, encoded and frozen (each release as its reference: 1.0.0 for 2.0 and 2.3, 1.2.0
+for 2.5; `ltx2_core.conditioning.video`); the audio is sampled from noise over the whole clip.
+one-stage: the LTX2 schedule with the release's guidance of both modalities (negative contexts for both);
+distilled: the 8-step distilled table, plain Euler steps (also for LTX-2.5), no guidance, no second stage (the
+reference's `distilled=True`). two-stage is refused (the reference has no upsampled V2A).
+
 Noise: one generator on the transformer's device seeded with `seed` draws, in this order, the stage-1 video and
 audio noise and then the stage-2 video and audio noise, each as `torch.randn((1, tokens, 128))` in the latent dtype,
 as the reference pipelines do (text to audio: only the audio's); the same seed gives the same noise as the reference
@@ -37,9 +45,12 @@ from ltx2_core.audio_io import Waveform
 from ltx2_core.conditioning import (
     AudioCondition,
     EncodedAudio,
+    EncodedVideo,
     ImageCondition,
+    VideoCondition,
     encode_audio_condition,
     encode_conditions,
+    encode_video_condition,
 )
 from ltx2_core.geometry import audio_latent_length
 from ltx2_core.model.transformer.config import TransformerConfig
@@ -93,6 +104,8 @@ class Request:
     images: tuple[ImageCondition, ...] = ()  # images held at frames (image-to-video, keyframes)
     audio: AudioCondition | None = None  # a sound the video is generated to (audio-to-video), held in every stage
     audio_only: bool = False  # text to audio: the audio alone (the command line's --audio-only)
+    # a video file the sound is generated for (video to audio): width, height, frames and fps must be the file's
+    video_input: VideoCondition | None = None
 
     @property
     def seconds(self) -> float:
@@ -101,7 +114,9 @@ class Request:
 
     @property
     def two_stage(self) -> bool:
-        return self.mode != "one-stage"
+        """Whether an upsampled second stage follows: two-stage, and distilled without `video_input` (sound for a
+        video runs the distilled table in one stage, as the reference)."""
+        return self.mode == "two-stage" or (self.mode == "distilled" and self.video_input is None)
 
     def check(self) -> None:
         """ValueError naming the fix for any bad value; costs nothing, so it runs before any model work."""
@@ -111,6 +126,8 @@ class Request:
             raise ValueError("the prompt is empty; describe the video (and its sound) to generate")
         if not isinstance(self.audio_only, bool):
             raise ValueError(f"audio_only must be True or False, got {self.audio_only!r}")
+        if self.video_input is not None:  # first: the file's own faults are named before the clip's size
+            self.check_video_input()
         if self.audio_only:
             self._check_audio_only()
         else:
@@ -146,9 +163,31 @@ class Request:
         if self.audio is not None:
             raise ValueError("text to audio (audio_only) generates the sound, and an input sound was given too; "
                              "drop the audio to generate one, or turn audio_only off to make a video to it")
+        if self.video_input is not None:
+            raise ValueError("text to audio (audio_only) makes a sound without video; for the sound of a video give "
+                             "the video_input alone (audio_only off)")
         if isinstance(self.frames, bool) or not isinstance(self.frames, int) or not is_frame_count(self.frames):
             raise ValueError(f"frames must be 8k+1 (text to audio lasts frames / fps seconds), got "
                              f"{self.frames!r}; e.g. 121 frames at 24 fps for 5 seconds")
+    def check_video_input(self) -> None:
+        """Sound for a video: one stage, no other condition, the clip exactly the file's (its header is read and its
+        frames decoded here, once)."""
+        if not isinstance(self.video_input, VideoCondition):
+            raise ValueError(f"video_input must be a VideoCondition (a video file, strength), got "
+                             f"{type(self.video_input).__name__}")
+        if self.mode == "two-stage":
+            raise ValueError("sound for a video runs one stage at the video's own size, as the reference; use mode "
+                             "one-stage (guided) or distilled (8 steps, a distilled model), not two-stage")
+        if self.images or self.audio is not None:
+            raise ValueError("sound for a video holds the whole video, so it takes no image or audio condition; "
+                             "drop the images and the audio, or the video_input")
+        info = self.video_input.check()
+        given = (self.width, self.height, self.frames, float(self.fps))
+        if given != (info.width, info.height, info.frames, info.fps):
+            raise ValueError(f"{self.video_input.name} is {info.width}x{info.height}, {info.frames} frames at "
+                             f"{info.fps:g} fps and the request {self.width}x{self.height}, {self.frames} frames at "
+                             f"{self.fps:g} fps; generate at the video's own size, frames and fps "
+                             "(video_io.video_info reads them)")
 
 
 class Models(NamedTuple):
@@ -160,7 +199,7 @@ class Models(NamedTuple):
     decoders: Decoders
     upsampler: LatentUpsampler | None = None
     distilled_lora: Lora | None = None
-    video_encoder: VideoEncoder | None = None  # encodes the request's images
+    video_encoder: VideoEncoder | None = None  # encodes the request's images and video
     audio_encoder: AudioEncoder | None = None  # encodes the request's audio
 
 
@@ -200,6 +239,9 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     if request.images and models.video_encoder is None:
         raise ValueError("image conditioning needs the video VAE encoder (load_video_encoder of the checkpoint); "
                          "pass it as Models.video_encoder")
+    if request.video_input is not None and models.video_encoder is None:
+        raise ValueError("sound for a video needs the video VAE encoder (load_video_encoder of the checkpoint, or "
+                         "of LTX-2.5's video VAE file); pass it as Models.video_encoder")
     if request.audio is not None and models.audio_encoder is None:
         raise ValueError("audio conditioning needs the audio VAE encoder (load_audio_encoder of the checkpoint, or "
                          "of LTX-2.5's audio VAE file); pass it as Models.audio_encoder")
@@ -288,7 +330,11 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     spreads the run over processes (None is returned where it does not decode). `sampler` runs the stages
     elsewhere (e.g. on persistent workers; `models.transformer` may then be None). `tiling`: the video decoder's
     tiles (a memory plan may choose smaller ones). Text to audio (`request.audio_only`) runs in one process on one
-    device (ValueError otherwise) and returns a `Generation` without frames."""
+    device (ValueError otherwise) and returns a `Generation` without frames.
+
+    With `request.video_input` (sound for a video) the frames returned are the frozen video latent decoded, i.e. the
+    file's frames through a VAE round trip (as the reference returns them), not the file's own pixels; the waveform
+    is the generated sound."""
     if request.audio_only and distribution != SINGLE_PROCESS:  # every rank of a parallel run refuses alike
         raise ValueError(ONE_GPU)
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
@@ -297,7 +343,9 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     encoder = models.prompt_encoder
     positive, negative = distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
     audio = encode_request_audio(request, models)
-    latent, generator = sample_request(request, models, positive, negative, progress, sampler=sampler, audio=audio)
+    video = encode_request_video(request, models)
+    latent, generator = sample_request(request, models, positive, negative, progress, sampler=sampler, audio=audio,
+                                       video=video)
     if not distribution.decodes:
         return None
     return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders))
@@ -310,6 +358,14 @@ def encode_request_audio(request: Request, models: Models) -> tuple[EncodedAudio
         return None
     return encode_audio_condition(request.audio, models.audio_encoder, request.seconds,
                                   audio_latent_length(request.frames, request.fps))
+
+
+def encode_request_video(request: Request, models: Models) -> EncodedVideo | None:
+    """The request's video encoded at its size (the file's; sound for a video), or None without one."""
+    if request.video_input is None:
+        return None
+    return encode_video_condition(request.video_input, models.video_encoder, request.frames, request.height,
+                                  request.width)
 
 
 def generator_on(generator: torch.Generator, seed: int, decoders: Decoders) -> torch.Generator:
@@ -331,8 +387,11 @@ def encode_request(request: Request, encoder: PromptEncoder, config: Transformer
 
 def ancestral_seed(request: Request, config: TransformerConfig) -> int | None:
     """The seed of stage 1's ancestral noise where the release samples it so (the distilled mode of LTX-2.5: the
-    request's seed + 10000, as ltx-pipelines 1.2.0's distilled pipeline), else None (deterministic Euler steps)."""
-    return distilled_ancestral_seed(request.seed, config.version) if request.mode == "distilled" else None
+    request's seed + 10000, as ltx-pipelines 1.2.0's distilled pipeline), else None (deterministic Euler steps; also
+    for sound for a video, whose reference loop is plain Euler)."""
+    if request.mode != "distilled" or request.video_input is not None:
+        return None
+    return distilled_ancestral_seed(request.seed, config.version)
 
 
 def distilled_ancestral_seed(seed: int, version: ModelVersion) -> int | None:
@@ -344,15 +403,19 @@ def distilled_ancestral_seed(seed: int, version: ModelVersion) -> int | None:
 @torch.no_grad()
 def sample_request(request: Request, models: Models, positive: TextEmbeddings, negative: TextEmbeddings | None,
                    progress: StageProgress | None = None, *, sampler: StageSampler | None = None,
-                   audio: tuple[EncodedAudio, Waveform] | None = None) -> tuple[AVLatent, torch.Generator]:
+                   audio: tuple[EncodedAudio, Waveform] | None = None,
+                   video: EncodedVideo | None = None) -> tuple[AVLatent, torch.Generator]:
     """Every sampling stage of a request (by `sampler`, default: `models.transformer` here) and the x2 upsampling
     between them (here): the final latent and the generator, whose state the decoder's noise continues from.
     `audio`: the request's sound as `encode_request_audio` gives it (None: encoded here when the request has one);
-    it is held in every stage."""
+    it is held in every stage. `video`: the request's video as `encode_request_video` gives it (None: encoded here
+    when the request has one); held (frozen at strength 1) in its one stage."""
     sampler = sampler or LocalSampler(models.transformer)
     if audio is None:
         audio = encode_request_audio(request, models)
-    held = (audio[0],) if audio is not None else ()
+    if video is None:
+        video = encode_request_video(request, models)
+    held = ((audio[0],) if audio is not None else ()) + ((video,) if video is not None else ())
     video_guidance, audio_guidance = guidance_for(request, sampler.config)
     generator = torch.Generator(sampler.device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1

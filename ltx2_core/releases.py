@@ -67,6 +67,9 @@ class Release:
     # not in any metadata: ltx-core 1.2.0 (2.5's reference) modulates the audio<->video cross-attention's scale/shift
     # by each stream's own per-token timesteps, 1.0.0 (2.0, 2.3) by the other stream's sigma
     own_timestep_cross_modulation: bool
+    # not in any metadata: a stream held exactly over the whole clip (sound for a video) is fed sigma 0 by
+    # ltx-pipelines 1.2.0 (its frozen modality; 2.5's reference), the step's sigma by 1.0.0 (2.0, 2.3: a held latent)
+    frozen_sigma_zero: bool
     text_model_type: str  # the `model_type` of the text encoder whose hidden states the release's connectors take
     steps: int  # of the released one-stage / stage-1 schedule
     ancestral_distilled: bool  # the distilled pipeline's stage 1 takes ancestral Euler steps (η = 1)
@@ -108,12 +111,14 @@ RELEASES: Mapping[ModelVersion, Release] = MappingProxyType({
     ModelVersion.V2_0: Release(
         ModelVersion.V2_0, "LTX-2", layers=48, heads=(32, 32), gated_attention=False, cross_attention_adaln=False,
         caption_before_connector=False, ff_bias=(True, True), prompt_adaln=True, own_timestep_cross_modulation=False,
-        text_model_type="gemma3", steps=40, ancestral_distilled=False, negative_prompt=_NEGATIVE_PROMPT,
+        frozen_sigma_zero=False, text_model_type="gemma3", steps=40, ancestral_distilled=False,
+        negative_prompt=_NEGATIVE_PROMPT,
         stg_blocks=(29,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
     ModelVersion.V2_3: Release(
         ModelVersion.V2_3, "LTX-2.3", layers=48, heads=(32, 32), gated_attention=True, cross_attention_adaln=True,
         caption_before_connector=True, ff_bias=(True, True), prompt_adaln=True, own_timestep_cross_modulation=False,
-        text_model_type="gemma3", steps=30, ancestral_distilled=False, negative_prompt=_NEGATIVE_PROMPT,
+        frozen_sigma_zero=False, text_model_type="gemma3", steps=30, ancestral_distilled=False,
+        negative_prompt=_NEGATIVE_PROMPT,
         stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
     # the 22B structure of 2.3 without feed-forward biases ("LTX 2.5 (gemma4) sets ff_bias=false") and with text
     # K/V computed once per prompt (use_prompt_adaln_single false: the read from the released header is still to
@@ -122,7 +127,8 @@ RELEASES: Mapping[ModelVersion, Release] = MappingProxyType({
     ModelVersion.V2_5: Release(
         ModelVersion.V2_5, "LTX-2.5", layers=48, heads=(32, 32), gated_attention=True, cross_attention_adaln=True,
         caption_before_connector=True, ff_bias=(False, False), prompt_adaln=False, own_timestep_cross_modulation=True,
-        text_model_type="gemma4_unified", steps=30, ancestral_distilled=True, negative_prompt=_NEGATIVE_PROMPT_2_5,
+        frozen_sigma_zero=True, text_model_type="gemma4_unified", steps=30, ancestral_distilled=True,
+        negative_prompt=_NEGATIVE_PROMPT_2_5,
         stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
 })
 

@@ -42,6 +42,7 @@ from ltx2_core.sampling import denoise, guided_setup, guided_step, noised_state
 from ltx2_core.sampling.denoise import AncestralStep, Observer, Progress, RunnerFactory, Step
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
+from ltx2_core.releases import RELEASES
 from ltx2_core.types import TextEmbeddings
 
 AUDIO_CHANNELS, MEL_BINS = 8, 16
@@ -162,7 +163,9 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
                              "transformer does not take in this version; sample without that condition")
         noise = torch.randn((1, stream.clean.shape[1], 128), generator=generator, device=param.device,
                             dtype=param.dtype)
-        states.append(noised_state(stream.clean.expand_as(noise), noise, stage.noise_scale, stream.mask))
+        state = noised_state(stream.clean.expand_as(noise), noise, stage.noise_scale, stream.mask)
+        frozen = stream.frozen and RELEASES[model.config.version].frozen_sigma_zero  # its sigma fed as 0
+        states.append(state._replace(frozen=True) if frozen else state)
     setup = guided_setup(model, positive, negative, None if video is None else video.positions, audio.positions,
                          stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
                          runner=runner)

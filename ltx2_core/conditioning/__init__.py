@@ -1,5 +1,5 @@
 """Conditions applied to the video or audio stream state of a sampling stage (images held at frames, ...): the
-`Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`), the kinds a stage accepts
+`Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`, `video`), the kinds a stage accepts
 (`registry`)."""
 
 from ltx2_core.conditioning.audio import AudioCondition, EncodedAudio, encode_audio_condition, holds_sound
@@ -12,9 +12,11 @@ from ltx2_core.conditioning.registry import (
     condition_video,
 )
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream, Modality
+from ltx2_core.conditioning.video import EncodedVideo, VideoCondition, encode_video_condition
 
 __all__ = [
     "AUDIO", "AudioCondition", "CONDITIONS", "EncodedAudio", "VIDEO", "Condition", "ConditionedStream", "EncodedImage", "ImageCondition", "Modality",
     "apply_conditions", "condition_audio", "condition_kind", "condition_video",
     "encode_audio_condition", "encode_conditions", "holds_sound",
+    "EncodedVideo", "VideoCondition", "encode_video_condition",
 ]

@@ -75,7 +75,8 @@ class EncodedAudio(NamedTuple):
         if tokens.shape[1] != stream.tokens:
             raise ValueError(f"the encoded audio has {tokens.shape[1]} latent frames and the clip {stream.tokens}; "
                              "encode it for this clip's frames and frame rate")
-        return stream.hold(0, tokens, 1.0 - self.strength)
+        held = stream.hold(0, tokens, 1.0 - self.strength)
+        return held._replace(frozen=True) if self.strength == 1 else held  # the reference's frozen modality
 
 
 def holds_sound(conditions) -> bool:

@@ -13,11 +13,13 @@ import torch
 
 from ltx2_core.conditioning.audio import EncodedAudio
 from ltx2_core.conditioning.images import EncodedImage
+from ltx2_core.conditioning.video import EncodedVideo
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream
 
 CONDITIONS: dict[str, type[Condition]] = {
     "image": EncodedImage,  # an encoded image held at a pixel frame (image-to-video, keyframes)
     "audio": EncodedAudio,  # an encoded sound held over the clip (audio-to-video)
+    "video": EncodedVideo,  # an encoded video held over the clip (video-to-audio: sound for a silent video)
 }
 
 

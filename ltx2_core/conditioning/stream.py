@@ -31,6 +31,9 @@ class ConditionedStream(NamedTuple):
     tokens:    T, the latent's own tokens: the sampler returns these and drops the guiding ones
     mask:      (1, T + K, 1) fp32 denoise mask, 1 = generate, 0 = keep `clean`; None: every token is generated
     attention: (1, 1, T + K, T + K) bool, True where a query token attends to a key token; None: all attend to all
+    frozen:    every token is held exactly and the stream is not sampled at all (the reference's frozen modality);
+               where the release's reference does so (`Release.frozen_sigma_zero`: 2.5) the sampler also feeds the
+               stream's sigma to the transformer as 0, which the text and cross-modal modulations read
     """
 
     modality: Modality
@@ -40,6 +43,7 @@ class ConditionedStream(NamedTuple):
     tokens: int
     mask: torch.Tensor | None = None
     attention: torch.Tensor | None = None
+    frozen: bool = False
 
     @classmethod
     def start(cls, modality: Modality, clean: torch.Tensor, positions: torch.Tensor,

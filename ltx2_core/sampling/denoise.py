@@ -25,7 +25,14 @@ import torch
 from ltx2_core.model.transformer import LTX2Transformer, to_x0
 from ltx2_core.model.transformer.perturbations import BatchPerturbations
 from ltx2_core.sampling.guidance import GuidanceParams, GuidanceWeights, active_passes, guidance_weights, guide
-from ltx2_core.sampling.steps import StreamState, euler_ancestral_step, euler_step, keep_clean, timesteps
+from ltx2_core.sampling.steps import (
+    StreamState,
+    euler_ancestral_step,
+    euler_step,
+    keep_clean,
+    stream_sigmas,
+    timesteps,
+)
 from ltx2_core.types import PassPerturbation, RunConstants, StreamInput, TextEmbeddings
 
 Progress = Callable[[int, int], None]  # (steps done, total steps), called on the host after each step is queued
@@ -178,10 +185,12 @@ def guided_prediction(setup: StepSetup, video: StreamState | None, audio: Stream
     audio x0 (1, tokens, C), fp32, with the conditioned tokens kept at their clean values (video None: None)."""
     count = len(setup.runner.passes)
     sigmas = sigma.reshape(1).expand(count)
-    audio_in = StreamInput(audio.latent.expand(count, -1, -1), sigmas, timesteps(audio, sigma, count))
+    audio_in = StreamInput(audio.latent.expand(count, -1, -1), stream_sigmas(audio, sigmas),
+                           timesteps(audio, sigma, count))
     if video is None:
         return None, keep_clean(_combine(setup.runner(None, audio_in)[1], setup.audio_weights), audio)
-    video_in = StreamInput(video.latent.expand(count, -1, -1), sigmas, timesteps(video, sigma, count))
+    video_in = StreamInput(video.latent.expand(count, -1, -1), stream_sigmas(video, sigmas),
+                           timesteps(video, sigma, count))
     video_x0, audio_x0 = setup.runner(video_in, audio_in)
     return (keep_clean(_combine(video_x0, setup.video_weights), video),
             keep_clean(_combine(audio_x0, setup.audio_weights), audio))

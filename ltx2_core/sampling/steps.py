@@ -18,11 +18,14 @@ class StreamState(NamedTuple):
     latent: (1, tokens, channels) the current noisy latent, in the state dtype
     clean:  (1, tokens, channels) the clean latent the conditioned tokens keep (zeros for a fresh generation)
     mask:   (1, tokens, 1) fp32 denoise mask, 1 = generate, 0 = keep `clean`; None when every token is generated
+    frozen: the stream is held exactly (mask 0) and its sigma is fed to the transformer as 0 (ltx-pipelines 1.2.0's
+            frozen modality, where the release follows it: `Release.frozen_sigma_zero`; a host flag)
     """
 
     latent: torch.Tensor
     clean: torch.Tensor
     mask: torch.Tensor | None = None
+    frozen: bool = False
 
 
 def noised_state(clean: torch.Tensor, noise: torch.Tensor, scale: float = 1.0,
@@ -38,6 +41,12 @@ def timesteps(state: StreamState, sigma: torch.Tensor, batch: int) -> torch.Tens
     if state.mask is None:
         return sigma.reshape(1, 1).expand(batch, 1)
     return (state.mask[..., 0] * sigma).expand(batch, -1)
+
+
+def stream_sigmas(state: StreamState, sigmas: torch.Tensor) -> torch.Tensor:
+    """The (batch,) sigma a stream is fed: `sigmas`, or zeros for a frozen stream (no host read, no branch on a
+    tensor: `frozen` is a host flag)."""
+    return torch.zeros_like(sigmas) if state.frozen else sigmas
 
 
 def keep_clean(x0: torch.Tensor, state: StreamState) -> torch.Tensor:

@@ -336,3 +336,25 @@ def test_a_held_sound_reaches_the_workers_and_comes_back_as_the_clip():
     assert torch.equal(got.waveform, sound.samples[:, first:first + round(9 / 24 * 44100)])  # a copy of the clip
     free = generate(replace(request, audio=None), models)
     assert (free.frames - want.frames).abs().max() > 0.01
+
+
+def test_a_held_video_reaches_the_workers_frozen_and_its_sound_equals_one_process(tmp_path):
+    """Sound for a video through the controller (LTX-2.5: the frozen video's sigma fed as 0 on every rank): the
+    video encoded here, its latent held on sequence-parallel workers, the same frames and sound as one process."""
+    from unit.test_video_to_audio import write_video
+
+    from ltx2_core.conditioning import VideoCondition
+
+    clip = write_video(tmp_path / "silent.mp4", width=96, height=64, frames=9)
+    models = demo_models("2.5")
+    request = replace(REQUEST, video_input=VideoCondition(clip))
+    want = generate(request, models)
+    controller = Controller(ModelFiles(version="2.5"), ParallelConfig(sp=2), threads=1)
+    try:
+        got = _run(controller, models, request)
+    finally:
+        controller.shutdown()
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
+    other = generate(replace(request, seed=7), models)
+    assert (other.waveform - want.waveform).abs().max() > 1e-3

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "ltx2_core"
 
 # lowest first; a module belongs to the room of its longest matching prefix ("" is the package's __init__)
 ROOMS = (
-    ("base values", ("errors", "types", "geometry", "releases", "finite", "media", "audio_io")),
+    ("base values", ("errors", "types", "geometry", "releases", "finite", "media", "audio_io", "video_io")),
     ("models", ("model",)),
     ("file reader", ("loader.safetensors_file",)),
     ("quantised formats", ("quant",)),

@@ -218,3 +218,49 @@ def test_audio_to_video_steps_never_sync_or_copy_host_data(census_model):
     assert census.transfers() == 0
     assert torch.equal(audio_out.latent, held.clean)  # held exactly through every step: a copy of the clean latent
     assert (video_out.latent - video.latent).abs().max() > 0.1
+
+
+@pytest.mark.parametrize("guided", [True, False], ids=["guided", "distilled"])
+def test_video_to_audio_steps_never_sync_or_copy_host_data(census_model, guided):
+    """Sound for a video: the video stream frozen by an encoded video (mask 0 and sigma 0, the reference's frozen
+    modality), the audio sampled from noise, guided with all four passes for both or unguided: no sync, no host
+    copy; the video stays the encoded latent exactly, the audio moves."""
+    from ltx2_core.conditioning import EncodedVideo, condition_video
+
+    model = census_model
+    plan = _plan(model, *FULL) if guided else _plan(model)
+    video, audio = _states()
+    encoded = torch.randn(1, 128, FRAMES, ROWS, COLS, generator=torch.Generator().manual_seed(8))
+    held = condition_video(video.latent, video_positions(FRAMES, ROWS, COLS, 24.0), [EncodedVideo(encoded, 1.0)],
+                           24.0)
+    assert held.frozen and torch.equal(held.mask, torch.zeros_like(held.mask))
+    video = noised_state(held.clean, video.latent, mask=held.mask)._replace(frozen=True)
+    with OpCensus() as census:
+        video_out, audio_out = denoise(plan, video, audio, ltx2_sigmas(3))
+    assert census.syncs() == {}, census.syncs()
+    assert census.transfers() == 0
+    assert torch.equal(video_out.latent, held.clean)
+    assert (audio_out.latent - audio.latent).abs().max() > 0.1
+
+
+def test_a_frozen_stream_is_fed_sigma_zero_and_the_other_its_sigma(model):
+    """The frozen flag reaches the transformer as the stream's sigma (0) while the other stream keeps σ; a held
+    stream that is not frozen (an image at strength 1, A2V) keeps σ."""
+    from ltx2_core.sampling.denoise import guided_prediction
+
+    seen = []
+
+    class Recording:
+        passes = ("cond",)
+
+        def __call__(self, video_in, audio_in):
+            seen.append((video_in.sigma.clone(), audio_in.sigma.clone()))
+            return video_in.latent.float(), audio_in.latent.float()
+
+    video, audio = _states(video_mask=torch.zeros(1, FRAMES * ROWS * COLS, 1))
+    setup = _plan(model)._replace(runner=Recording())
+    sigma = torch.tensor(0.7)
+    guided_prediction(setup, video._replace(frozen=True), audio, sigma)
+    guided_prediction(setup, video, audio, sigma)
+    assert seen[0][0].tolist() == [0.0] and seen[0][1].tolist() == pytest.approx([0.7])
+    assert seen[1][0].tolist() == pytest.approx([0.7])
