@@ -5,8 +5,8 @@ The sound (a file, or a waveform in memory) is cut to [start, start + clip durat
 audio VAE encoder (resampled to the model's rate, log-mel, encoder; `ltx2_core.model.audio_vae.encode_audio`) and
 the latent cut to the clip's audio latent length. As a `Condition` of the audio stream (`EncodedAudio`) it holds
 every audio token at that latent with denoise mask 1 − strength: strength 1 keeps the audio exactly (the
-reference's frozen audio: timesteps 0, the prediction replaced by the clean latent), lower lets the model change
-it. The reference holds it in both stages (its docstrings say stage 2 refines the audio; its code does not), and
+reference's frozen audio: timesteps 0, the prediction replaced by the clean latent, and for LTX-2.5 the stream's
+sigma fed as 0 as 1.2.0 feeds a frozen modality, `Release.frozen_sigma_zero`), lower lets the model change it. The reference holds it in both stages (its docstrings say stage 2 refines the audio; its code does not), and
 so do we. The generated file carries the input waveform over the clip, never a re-decoded copy.
 """
 

@@ -153,3 +153,53 @@ def test_partial_strength_samples_the_audio_too(one_thread):
                    torch.Generator().manual_seed(1))
     assert (moved.audio - audio).abs().max() > 1e-3
     assert isinstance(moved, AVLatent)
+
+
+def test_audio_to_video_for_25_matches_the_120_pipeline(tmp_path, one_thread, monkeypatch):
+    """LTX-2.5 vs 1.2.0's `A2VidPipelineTwoStage` (tests/parity/ref120/audio_to_video.py): its frozen audio is also
+    fed sigma 0 (`Release.frozen_sigma_zero`), which the 2.5 cross-attention modulation reads."""
+    from ltx2_core import TransformerConfig
+    from ltx2_core.conditioning import EncodedAudio
+    from ltx2_core.demo import demo_transformer
+    from ltx2_core.geometry import latent_shape
+    from ltx2_core.loader.transformer import load_transformer
+    from ltx2_core.types import TextEmbeddings
+    from support.reference120 import run_reference
+    from support.transformer25 import transformer25_metadata, write_transformer25
+
+    config = TransformerConfig.tiny("2.5")
+    path = tmp_path / "transformer-2.5.safetensors"
+    write_transformer25(path, demo_transformer(config, seed=2).state_dict(), config,
+                        metadata=transformer25_metadata(config, model_version="2.5.0"))
+    model = load_transformer(path)
+    g = torch.Generator().manual_seed(5)
+    positive, negative = (TextEmbeddings(torch.randn(1, 8, config.video.context_dim, generator=g),
+                                         torch.randn(1, 8, config.audio.context_dim, generator=g)) for _ in range(2))
+    audio = _encoded_audio()
+    got = _ours(model, positive, negative, EncodedAudio(audio, 1.0))
+    frames, rows, cols = latent_shape(FRAMES, HEIGHT, WIDTH)
+    noise = torch.Generator().manual_seed(SEED)  # what our stages drew: per stage the video's, then the audio's
+    draws = {}
+    for stage in (1, 2):
+        draws[f"noise_video_{stage}"] = torch.randn(1, frames * rows * cols, 128, generator=noise)
+        draws[f"noise_audio_{stage}"] = torch.randn(1, audio.shape[2], 128, generator=noise)
+    tensors = {"positive_video": positive.video, "positive_audio": positive.audio, "negative_video": negative.video,
+               "negative_audio": negative.audio, "audio_latent": audio, **draws}
+    g = VIDEO_GUIDANCE
+    settings = {"path": str(path), "frames": FRAMES, "height": HEIGHT, "width": WIDTH, "fps": FPS, "steps": 3,
+                "video_guidance": {"cfg": g.cfg, "stg": g.stg, "stg_blocks": list(g.stg_blocks),
+                                   "rescale": g.rescale, "modality": g.modality}}
+    want = run_reference("audio_to_video.py", tensors, settings, tmp_path=tmp_path)
+    for stage, ours_latent in enumerate(got, 1):  # measured max |Δ| 6.9e-6 (stage 1), 1.3e-6 (stage 2)
+        torch.testing.assert_close(ours_latent.video, want[f"stage_{stage}.video"], **TOL)
+        assert torch.equal(ours_latent.audio, audio)  # held exactly: a copy
+    # the frozen sigma matters here: fed the step's sigma instead, the video differs
+    import dataclasses
+
+    from ltx2_core.releases import RELEASES
+
+    releases = dict(RELEASES)
+    releases[config.version] = dataclasses.replace(RELEASES[config.version], frozen_sigma_zero=False)
+    monkeypatch.setattr("ltx2_core.stages.RELEASES", releases)
+    unfrozen = _ours(model, positive, negative, EncodedAudio(audio, 1.0))
+    assert (unfrozen[0].video - want["stage_1.video"]).abs().max() > 1e-3
