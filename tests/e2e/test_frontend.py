@@ -40,6 +40,8 @@ def test_ui_example_loads_and_queues_its_api_twin(frontend_results, path):
         inputs = dict(prompt[node_id]["inputs"])
         if node["class_type"] == "LoadAudio":  # the frontend adds its audio player's address, which the server ignores
             assert f"filename={node['inputs']['audio']}&type=input" in inputs.pop("audioUI"), node_id
+        if node["class_type"].startswith("SaveAudio"):  # its player of the saved sound, empty until the run
+            assert inputs.pop("audioUI") == "", node_id
         assert inputs == node["inputs"], node_id
     # a dragged-in example finds its pictures and sounds: no request fails, every image box shows its picture
     assert [e for e in result["errors"] if e.startswith("HTTP 4") and "/view" in e] == []

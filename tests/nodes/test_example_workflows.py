@@ -17,7 +17,8 @@ API_WORKFLOWS = sorted((ROOT / "example_workflows" / "api").glob("*.api.json"))
 # SaveVideo)
 CORE = {"LoadImage": ({"image"}, set(), 2), "LoadAudio": ({"audio"}, set(), 1),
         "CreateVideo": ({"images", "fps"}, {"audio", "bit_depth"}, 1),
-        "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0)}
+        "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0),
+        "SaveAudioAdvanced": ({"audio", "filename_prefix", "format"}, set(), 1)}
 FOLDER_COMBOS = {"ckpt_name", "transformer", "video_vae", "audio_vae", "text_encoder", "lora_name", "upscale_model_name",
                  "distilled_lora", "image", "audio"}
 
