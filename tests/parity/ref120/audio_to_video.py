@@ -6,10 +6,8 @@ video re-noised to the first stage-2 sigma (same size here: no upsampler between
 by `euler_denoising_loop` with `EulerDiffusionStep`, as `DiffusionStage.__call__` runs them. The noise of each
 state is the test's tensor in place of GaussianNoiser's draw."""
 
-from dataclasses import replace
-
 import torch
-from exchange import inputs, outputs
+from exchange import TensorNoiser, inputs, outputs
 from ltx_core.components.diffusion_steps import EulerDiffusionStep
 from ltx_core.components.guiders import MultiModalGuider, MultiModalGuiderParams
 from ltx_core.components.patchifiers import AudioPatchifier, VideoLatentPatchifier
@@ -28,17 +26,6 @@ from ltx_pipelines.utils.types import ModalitySpec
 t, case = inputs()
 cpu, f32 = torch.device("cpu"), torch.float32
 
-
-class TensorNoiser:
-    """GaussianNoiser's blend with the given noise (1, tokens, C) instead of a draw."""
-
-    def __init__(self, noise: torch.Tensor) -> None:
-        self.noise = noise
-
-    def __call__(self, state, noise_scale: float = 1.0):
-        latent = torch.lerp(state.latent.float(), self.noise.float(), noise_scale)
-        latent = torch.lerp(state.clean_latent.float(), latent, state.denoise_mask)
-        return replace(state, latent=latent.to(state.latent.dtype))
 
 
 builder = SingleGPUModelBuilder(model_class_configurator=LTXModelConfigurator, model_path=case["path"],

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import sys
 import types
+from dataclasses import replace
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -31,3 +32,16 @@ def inputs() -> tuple[dict[str, torch.Tensor], dict]:
 def outputs(tensors: dict[str, torch.Tensor]) -> None:
     """Writes what the test reads back (argv[3])."""
     save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, sys.argv[3])
+
+
+class TensorNoiser:
+    """GaussianNoiser's blend with the given noise (1, tokens, C) instead of a draw (the test sends the noise our
+    side drew, so both start from the same state)."""
+
+    def __init__(self, noise: torch.Tensor) -> None:
+        self.noise = noise
+
+    def __call__(self, state, noise_scale: float = 1.0):
+        latent = torch.lerp(state.latent.float(), self.noise.float(), noise_scale)
+        latent = torch.lerp(state.clean_latent.float(), latent, state.denoise_mask)
+        return replace(state, latent=latent.to(state.latent.dtype))

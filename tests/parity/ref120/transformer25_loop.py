@@ -5,10 +5,8 @@ GaussianNoiser draws (same lerps), then `euler_denoising_loop` with `FactoryGuid
 two-stage) or `SimpleDenoiser` (stage 2, distilled), or `euler_ancestral_denoising_loop` (2.5's distilled stage 1),
 as `DiffusionStage.__call__` runs them; the final latents, conditioning tokens dropped."""
 
-from dataclasses import replace
-
 import torch
-from exchange import inputs, outputs
+from exchange import TensorNoiser, inputs, outputs
 from ltx_core.components.diffusion_steps import EulerAncestralDiffusionStep, EulerDiffusionStep
 from ltx_core.components.guiders import MultiModalGuiderParams, create_multimodal_guider_factory
 from ltx_core.components.patchifiers import AudioPatchifier, VideoLatentPatchifier
@@ -28,17 +26,6 @@ builder = SingleGPUModelBuilder(model_class_configurator=LTXModelConfigurator, m
                                 model_sd_ops=LTXV_MODEL_COMFY_RENAMING_MAP)
 transformer = X0Model(builder.build(device=torch.device("cpu"), dtype=torch.float32).eval())
 
-
-class TensorNoiser:
-    """GaussianNoiser's blend with the given noise (1, tokens, C) instead of a draw."""
-
-    def __init__(self, noise: torch.Tensor) -> None:
-        self.noise = noise
-
-    def __call__(self, state, noise_scale: float = 1.0):
-        latent = torch.lerp(state.latent.float(), self.noise.float(), noise_scale)
-        latent = torch.lerp(state.clean_latent.float(), latent, state.denoise_mask)
-        return replace(state, latent=latent.to(state.latent.dtype))
 
 
 def guider(params: dict) -> MultiModalGuiderParams:

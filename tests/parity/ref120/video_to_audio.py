@@ -9,10 +9,8 @@
   `GuidedDenoiser` with a MultiModalGuider per modality (negative contexts) or `SimpleDenoiser`, then
   `euler_denoising_loop` with `EulerDiffusionStep`, as `DiffusionStage.__call__` runs them."""
 
-from dataclasses import replace
-
 import torch
-from exchange import inputs, outputs
+from exchange import TensorNoiser, inputs, outputs
 from ltx_core.components.diffusion_steps import EulerDiffusionStep
 from ltx_core.components.guiders import MultiModalGuider, MultiModalGuiderParams
 from ltx_core.components.patchifiers import AudioPatchifier, VideoLatentPatchifier
@@ -41,17 +39,6 @@ for name, read in settings.get("reads", {}).items():
     out[f"{name}.pixels"] = video_preprocess(frames, read["height"] or shape.height, read["width"] or shape.width,
                                              f32, cpu)
 
-
-class TensorNoiser:
-    """GaussianNoiser's blend with the given noise (1, tokens, C) instead of a draw."""
-
-    def __init__(self, noise: torch.Tensor) -> None:
-        self.noise = noise
-
-    def __call__(self, state, noise_scale: float = 1.0):
-        latent = torch.lerp(state.latent.float(), self.noise.float(), noise_scale)
-        latent = torch.lerp(state.clean_latent.float(), latent, state.denoise_mask)
-        return replace(state, latent=latent.to(state.latent.dtype))
 
 
 def guider(params: dict, negative: torch.Tensor) -> MultiModalGuider:
