@@ -1,8 +1,9 @@
 """Conditions applied to the video or audio stream state of a sampling stage (images held at frames, ...): the
-`Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`, `video`), the kinds a stage accepts
+`Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`, `video`, `control`), the kinds a stage accepts
 (`registry`)."""
 
 from ltx2_core.conditioning.audio import AudioCondition, EncodedAudio, encode_audio_condition, holds_sound
+from ltx2_core.conditioning.control import ControlCondition, EncodedControl, encode_control
 from ltx2_core.conditioning.images import EncodedImage, ImageCondition, encode_conditions
 from ltx2_core.conditioning.registry import (
     CONDITIONS,
@@ -19,4 +20,5 @@ __all__ = [
     "apply_conditions", "condition_audio", "condition_kind", "condition_video",
     "encode_audio_condition", "encode_conditions", "holds_sound",
     "EncodedVideo", "VideoCondition", "encode_video_condition",
+    "ControlCondition", "EncodedControl", "encode_control",
 ]

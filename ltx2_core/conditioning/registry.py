@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from ltx2_core.conditioning.audio import EncodedAudio
+from ltx2_core.conditioning.control import EncodedControl
 from ltx2_core.conditioning.images import EncodedImage
 from ltx2_core.conditioning.video import EncodedVideo
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream
@@ -20,6 +21,7 @@ CONDITIONS: dict[str, type[Condition]] = {
     "image": EncodedImage,  # an encoded image held at a pixel frame (image-to-video, keyframes)
     "audio": EncodedAudio,  # an encoded sound held over the clip (audio-to-video)
     "video": EncodedVideo,  # an encoded video held over the clip (video-to-audio: sound for a silent video)
+    "control": EncodedControl,  # an encoded control video guiding through an IC-LoRA (appended tokens)
 }
 
 

@@ -186,3 +186,46 @@ def fused_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> Iterat
         with torch.no_grad():
             for name, original in originals.items():
                 state[name].copy_(original)
+
+
+DOWNSCALE_KEY = "reference_downscale_factor"  # an IC-LoRA's control video size: the generation's / this factor
+TEMPORAL_KEY = "reference_temporal_scale_factor"  # 1.2.0: a control video subsampled in time (not yet supported)
+
+
+def lora_reference_scale(path: str | os.PathLike) -> int | None:
+    """The `reference_downscale_factor` an IC-LoRA file states in its safetensors metadata (None: it states none,
+    the reference then takes 1). ValueError naming the fix for a value that is not an integer ≥ 1, and for a
+    `reference_temporal_scale_factor` other than 1 (1.2.0's temporal subsampling, not supported yet)."""
+    metadata = read_header(path, "LoRA").metadata
+    factors = {}
+    for key in (DOWNSCALE_KEY, TEMPORAL_KEY):
+        text = metadata.get(key)
+        if text is None:
+            continue
+        try:
+            factors[key] = int(text)
+        except ValueError:
+            factors[key] = 0
+        if factors[key] < 1:
+            raise ValueError(f"LoRA {path} states {key}={text!r} in its metadata; it must be an integer ≥ 1: fix "
+                             "the file's metadata or use the IC-LoRA as released")
+    if factors.get(TEMPORAL_KEY, 1) != 1:
+        raise ValueError(f"LoRA {path} asks for its control video subsampled in time ({TEMPORAL_KEY}="
+                         f"{factors[TEMPORAL_KEY]}), which this version does not do yet; use an IC-LoRA without it")
+    return factors.get(DOWNSCALE_KEY)
+
+
+def reference_downscale_factor(paths: Sequence[str | os.PathLike]) -> int:
+    """The one control-video downscale factor of the LoRAs at `paths` (1 where none states one, as the reference);
+    ValueError naming both files when two state different factors (their control videos cannot share one size)."""
+    factor, source = 1, None
+    for path in paths:
+        scale = lora_reference_scale(path)
+        if scale is None or scale == 1:
+            continue
+        if source is not None and scale != factor:
+            raise ValueError(f"LoRA {source} wants control videos at 1/{factor} of the generation's size and LoRA "
+                             f"{path} at 1/{scale}; IC-LoRAs of different {DOWNSCALE_KEY} cannot be combined: "
+                             "use one of them")
+        factor, source = scale, path
+    return factor

@@ -232,3 +232,94 @@ def test_stage_two_refine_with_images_matches_the_reference(one_thread):
     torch.testing.assert_close(got.video, want[0], **TOL)
     torch.testing.assert_close(got.audio, want[1], **TOL)
     assert torch.equal(got.video[:, :, :1], first)  # strength 1 holds it exactly in stage 2 too
+
+
+def _control_items(conditions) -> list:
+    """Our encoded images and controls as `ICLoraPipeline._create_conditionings` makes them: the images first, the
+    IC-LoRA references (`VideoConditionByReferenceLatent`) after."""
+    from ltx_core.conditioning import VideoConditionByReferenceLatent
+
+    from ltx2_core.conditioning.control import EncodedControl
+
+    images = [c for c in conditions if not isinstance(c, EncodedControl)]
+    return _reference_items(images) + [
+        VideoConditionByReferenceLatent(latent=c.latent, downscale_factor=c.downscale, strength=c.strength)
+        for c in conditions if isinstance(c, EncodedControl)]
+
+
+def _controls(g: torch.Generator, shapes) -> list:
+    from ltx2_core.conditioning.control import EncodedControl
+
+    return [EncodedControl(torch.randn(1, 128, *shape, generator=g), strength, downscale)
+            for shape, strength, downscale in shapes]
+
+
+CONTROL_CASES = {
+    "full-size": [((FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32), 1.0, 1)],
+    "half-size-with-image": [((FRAMES // 8 + 1, HEIGHT // 64, 1), 1.0, 2)],
+    "two-controls-weaker": [((FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32), 0.6, 1),
+                            ((FRAMES // 8 + 1, 1, 1), 0.9, 2)],
+}
+
+
+@pytest.mark.parametrize("case", list(CONTROL_CASES))
+def test_control_conditioned_state_matches_the_reference_items(case, one_thread):
+    """The video stream's state (tokens, clean values, positions, denoise mask) with IC-LoRA controls appended, and
+    an image at frame 0 in one case, vs `VideoConditionByReferenceLatent` applied to the reference's initial state."""
+    import_ltx_pipelines()
+    from ltx_core.components.patchifiers import VideoLatentPatchifier
+    from ltx_core.tools import VideoLatentTools
+    from ltx_core.types import VideoLatentShape, VideoPixelShape
+
+    from ltx2_core.conditioning import EncodedImage, condition_video
+
+    g = torch.Generator().manual_seed(31)
+    frames, rows, cols = FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32
+    conditions = _controls(g, CONTROL_CASES[case])
+    if case == "half-size-with-image":
+        conditions.insert(0, EncodedImage(torch.randn(1, 128, 1, rows, cols, generator=g), 0, 0.8))
+    initial = torch.randn(1, frames * rows * cols, 128, generator=g)
+    ours = condition_video(initial, video_positions(frames, rows, cols, FPS), conditions, FPS)
+    shape = VideoLatentShape.from_pixel_shape(VideoPixelShape(batch=1, frames=FRAMES, width=WIDTH, height=HEIGHT,
+                                                              fps=FPS), latent_channels=128)
+    tools = VideoLatentTools(VideoLatentPatchifier(patch_size=1), shape, FPS)
+    state = tools.create_initial_state("cpu", torch.float32, unpatchify_video(initial, frames, rows, cols))
+    for item in _control_items(conditions):
+        state = item.apply_to(state, tools)
+    assert state.attention_mask is None and ours.attention is None
+    assert ours.tokens == frames * rows * cols and ours.clean.shape == state.clean_latent.shape
+    for got, want in ((ours.clean, state.clean_latent), (ours.positions, state.positions),
+                      (ours.denoise_mask(), state.denoise_mask)):
+        torch.testing.assert_close(got, want.float(), atol=1e-5, rtol=1e-5)  # measured: exact (0.0)
+
+
+@pytest.mark.parametrize("version,case", [("2.0", "full-size"), ("2.3", "half-size-with-image"),
+                                          ("2.0", "two-controls-weaker")])
+def test_four_guided_steps_with_controls_match_the_reference_pipeline(version, case, one_thread):
+    """Four guided steps (all four passes) with IC-LoRA controls appended as `ICLoraPipeline` appends them: the
+    same encoded control latents (random here) on both sides; the guiding tokens dropped after the last step."""
+    import_ltx_pipelines()
+    from ltx2_core.conditioning import EncodedImage
+    from ltx2_core.sampling.stage import Stage
+    from ltx2_core.stages import empty_latent, sample
+
+    ours, ref = _models(version)
+    positive, negative = _texts(ours.config)
+    video_guidance = GuidanceParams(cfg=3.0, stg=1.0, stg_blocks=(STG_BLOCK,), rescale=0.7, modality=3.0)
+    audio_guidance = GuidanceParams(cfg=7.0, stg=1.0, stg_blocks=(STG_BLOCK,), rescale=0.7, modality=3.0)
+    g = torch.Generator().manual_seed(23)
+    conditions = _controls(g, CONTROL_CASES[case])
+    if case == "half-size-with-image":
+        conditions.insert(0, EncodedImage(torch.randn(1, 128, 1, HEIGHT // 32, WIDTH // 32, generator=g), 0, 1.0))
+    sigmas = ltx2_sigmas(4)
+    got = sample(ours, positive, negative, empty_latent(WIDTH, HEIGHT, FRAMES, FPS),
+                 Stage(sigmas, video_guidance=video_guidance, audio_guidance=audio_guidance, conditions=conditions),
+                 torch.Generator().manual_seed(SEED))
+    want = _reference(ref, positive, negative, sigmas, video_guidance, audio_guidance,
+                      conditionings=_control_items(conditions))
+    assert got.video.shape == want[0].shape  # the control tokens are gone
+    # measured max |Δ| video / audio: 1.1e-5 / 9.1e-6 (full-size), 8.6e-6 / 1.4e-5 (half-size), 1.1e-5 / 9.1e-6 (two)
+    torch.testing.assert_close(got.video, want[0], **TOL)
+    torch.testing.assert_close(got.audio, want[1], **TOL)
+    free = _ours(ours, positive, negative, sigmas, video_guidance, audio_guidance)
+    assert (got.video - free[0]).abs().max() > 0.01  # the controls changed the run
