@@ -12,6 +12,10 @@ and for two-stage --upsampler and --distilled-lora. Every argument and file is c
 file's, its frames are held (frozen) while the sound is sampled in one stage (one-stage: guided; distilled: 8 steps,
 no guidance), and the mp4 written carries the video through a VAE round trip with the new sound. A file that already
 has a sound track is refused unless --replace-sound is given (its sound is then not read, and not written).
+
+--control PATH[:STRENGTH] guides the video by a control video (depth, pose, edges) through an IC-LoRA given with
+--lora: encoded at the size the LoRA's reference_downscale_factor metadata asks for (LoRAs asking different factors
+are refused), its first --frames frames (a shorter video is refused), in stage 1 of a two-stage run.
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from ltx2_core.compile import compile_blocks
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
+from ltx2_core.loader.lora import reference_downscale_factor
 from ltx2_core.conditioning.audio import AudioCondition
+from ltx2_core.conditioning.control import ControlCondition
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
 from ltx2_core.conditioning.video import VideoCondition
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
@@ -115,6 +121,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="sound for a silent video: width, height, frames and fps are taken from the file (sizes "
                         "multiples of 32, 8k+1 ≥ 9 frames), its frames held while the sound is generated; --mode "
                         "one-stage (guided) or distilled (8 steps, one stage)")
+    p.add_argument("--control", action="append", default=[], type=_control, metavar="PATH[:STRENGTH]",
+                   help="IC-LoRA control: a depth, pose or edge video (its first --frames frames) guiding the "
+                        "generation with STRENGTH (default 1), through the IC-LoRA given with --lora (encoded at the "
+                        "size its reference_downscale_factor asks for; two-stage: in stage 1); repeatable")
     p.add_argument("--replace-sound", action="store_true",
                    help="with --video: accept a file that already has sound (the generated sound replaces it)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -191,6 +201,23 @@ def _audio(value: str) -> AudioCondition:
     return AudioCondition(path, *numbers)
 
 
+def _control(value: str) -> ControlCondition:
+    """PATH[:STRENGTH] (see `_path_and_settings`); the downscale factor is read from the LoRAs in `build_request`."""
+    path, numbers = _path_and_settings(value, _AUDIO_FIELDS[1:], "PATH[:STRENGTH]", "depth.mp4:1.0")
+    return ControlCondition(path, *numbers)
+
+
+def control_conditions(args: argparse.Namespace) -> tuple[ControlCondition, ...]:
+    """The --control videos at the downscale factor the --lora files state (conflicts refused naming both)."""
+    if not args.control:
+        return ()
+    if not args.lora:
+        raise ValueError("--control guides the generation through an IC-LoRA; add it with --lora PATH (e.g. "
+                         "ltx-2-19b-ic-lora-depth-control.safetensors), or drop --control")
+    factor = reference_downscale_factor([path for path, _ in args.lora])
+    return tuple(control._replace(downscale=factor) for control in args.control)
+
+
 def _path_and_settings(value: str, fields: tuple, form: str, example: str) -> tuple[str, list]:
     """A path and its settings, read from the right: the settings follow the longest prefix naming a file (a path
     may hold colons); with no such file, the trailing number-like fields are the settings."""
@@ -225,11 +252,13 @@ def build_request(args: argparse.Namespace) -> Request:
         prompt=args.prompt, negative_prompt=args.negative_prompt, width=args.width or width,
         height=args.height or height, frames=frames, fps=24.0 if args.fps is None else args.fps, steps=args.steps,
         seed=args.seed, mode=args.mode, images=tuple(image.at(frames) for image in args.image), audio=args.audio,
-        audio_only=args.audio_only)
+        audio_only=args.audio_only, controls=control_conditions(args))
 
 
 def _video_request(args: argparse.Namespace) -> Request:
     """Sound for a video: the clip is the file's (a --width, --height, --frames or --fps that differs is refused)."""
+    if args.control:
+        raise ValueError("--control guides a generated video and --video keeps a given one; drop one of them")
     info = video_info(args.video)  # ValueError naming the fix for a missing, damaged or stream-less file
     if info.has_sound and not args.replace_sound:
         raise ValueError(f"video {args.video} already has sound; --video generates the sound of a silent video. Add "
@@ -320,9 +349,10 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
 
 
 def encoded_frames(request: Request) -> int:
-    """Frames the video encoder takes besides the images: a held video's, each counted as an image (an estimate:
-    the whole clip is encoded in one piece)."""
-    return request.frames if request.video_input is not None else 0
+    """Frames the video encoder takes besides the images: a held video's and the controls', each counted as an
+    image (an estimate: each clip is encoded in one piece)."""
+    held = request.frames if request.video_input is not None else 0
+    return held + request.frames * len(request.controls)  # the controls at their (smaller) size, counted in full
 
 
 def layout(args: argparse.Namespace) -> ParallelConfig:

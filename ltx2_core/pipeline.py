@@ -17,6 +17,11 @@ one-stage: the LTX2 schedule with the release's guidance of both modalities (neg
 distilled: the 8-step distilled table, plain Euler steps (also for LTX-2.5), no guidance, no second stage (the
 reference's `distilled=True`). two-stage is refused (the reference has no upsampled V2A).
 
+IC-LoRA control (`Request.controls`, the IC-LoRA itself fused as a user LoRA): each control video is encoded at the
+first stage's size divided by its LoRA's reference_downscale_factor and appended as guiding tokens after the images
+(`ltx2_core.conditioning.control`); as the reference's `ICLoraPipeline` it guides stage 1 only, and stage 2
+refines with the images alone.
+
 Noise: one generator on the transformer's device seeded with `seed` draws, in this order, the stage-1 video and
 audio noise and then the stage-2 video and audio noise, each as `torch.randn((1, tokens, 128))` in the latent dtype,
 as the reference pipelines do (text to audio: only the audio's); the same seed gives the same noise as the reference
@@ -44,12 +49,14 @@ from ltx2_core.compile import CudaGraphStep
 from ltx2_core.audio_io import Waveform
 from ltx2_core.conditioning import (
     AudioCondition,
+    ControlCondition,
     EncodedAudio,
     EncodedVideo,
     ImageCondition,
     VideoCondition,
     encode_audio_condition,
     encode_conditions,
+    encode_control,
     encode_video_condition,
 )
 from ltx2_core.geometry import audio_latent_length
@@ -106,6 +113,8 @@ class Request:
     audio_only: bool = False  # text to audio: the audio alone (the command line's --audio-only)
     # a video file the sound is generated for (video to audio): width, height, frames and fps must be the file's
     video_input: VideoCondition | None = None
+    # control videos guiding through an IC-LoRA (depth, pose, edges), each at its LoRA's downscale; stage 1 only
+    controls: tuple[ControlCondition, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -147,11 +156,32 @@ class Request:
             raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
         for image in self.images:
             image.check(self.frames)
+        self.check_controls()
         if self.audio is not None:
             if not isinstance(self.audio, AudioCondition):
                 raise ValueError(f"audio must be an AudioCondition (a file or waveform, start, strength), got "
                                  f"{type(self.audio).__name__}")
             self.audio.check(self.seconds)
+
+    def control_size(self) -> tuple[int, int]:
+        """The (height, width) of the stage the controls guide: stage 1's (half size when two-stage), as the
+        reference's IC-LoRA pipeline guides its first stage only."""
+        scale = 2 if self.two_stage else 1
+        return self.height // scale, self.width // scale
+
+    def check_controls(self) -> None:
+        """Each control's values and file (its frames decoded once, here) against the clip; none with text to
+        audio or sound for a video."""
+        if not self.controls:
+            return
+        if self.audio_only or self.video_input is not None:
+            raise ValueError("control videos guide a generated video; drop them for text to audio or sound for a "
+                             "video")
+        for control in self.controls:
+            if not isinstance(control, ControlCondition):
+                raise ValueError(f"controls must be ControlConditions (a video file, strength, downscale), got "
+                                 f"{type(control).__name__}")
+            control.check(self.frames, (self.control_size(),))
 
     def _check_audio_only(self) -> None:
         if self.mode != "one-stage":
@@ -241,6 +271,9 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
                          "pass it as Models.video_encoder")
     if request.video_input is not None and models.video_encoder is None:
         raise ValueError("sound for a video needs the video VAE encoder (load_video_encoder of the checkpoint, or "
+                         "of LTX-2.5's video VAE file); pass it as Models.video_encoder")
+    if request.controls and models.video_encoder is None:
+        raise ValueError("a control video needs the video VAE encoder (load_video_encoder of the checkpoint, or "
                          "of LTX-2.5's video VAE file); pass it as Models.video_encoder")
     if request.audio is not None and models.audio_encoder is None:
         raise ValueError("audio conditioning needs the audio VAE encoder (load_audio_encoder of the checkpoint, or "
@@ -430,7 +463,9 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
         sigmas = ltx2_sigmas(request.steps or default_steps(sampler.config.version))
     # the images at each stage's size (the reference re-reads and re-encodes them at full size for stage 2)
     conditions = [*encode_conditions(request.images, models.video_encoder, request.height // scale,
-                                     request.width // scale), *held]
+                                     request.width // scale), *held,
+                  *(encode_control(control, models.video_encoder, request.frames, *request.control_size())
+                    for control in request.controls)]  # appended after the images, as the reference
     stage = Stage(sigmas, "stage 1" if scale == 2 else "denoise",
                   video_guidance=None if request.audio_only else video_guidance,
                   audio_guidance=audio_guidance, conditions=conditions,

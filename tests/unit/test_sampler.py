@@ -243,6 +243,30 @@ def test_video_to_audio_steps_never_sync_or_copy_host_data(census_model, guided)
     assert (audio_out.latent - audio.latent).abs().max() > 0.1
 
 
+def test_ic_lora_control_steps_never_sync_or_copy_host_data(census_model):
+    """IC-LoRA control: a half-size control's tokens appended after the video's (positions scaled ×2, mask 0: kept
+    clean) with all four passes guided for both streams: no sync, no host copy; the control tokens stay their
+    encoded values exactly, the video moves."""
+    from ltx2_core.conditioning import EncodedControl, condition_video
+
+    model = census_model
+    positive, negative = _texts(model)
+    video, audio = _states()
+    control = torch.randn(1, 128, FRAMES, 1, 2, generator=torch.Generator().manual_seed(9))
+    held = condition_video(video.latent, video_positions(FRAMES, ROWS, COLS, 24.0),
+                           [EncodedControl(control, 1.0, 2)], 24.0)
+    assert held.clean.shape[1] == FRAMES * ROWS * COLS + FRAMES * 2 and held.attention is None
+    plan = guided_setup(model, positive, negative, held.positions, audio_positions(AUDIO_TOKENS), *FULL)
+    noise = torch.randn(held.clean.shape, generator=torch.Generator().manual_seed(10))
+    video = noised_state(held.clean, noise, mask=held.mask)
+    with OpCensus() as census:
+        video_out, _ = denoise(plan, video, audio, ltx2_sigmas(3))
+    assert census.syncs() == {}, census.syncs()
+    assert census.transfers() == 0
+    assert torch.equal(video_out.latent[:, held.tokens:], held.clean[:, held.tokens:])
+    assert (video_out.latent[:, :held.tokens] - noise[:, :held.tokens]).abs().max() > 0.1
+
+
 def test_a_frozen_stream_is_fed_sigma_zero_and_the_other_its_sigma(model):
     """The frozen flag reaches the transformer as the stream's sigma (0) while the other stream keeps σ; a held
     stream that is not frozen (an image at strength 1, A2V) keeps σ."""
