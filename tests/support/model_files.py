@@ -20,13 +20,13 @@ def write_upsampler(path: Path, version: str = "2.0", seed: int = 3) -> Path:
     return path
 
 
-def write_lora(path: Path, seed: int, version: str = "2.0") -> Path:
+def write_lora(path: Path, seed: int, version: str = "2.0", metadata: dict[str, str] | None = None) -> Path:
     """A random LoRA on every block linear of the tiny transformer, in ComfyUI's layout (`diffusion_model.` +
-    lora_A / lora_B)."""
+    lora_A / lora_B), with the file metadata `metadata` (an IC-LoRA's reference_downscale_factor, ...)."""
     lora = demo_lora(demo_transformer(TransformerConfig.tiny(version)), seed=seed)
     tensors = {}
     for target, pair in lora.pairs.items():
         stem = "diffusion_model." + target[: -len(".weight")]
         tensors[stem + ".lora_A.weight"], tensors[stem + ".lora_B.weight"] = pair.down, pair.up
-    save_file(tensors, str(path))
+    save_file(tensors, str(path), metadata=metadata)
     return path

@@ -1,0 +1,224 @@
+"""IC-LoRA control through the loader, `conditioning.control`, the pipeline and the command line, on real mp4s made
+with PyAV and real tiny LoRA safetensors with metadata: the LoRA's reference_downscale_factor is read (conflicts
+refused naming both files), the control video is read and encoded as the reference's `load_video_conditioning`
+prepares it, appended in stage 1 only, and every bad input is refused before model work."""
+
+from __future__ import annotations
+
+import re
+
+import av
+import numpy as np
+import pytest
+import torch
+
+import ltx2_core.model_files as model_files
+from ltx2_core.__main__ import main
+from ltx2_core.conditioning import CONDITIONS, ControlCondition, EncodedControl, encode_control
+from ltx2_core.demo.models import demo_models
+from ltx2_core.geometry import latent_shape
+from ltx2_core.loader.lora import lora_reference_scale, reference_downscale_factor
+from ltx2_core.pipeline import Request, check_request, sample_request
+from ltx2_core.video_io import read_video
+from support.model_files import write_lora
+from support.reference import import_ltx_pipelines
+
+SIZE, FRAMES, FPS = 64, 9, 24
+
+
+def write_video(path, width: int = SIZE, height: int = SIZE, frames: int = FRAMES, fps: int = FPS, seed: int = 0):
+    """A real H.264 mp4 (PyAV) of moving edges plus noise, like a control video (canny, depth)."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width]
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for i in range(frames):
+            edges = (((x + 3 * i) // 8 + y // 8) % 2 * 200).astype(np.float64)
+            image = np.clip(edges[..., None] + rng.normal(0, 10, (height, width, 3)), 0, 255).astype(np.uint8)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        container.mux(stream.encode())
+    return path
+
+
+@pytest.fixture(scope="module")
+def models():
+    return demo_models("2.3")
+
+
+@pytest.fixture
+def control(tmp_path):
+    return write_video(tmp_path / "depth.mp4", width=96, height=80, frames=17)
+
+
+def _request(*controls, **settings) -> Request:
+    return Request("a dancer in a studio", **{"width": SIZE, "height": SIZE, "frames": FRAMES, "fps": float(FPS),
+                                              "steps": 2, "controls": controls} | settings)
+
+
+# the LoRA's factor
+
+
+def test_the_factor_is_read_from_the_lora_metadata_as_the_reference_reads_it(tmp_path):
+    import_ltx_pipelines()
+    from ltx_pipelines.ic_lora import _read_lora_reference_downscale_factor
+
+    plain = write_lora(tmp_path / "style.safetensors", 1)
+    half = write_lora(tmp_path / "depth.safetensors", 2, metadata={"reference_downscale_factor": "2"})
+    same = write_lora(tmp_path / "pose.safetensors", 3, metadata={"reference_downscale_factor": "1"})
+    assert lora_reference_scale(plain) is None and lora_reference_scale(half) == 2 and lora_reference_scale(same) == 1
+    for path in (plain, half, same):
+        assert (lora_reference_scale(path) or 1) == _read_lora_reference_downscale_factor(str(path))
+    assert reference_downscale_factor([]) == 1 and reference_downscale_factor([plain, same]) == 1
+    assert reference_downscale_factor([plain, half, same]) == 2  # a LoRA at 1 does not conflict (the reference)
+
+
+def test_conflicting_and_bad_factors_are_refused_naming_the_files(tmp_path):
+    half = write_lora(tmp_path / "depth.safetensors", 2, metadata={"reference_downscale_factor": "2"})
+    quarter = write_lora(tmp_path / "canny.safetensors", 3, metadata={"reference_downscale_factor": "4"})
+    with pytest.raises(ValueError, match=f"LoRA {re.escape(str(half))} wants control videos at 1/2 .* LoRA "
+                                         f"{re.escape(str(quarter))} at 1/4; .* use one of them"):
+        reference_downscale_factor([half, quarter])
+    bad = write_lora(tmp_path / "bad.safetensors", 4, metadata={"reference_downscale_factor": "half"})
+    with pytest.raises(ValueError, match="reference_downscale_factor='half' .* must be an integer ≥ 1"):
+        reference_downscale_factor([bad])
+    timed = write_lora(tmp_path / "timed.safetensors", 5, metadata={"reference_temporal_scale_factor": "2"})
+    with pytest.raises(ValueError, match="subsampled in time .* not do yet"):
+        lora_reference_scale(timed)
+
+
+# reading, encoding, the condition
+
+
+@pytest.mark.parametrize("downscale", [1, 2])
+def test_the_control_is_read_as_the_reference_reads_it_and_encoded_at_its_size(models, control, downscale):
+    """Its first 9 of 17 frames, at 64×64 / downscale from 96×80 (cover, centre crop): the pixels equal 1.0.0's
+    `load_video_conditioning`, the latent the encoder's of them."""
+    import_ltx_pipelines()
+    from ltx_pipelines.utils.media_io import load_video_conditioning
+
+    size = SIZE // downscale
+    ours = read_video(control, size, size, frames=FRAMES)
+    theirs = load_video_conditioning(str(control), size, size, FRAMES, torch.float32, torch.device("cpu"))
+    assert ours.shape == (1, 3, FRAMES, size, size)
+    torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)  # measured: exact
+    encoded = encode_control(ControlCondition(control, 0.8, downscale), models.video_encoder, FRAMES, SIZE, SIZE)
+    assert encoded.strength == 0.8 and encoded.downscale == downscale
+    assert encoded.latent.shape == (1, 128, *latent_shape(FRAMES, size, size))
+    torch.testing.assert_close(encoded.latent, models.video_encoder(ours), atol=0, rtol=0)
+
+
+def test_the_control_kind_is_registered():
+    assert CONDITIONS["control"] is EncodedControl
+
+
+# the pipeline
+
+
+def test_the_control_guides_stage_one_and_its_tokens_are_dropped(models, control):
+    """One-stage: the control changes the run and the latent keeps the clip's shape; two-stage: the control is
+    encoded once, at stage 1's half size / downscale (the encoder sees 16×16 pixels), as the reference."""
+    request = _request(ControlCondition(control, 1.0, 2))
+    check_request(request, models)
+    positive, negative = models.prompt_encoder.encode(request.prompt, "noise")
+    guided, _ = sample_request(request, models, positive, negative)
+    free, _ = sample_request(_request(), models, positive, negative)
+    assert guided.video.shape == free.video.shape == (1, 128, *latent_shape(FRAMES, SIZE, SIZE))
+    assert (guided.video - free.video).abs().max() > 1e-3
+    seen = []
+    hook = models.video_encoder.register_forward_pre_hook(lambda module, args: seen.append(tuple(args[0].shape)))
+    try:
+        two = _request(ControlCondition(control, 1.0, 2), mode="two-stage", width=128, height=128)
+        sample_request(two, models, positive, negative)
+    finally:
+        hook.remove()
+    assert seen == [(1, 3, FRAMES, 32, 32)]
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"frames": 25}, "has 17 frames and the clip 25; the control needs at least as many frames as the clip"),
+    ({"width": 96}, "at 1/2 of the 96x64 stage, which must come to multiples of 32 pixels; choose width and height "
+                    "multiples of 64"),
+    ({"mode": "two-stage", "width": 128, "height": 128}, None),
+    ({"mode": "two-stage", "width": 192, "height": 128}, "at 1/2 of the 96x64 stage"),
+    ({"audio_only": True}, "drop them for text to audio"),
+])
+def test_a_request_the_control_cannot_serve_is_refused(control, change, match):
+    request = _request(ControlCondition(control, 1.0, 2), **change)
+    if match is None:
+        request.check()  # stage 1 at 64×64, the control at 32×32
+        return
+    with pytest.raises(ValueError, match=re.escape(match)):
+        request.check()
+
+
+@pytest.mark.parametrize("settings, match", [
+    ({"strength": 1.5}, "strength must be in [0, 1]"),
+    ({"downscale": 0}, "downscale must be an integer ≥ 1"),
+    ({"attention_strength": 0.5}, "not supported yet"),
+    ({"attention_mask": torch.ones(1, 1, FRAMES, SIZE, SIZE)}, "not supported yet"),
+])
+def test_bad_control_settings_are_refused(control, settings, match):
+    with pytest.raises(ValueError, match=re.escape(match)):
+        _request(ControlCondition(control, **settings)).check()
+
+
+def test_an_undecodable_control_and_a_model_without_the_encoder_are_refused(models, control, tmp_path):
+    noise = tmp_path / "noise.mp4"
+    noise.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    with pytest.raises(ValueError, match="damaged or not a video PyAV can decode"):
+        _request(ControlCondition(noise)).check()
+    with pytest.raises(ValueError, match="a control video needs the video VAE encoder"):
+        check_request(_request(ControlCondition(control)), models._replace(video_encoder=None))
+
+
+# the command line
+
+
+def _flags(tmp_path, ckpt, text_encoder, *extra):
+    return ["generate", "--checkpoint", str(ckpt), "--text-encoder", str(text_encoder), "--width", "64", "--height",
+            "64", "--frames", "9", "--steps", "2", "--stg-blocks", "1", "--audio-stg-blocks", "1", "--no-progress",
+            "--output", str(tmp_path / "out.mp4"), *extra]
+
+
+def test_the_command_line_generates_with_a_control_and_an_ic_lora(tmp_path, control, tiny_checkpoints, gemma_files,
+                                                                  capsys):
+    lora = write_lora(tmp_path / "depth.safetensors", 2, metadata={"reference_downscale_factor": "2"})
+    args = _flags(tmp_path, tiny_checkpoints["2.0"], gemma_files[0], "--lora", f"{lora}:0.8", "--control",
+                  f"{control}:0.9")
+    assert main(args) == 0, capsys.readouterr().err
+    assert f"wrote {tmp_path / 'out.mp4'}: 9 frames 64x64" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case, match", [
+    ("no lora", "--control guides the generation through an IC-LoRA; add it with --lora"),
+    ("conflict", "use one of them"),
+    ("short", "has 5 frames and the clip 9"),
+    ("undecodable", "damaged or not a video PyAV can decode"),
+    ("missing", "does not exist; check the path"),
+])
+def test_bad_control_input_exits_2_before_model_work(case, match, tmp_path, tiny_checkpoints, gemma_files, capsys,
+                                                     monkeypatch):
+    def no_model_work(*args, **kwargs):
+        raise AssertionError("models were loaded for a bad request")
+
+    monkeypatch.setattr(model_files, "load_transformer", no_model_work)
+    video = write_video(tmp_path / "pose.mp4")
+    loras = ["--lora", str(write_lora(tmp_path / "pose.safetensors", 2,
+                                      metadata={"reference_downscale_factor": "2"}))]
+    if case == "no lora":
+        loras = []
+    elif case == "conflict":
+        loras += ["--lora", str(write_lora(tmp_path / "canny.safetensors", 3,
+                                           metadata={"reference_downscale_factor": "4"}))]
+    elif case == "short":
+        video = write_video(tmp_path / "short.mp4", frames=5)
+    elif case == "undecodable":
+        video = tmp_path / "noise.mp4"
+        video.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    elif case == "missing":
+        video = tmp_path / "nowhere.mp4"
+    assert main(_flags(tmp_path, tiny_checkpoints["2.0"], gemma_files[0], *loras, "--control", str(video))) == 2
+    captured = capsys.readouterr()
+    assert match in captured.err, captured.err
+    assert "loaded in" not in captured.out and not (tmp_path / "out.mp4").exists()
