@@ -20,7 +20,8 @@ reference's `distilled=True`). two-stage is refused (the reference has no upsamp
 IC-LoRA control (`Request.controls`, the IC-LoRA itself fused as a user LoRA): each control video is encoded at the
 first stage's size divided by its LoRA's reference_downscale_factor and appended as guiding tokens after the images
 (`ltx2_core.conditioning.control`); as the reference's `ICLoraPipeline` it guides stage 1 only, and stage 2
-refines with the images alone.
+refines with the images alone. One difference: the IC-LoRA, fused at load like every user LoRA, stays fused in
+stage 2, where the reference refines without it.
 
 Noise: one generator on the transformer's device seeded with `seed` draws, in this order, the stage-1 video and
 audio noise and then the stage-2 video and audio noise, each as `torch.randn((1, tokens, 128))` in the latent dtype,
