@@ -1,5 +1,5 @@
 """Conditions applied to the video or audio stream state of a sampling stage (images held at frames, ...): the
-`Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`, `video`), the kinds a stage accepts
+`Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`, `video`; `retake`: a video and its sound held outside a time span), the kinds a stage accepts
 (`registry`)."""
 
 from ltx2_core.conditioning.audio import AudioCondition, EncodedAudio, encode_audio_condition, holds_sound
@@ -11,6 +11,7 @@ from ltx2_core.conditioning.registry import (
     condition_kind,
     condition_video,
 )
+from ltx2_core.conditioning.retake import Retake, encode_retake
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream, Modality
 from ltx2_core.conditioning.video import EncodedVideo, VideoCondition, encode_video_condition
 
@@ -18,5 +19,5 @@ __all__ = [
     "AUDIO", "AudioCondition", "CONDITIONS", "EncodedAudio", "VIDEO", "Condition", "ConditionedStream", "EncodedImage", "ImageCondition", "Modality",
     "apply_conditions", "condition_audio", "condition_kind", "condition_video",
     "encode_audio_condition", "encode_conditions", "holds_sound",
-    "EncodedVideo", "VideoCondition", "encode_video_condition",
+    "EncodedVideo", "VideoCondition", "encode_video_condition", "Retake", "encode_retake",
 ]
