@@ -7,19 +7,34 @@ tests/parity/test_video_vae_parity.py and the audio VAE's).
 
 * masks and noised states: exact (measured max |Δ| 0) for spans inside a latent frame, across frames, on a border
   and over the whole clip; tolerance 1e-5.
-* denoising: max |Δ| of the final latents ≤ 1e-4 (atol=rtol, as the other loops); measured in the test names' print.
+* denoising: max |Δ| of the final latents ≤ 1e-4 (atol=rtol, as the other loops); measured (guided 3 steps /
+  distilled 8): 2.0 video 9.5e-6 / 7.2e-7, audio 8.1e-6 / 4.8e-7; 2.3 video 7.6e-6 / 7.2e-7, audio 1.0e-5 / 4.8e-7;
+  the video kept whole: exact, its sound 1.0e-5; a silent file (audio generated whole) ≤ 7.2e-7.
+
+LTX-2.5 against 1.2.0's `RetakePipeline` (run in the reference's own Python, tests/parity/ref120/retake.py) with both
+streams regenerated in the span (`ModalitySpec(conditionings=[TemporalRegionMask])`, not frozen), guided and
+distilled, with sound and silent: masks and initial states ≤ 1e-5, final latents ≤ 1e-4 (measured: guided video
+1.0e-5 audio 8.3e-6, distilled 7.2e-7 / 4.8e-7, guided on a silent file 9.1e-6 / 1.3e-5). A
+stream kept whole is 1.2.0's frozen modality, whose parity and the one deviation (we hold it clean; 1.2.0's retake
+leaves noise_scale 1) are tests/parity/test_video_to_audio_parity.py's.
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+from support.reference120 import run_reference
+from support.transformer25 import transformer25_metadata, write_transformer25
 
+from ltx2_core import TransformerConfig
 from ltx2_core.conditioning import EncodedAudio, EncodedVideo, Retake, condition_audio, condition_video
 from ltx2_core.geometry import audio_latent_length, audio_positions, latent_shape, video_positions
+from ltx2_core.demo import demo_transformer
+from ltx2_core.loader.transformer import load_transformer
 from ltx2_core.pipeline import LocalSampler, Models, Request, sample_request
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.sampling.steps import noised_state
+from ltx2_core.types import TextEmbeddings
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 FRAMES, HEIGHT, WIDTH, FPS, SEED = 17, 64, 96, 24.0, 13
@@ -175,3 +190,65 @@ def test_the_retake_is_sampled_as_the_100_reference_samples_it(version, case, on
                                        [EncodedAudio(audio_latent, 1.0, span)], FPS).mask[0, :, 0].bool()
         assert torch.equal(got.audio[:, :, ~audio_inside], audio_latent[:, :, ~audio_inside])
         assert (got.audio[:, :, audio_inside] - audio_latent[:, :, audio_inside]).abs().max() > 0.1
+
+
+CASES_25 = {  # name: (guided, span, the file has sound)
+    "guided": (True, (0.2, 0.5), True),
+    "distilled": (False, (0.05, 0.3), True),
+    "guided-silent": (True, (0.4, 17 / 24), False),
+}
+
+
+def _guidance(params) -> dict:
+    return {"cfg": params.cfg, "stg": params.stg, "stg_blocks": list(params.stg_blocks), "rescale": params.rescale,
+            "modality": params.modality}
+
+
+@pytest.fixture(scope="module")
+def runs_25(tmp_path_factory):
+    """(ours, reference): the final latents, masks and initial states of each LTX-2.5 case, by name."""
+    folder = tmp_path_factory.mktemp("retake25")
+    config = TransformerConfig.tiny("2.5")
+    path = folder / "transformer-2.5.safetensors"
+    write_transformer25(path, demo_transformer(config, seed=2).state_dict(), config,
+                        metadata=transformer25_metadata(config, model_version="2.5.0"))
+    model = load_transformer(path)
+    g = torch.Generator().manual_seed(5)
+    positive, negative = (TextEmbeddings(torch.randn(1, 8, config.video.context_dim, generator=g),
+                                         torch.randn(1, 8, config.audio.context_dim, generator=g)) for _ in range(2))
+    tensors = {"2.5.positive_video": positive.video, "2.5.positive_audio": positive.audio,
+               "2.5.negative_video": negative.video, "2.5.negative_audio": negative.audio}
+    settings, ours = {"cases": {}}, {}
+    for name, (guided, span, sound) in CASES_25.items():
+        video_latent, audio_latent = _latents(seed=len(name))
+        request = Request("unused", width=WIDTH, height=HEIGHT, frames=FRAMES, fps=FPS, seed=SEED,
+                          steps=3 if guided else None, mode="one-stage" if guided else "distilled",
+                          retake=Retake("unused.mp4", *span))
+        held = (EncodedVideo(video_latent, 1.0, span), EncodedAudio(audio_latent, 1.0, span) if sound else None)
+        got, _ = sample_request(request, Models(model, None, None), positive, negative if guided else None,
+                                sampler=LocalSampler(model), retake=held)
+        (video, video_state), (audio, audio_state) = _our_states(span, video_latent, audio_latent if sound else None)
+        ours |= {f"{name}.video": got.video, f"{name}.audio": got.audio, f"{name}.video_mask": video.denoise_mask(),
+                 f"{name}.audio_mask": audio.denoise_mask(), f"{name}.video_start": video_state.latent,
+                 f"{name}.audio_start": audio_state.latent}
+        noise = torch.Generator().manual_seed(SEED)  # what the stage drew: video, then audio
+        tensors |= {f"{name}.noise_video": torch.randn(video.clean.shape, generator=noise),
+                    f"{name}.noise_audio": torch.randn(audio.clean.shape, generator=noise),
+                    f"{name}.video_latent": video_latent, f"{name}.audio_latent": audio_latent}
+        settings["cases"][name] = {"path": str(path), "text": "2.5", "frames": FRAMES, "height": HEIGHT,
+                                   "width": WIDTH, "fps": FPS, "steps": 3, "distilled": not guided, "span": span,
+                                   "sound": sound, "guidance": [_guidance(p) for p in default_guidance("2.5", 3)]}
+    return ours, run_reference("retake.py", tensors, settings, tmp_path=folder)
+
+
+@pytest.mark.parametrize("case", list(CASES_25))
+def test_the_25_retake_is_sampled_as_the_120_reference_samples_it(runs_25, case):
+    ours, want = runs_25
+    for stream in ("video", "audio"):
+        mask = ours[f"{case}.{stream}_mask"]
+        torch.testing.assert_close(mask, want[f"{case}.{stream}_mask"].reshape(mask.shape), atol=1e-5, rtol=0)
+        torch.testing.assert_close(ours[f"{case}.{stream}_start"], want[f"{case}.{stream}_start"], atol=1e-5, rtol=0)
+    print("2.5", case, "max |Δ| video", float((ours[f"{case}.video"] - want[f"{case}.video"]).abs().max()),
+          "audio", float((ours[f"{case}.audio"] - want[f"{case}.audio"]).abs().max()))
+    torch.testing.assert_close(ours[f"{case}.video"], want[f"{case}.video"], **TOL)
+    torch.testing.assert_close(ours[f"{case}.audio"], want[f"{case}.audio"], **TOL)
