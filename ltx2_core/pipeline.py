@@ -122,8 +122,8 @@ class Request:
 
     @property
     def two_stage(self) -> bool:
-        """Whether an upsampled second stage follows: two-stage, and distilled without `video_input` (sound for a
-        video runs the distilled table in one stage, as the reference)."""
+        """Whether an upsampled second stage follows: two-stage, and distilled without `video_input` or `retake`
+        (sound for a video and a retake run the distilled table in one stage, as the reference)."""
         return self.mode == "two-stage" or (self.mode == "distilled" and not self.one_stage_input)
 
     @property
@@ -438,7 +438,7 @@ def encode_request(request: Request, encoder: PromptEncoder, config: Transformer
 def ancestral_seed(request: Request, config: TransformerConfig) -> int | None:
     """The seed of stage 1's ancestral noise where the release samples it so (the distilled mode of LTX-2.5: the
     request's seed + 10000, as ltx-pipelines 1.2.0's distilled pipeline), else None (deterministic Euler steps; also
-    for sound for a video, whose reference loop is plain Euler)."""
+    for sound for a video and a retake, whose reference loop is plain Euler)."""
     if request.mode != "distilled" or request.one_stage_input:
         return None
     return distilled_ancestral_seed(request.seed, config.version)
