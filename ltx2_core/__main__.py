@@ -16,6 +16,10 @@ has a sound track is refused unless --replace-sound is given (its sound is then 
 --control PATH[:STRENGTH] guides the video by a control video (depth, pose, edges) through an IC-LoRA given with
 --lora: encoded at the size the LoRA's reference_downscale_factor metadata asks for (LoRAs asking different factors
 are refused), its first --frames frames (a shorter video is refused), in stage 1 of a two-stage run.
+--retake PATH:START:END regenerates [START, END) seconds of an existing video (its frames and, when it has sound, its
+sound) with the prompt and keeps the rest, as Lightricks' `RetakePipeline`: the clip is the file's, one stage
+(one-stage: guided; distilled: 8 steps, no guidance); --keep-video or --keep-audio keeps that stream whole. The mp4
+written carries both streams through a VAE round trip (kept parts included), as the reference returns them.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from ltx2_core.loader.lora import reference_downscale_factor
 from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.conditioning.control import ControlCondition
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
+from ltx2_core.conditioning.retake import Retake
 from ltx2_core.conditioning.video import VideoCondition
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.quant.policy import FP8_MODES
@@ -125,6 +130,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="IC-LoRA control: a depth, pose or edge video (its first --frames frames) guiding the "
                         "generation with STRENGTH (default 1), through the IC-LoRA given with --lora (encoded at the "
                         "size its reference_downscale_factor asks for; two-stage: in stage 1); repeatable")
+    p.add_argument("--retake", type=_span, metavar="PATH:START:END",
+                   help="regenerate [START, END) seconds of a video (its frames and its sound, if any) with the "
+                        "prompt and keep the rest: the clip is the file's (sizes multiples of 32, 8k+1 ≥ 9 frames); "
+                        "--mode one-stage (guided) or distilled (8 steps, one stage)")
+    p.add_argument("--keep-video", action="store_true", help="with --retake: keep the video whole (only the sound "
+                   "of the span is regenerated)")
+    p.add_argument("--keep-audio", action="store_true", help="with --retake: keep the sound whole (only the frames "
+                   "of the span are regenerated)")
     p.add_argument("--replace-sound", action="store_true",
                    help="with --video: accept a file that already has sound (the generated sound replaces it)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -216,6 +229,16 @@ def control_conditions(args: argparse.Namespace) -> tuple[ControlCondition, ...]
                          "ltx-2-19b-ic-lora-depth-control.safetensors), or drop --control")
     factor = reference_downscale_factor([path for path, _ in args.lora])
     return tuple(control._replace(downscale=factor) for control in args.control)
+def _span(value: str) -> tuple[str, float, float]:
+    """PATH:START:END (see `_path_and_settings`): both times required."""
+    path, numbers = _path_and_settings(value, _SPAN_FIELDS, "PATH:START:END", "clip.mp4:1.0:2.5")
+    if len(numbers) != 2:
+        raise argparse.ArgumentTypeError(f"{value}: --retake needs the span's START and END seconds after the path, "
+                                         "e.g. clip.mp4:1.0:2.5")
+    return path, *numbers
+
+
+_SPAN_FIELDS = (("START", float, "a time in seconds"), ("END", float, "a time in seconds"))
 
 
 def _path_and_settings(value: str, fields: tuple, form: str, example: str) -> tuple[str, list]:
@@ -241,6 +264,11 @@ def _path_and_settings(value: str, fields: tuple, form: str, example: str) -> tu
 
 
 def build_request(args: argparse.Namespace) -> Request:
+    if (args.keep_video or args.keep_audio) and args.retake is None:
+        raise ValueError("--keep-video and --keep-audio go with --retake (what of the retaken clip to keep); drop "
+                         "them or add --retake")
+    if args.retake is not None:
+        return _retake_request(args)
     if args.video is not None:
         return _video_request(args)
     if args.replace_sound:
@@ -264,16 +292,36 @@ def _video_request(args: argparse.Namespace) -> Request:
         raise ValueError(f"video {args.video} already has sound; --video generates the sound of a silent video. Add "
                          "--replace-sound to replace it with a generated one, or strip it first: ffmpeg -i "
                          f"{Path(args.video).name} -an -c:v copy silent.mp4")
-    given = {"--width": (args.width, info.width), "--height": (args.height, info.height),
-             "--frames": (args.frames, info.frames), "--fps": (args.fps, info.fps)}
-    for flag, (value, own) in given.items():
-        if value is not None and value != own:
-            raise ValueError(f"{flag} {value:g} differs from the video's {own:g}; with --video the clip is the file's "
-                             f"({info.width}x{info.height}, {info.frames} frames at {info.fps:g} fps): drop {flag}")
+    _check_clip_flags(args, info, "--video")
     return Request(prompt=args.prompt, negative_prompt=args.negative_prompt, width=info.width, height=info.height,
                    frames=info.frames, fps=info.fps, steps=args.steps, seed=args.seed, mode=args.mode,
                    images=tuple(image.at(info.frames) for image in args.image), audio=args.audio,
                    video_input=VideoCondition(args.video))
+
+
+def _retake_request(args: argparse.Namespace) -> Request:
+    """A retake: the clip is the file's (a --width, --height, --frames or --fps that differs is refused)."""
+    if args.video is not None or args.replace_sound:
+        raise ValueError("--retake regenerates part of a video and --video (--replace-sound) the sound of a whole "
+                         "one; give one of them (--retake PATH:0:END --keep-video regenerates the sound alone)")
+    path, start, end = args.retake
+    info = video_info(path)  # ValueError naming the fix for a missing, damaged or stream-less file
+    _check_clip_flags(args, info, "--retake")
+    return Request(prompt=args.prompt, negative_prompt=args.negative_prompt, width=info.width, height=info.height,
+                   frames=info.frames, fps=info.fps, steps=args.steps, seed=args.seed, mode=args.mode,
+                   images=tuple(image.at(info.frames) for image in args.image), audio=args.audio,
+                   retake=Retake(path, start, end, regenerate_video=not args.keep_video,
+                                 regenerate_audio=not args.keep_audio))
+
+
+def _check_clip_flags(args: argparse.Namespace, info, option: str) -> None:
+    given = {"--width": (args.width, info.width), "--height": (args.height, info.height),
+             "--frames": (args.frames, info.frames), "--fps": (args.fps, info.fps)}
+    for flag, (value, own) in given.items():
+        if value is not None and value != own:
+            raise ValueError(f"{flag} {value:g} differs from the video's {own:g}; with {option} the clip is the "
+                             f"file's ({info.width}x{info.height}, {info.frames} frames at {info.fps:g} fps): drop "
+                             f"{flag}")
 
 
 def with_guidance(request: Request, args: argparse.Namespace, files: ModelFiles) -> Request:
@@ -306,6 +354,9 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
             raise ValueError(f"the sound's sample rate {rate} Hz is not one an mp4's AAC can carry "
                              f"({', '.join(map(str, aac_sample_rates()))}); resample it first, e.g. ffmpeg -i "
                              "in.wav -ar 48000 out.wav")
+    if request.retake is not None and not files.has_audio_encoder() and video_info(request.retake.video).has_sound:
+        raise ValueError(f"{request.retake.video} has sound, which --retake holds, and {files.label} has no audio VAE "
+                         "encoder; use the released checkpoint (LTX-2.5: its audio VAE file)")
     if request.audio is not None and not files.has_audio_encoder():
         raise ValueError(f"--audio needs the audio VAE encoder, and {files.label} has none (a file stripped of it); "
                          "use the released checkpoint (LTX-2.5: its audio VAE file) or drop --audio")
@@ -327,9 +378,9 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
 
 
 def files_mode(request: Request) -> str:
-    """The mode whose files a request needs: sound for a video runs one stage whatever its schedule (no upsampler,
+    """The mode whose files a request needs: sound for a video and a retake run one stage whatever its schedule (no upsampler,
     no LoRA), so it needs the one-stage files."""
-    return "one-stage" if request.video_input is not None else request.mode
+    return "one-stage" if request.one_stage_input else request.mode
 
 
 def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -> MemoryPlan | None:
@@ -349,9 +400,9 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
 
 
 def encoded_frames(request: Request) -> int:
-    """Frames the video encoder takes besides the images: a held video's and the controls', each counted as an
-    image (an estimate: each clip is encoded in one piece)."""
-    held = request.frames if request.video_input is not None else 0
+    """Frames the video encoder takes besides the images: a held video's (sound for a video, a retake) and the
+    controls', each counted as an image (an estimate: each clip is encoded in one piece)."""
+    held = request.frames if request.one_stage_input else 0
     return held + request.frames * len(request.controls)  # the controls at their (smaller) size, counted in full
 
 

@@ -22,6 +22,9 @@ first stage's size divided by its LoRA's reference_downscale_factor and appended
 (`ltx2_core.conditioning.control`); as the reference's `ICLoraPipeline` it guides stage 1 only, and stage 2
 refines with the images alone. One difference: the IC-LoRA, fused at load like every user LoRA, stays fused in
 stage 2, where the reference refines without it.
+Retake (`Request.retake`): frames [start, end) s of an existing clip regenerated with the prompt (its video and, when
+it has sound, its audio; either may be kept whole), the rest held exactly, as the reference's `RetakePipeline`: the
+same one stage at the file's size, frames and fps, guided or distilled as above (`ltx2_core.conditioning.retake`).
 
 Noise: one generator on the transformer's device seeded with `seed` draws, in this order, the stage-1 video and
 audio noise and then the stage-2 video and audio noise, each as `torch.randn((1, tokens, 128))` in the latent dtype,
@@ -60,7 +63,9 @@ from ltx2_core.conditioning import (
     encode_control,
     encode_video_condition,
 )
+from ltx2_core.conditioning.retake import Retake, encode_retake
 from ltx2_core.geometry import audio_latent_length
+from ltx2_core.video_io import video_info
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.geometry import check_video_size, is_frame_count
 from ltx2_core.loader.lora import Lora, check_lora, fused_loras
@@ -116,6 +121,8 @@ class Request:
     video_input: VideoCondition | None = None
     # control videos guiding through an IC-LoRA (depth, pose, edges), each at its LoRA's downscale; stage 1 only
     controls: tuple[ControlCondition, ...] = ()
+    # regenerate a time span of a video file (and its sound): width, height, frames and fps must be the file's
+    retake: Retake | None = None
 
     @property
     def seconds(self) -> float:
@@ -124,9 +131,14 @@ class Request:
 
     @property
     def two_stage(self) -> bool:
-        """Whether an upsampled second stage follows: two-stage, and distilled without `video_input` (sound for a
-        video runs the distilled table in one stage, as the reference)."""
-        return self.mode == "two-stage" or (self.mode == "distilled" and self.video_input is None)
+        """Whether an upsampled second stage follows: two-stage, and distilled without `video_input` or `retake`
+        (sound for a video and a retake run the distilled table in one stage, as the reference)."""
+        return self.mode == "two-stage" or (self.mode == "distilled" and not self.one_stage_input)
+
+    @property
+    def one_stage_input(self) -> bool:
+        """Whether the clip is an input file's, sampled in one stage at its size (sound for a video, a retake)."""
+        return self.video_input is not None or self.retake is not None
 
     def check(self) -> None:
         """ValueError naming the fix for any bad value; costs nothing, so it runs before any model work."""
@@ -138,6 +150,8 @@ class Request:
             raise ValueError(f"audio_only must be True or False, got {self.audio_only!r}")
         if self.video_input is not None:  # first: the file's own faults are named before the clip's size
             self.check_video_input()
+        if self.retake is not None:
+            self.check_retake()
         if self.audio_only:
             self._check_audio_only()
         else:
@@ -175,9 +189,9 @@ class Request:
         audio or sound for a video."""
         if not self.controls:
             return
-        if self.audio_only or self.video_input is not None:
-            raise ValueError("control videos guide a generated video; drop them for text to audio or sound for a "
-                             "video")
+        if self.audio_only or self.video_input is not None or self.retake is not None:
+            raise ValueError("control videos guide a generated video; drop them for text to audio, sound for a "
+                             "video or a retake")
         for control in self.controls:
             if not isinstance(control, ControlCondition):
                 raise ValueError(f"controls must be ControlConditions (a video file, strength, downscale), got "
@@ -197,6 +211,8 @@ class Request:
         if self.video_input is not None:
             raise ValueError("text to audio (audio_only) makes a sound without video; for the sound of a video give "
                              "the video_input alone (audio_only off)")
+        if self.retake is not None:
+            raise ValueError("text to audio (audio_only) has no video to retake; drop audio_only or the retake")
         if isinstance(self.frames, bool) or not isinstance(self.frames, int) or not is_frame_count(self.frames):
             raise ValueError(f"frames must be 8k+1 (text to audio lasts frames / fps seconds), got "
                              f"{self.frames!r}; e.g. 121 frames at 24 fps for 5 seconds")
@@ -212,10 +228,26 @@ class Request:
         if self.images or self.audio is not None:
             raise ValueError("sound for a video holds the whole video, so it takes no image or audio condition; "
                              "drop the images and the audio, or the video_input")
-        info = self.video_input.check()
+        self._check_clip_is(self.video_input.name, self.video_input.check())
+
+    def check_retake(self) -> None:
+        """A retake: one stage, no other condition, the clip exactly the file's (its header is read and its frames
+        and sound decoded here, once)."""
+        if not isinstance(self.retake, Retake):
+            raise ValueError(f"retake must be a Retake (a video file, start, end, what to regenerate), got "
+                             f"{type(self.retake).__name__}")
+        if self.mode == "two-stage":
+            raise ValueError("a retake runs one stage at the video's own size, as the reference; use mode one-stage "
+                             "(guided) or distilled (8 steps, a distilled model), not two-stage")
+        if self.images or self.audio is not None or self.video_input is not None:
+            raise ValueError("a retake holds its own file's video and sound, so it takes no image, audio or "
+                             "video_input condition; drop them, or the retake")
+        self._check_clip_is(self.retake.name, self.retake.check())
+
+    def _check_clip_is(self, name: str, info) -> None:
         given = (self.width, self.height, self.frames, float(self.fps))
         if given != (info.width, info.height, info.frames, info.fps):
-            raise ValueError(f"{self.video_input.name} is {info.width}x{info.height}, {info.frames} frames at "
+            raise ValueError(f"{name} is {info.width}x{info.height}, {info.frames} frames at "
                              f"{info.fps:g} fps and the request {self.width}x{self.height}, {self.frames} frames at "
                              f"{self.fps:g} fps; generate at the video's own size, frames and fps "
                              "(video_io.video_info reads them)")
@@ -276,6 +308,13 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     if request.controls and models.video_encoder is None:
         raise ValueError("a control video needs the video VAE encoder (load_video_encoder of the checkpoint, or "
                          "of LTX-2.5's video VAE file); pass it as Models.video_encoder")
+    if request.retake is not None and models.video_encoder is None:
+        raise ValueError("a retake needs the video VAE encoder (load_video_encoder of the checkpoint, or of "
+                         "LTX-2.5's video VAE file); pass it as Models.video_encoder")
+    if request.retake is not None and models.audio_encoder is None and video_info(request.retake.video).has_sound:
+        raise ValueError(f"{request.retake.video} has sound, which the retake holds: it needs the audio VAE encoder "
+                         "(load_audio_encoder of the checkpoint, or of LTX-2.5's audio VAE file); pass it as "
+                         "Models.audio_encoder")
     if request.audio is not None and models.audio_encoder is None:
         raise ValueError("audio conditioning needs the audio VAE encoder (load_audio_encoder of the checkpoint, or "
                          "of LTX-2.5's audio VAE file); pass it as Models.audio_encoder")
@@ -368,7 +407,8 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
 
     With `request.video_input` (sound for a video) the frames returned are the frozen video latent decoded, i.e. the
     file's frames through a VAE round trip (as the reference returns them), not the file's own pixels; the waveform
-    is the generated sound."""
+    is the generated sound. With `request.retake` both are the sampled latents decoded, as the reference returns
+    them (the kept parts through a VAE round trip)."""
     if request.audio_only and distribution != SINGLE_PROCESS:  # every rank of a parallel run refuses alike
         raise ValueError(ONE_GPU)
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
@@ -378,8 +418,9 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     positive, negative = distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
     audio = encode_request_audio(request, models)
     video = encode_request_video(request, models)
+    retake = encode_request_retake(request, models)
     latent, generator = sample_request(request, models, positive, negative, progress, sampler=sampler, audio=audio,
-                                       video=video)
+                                       video=video, retake=retake)
     if not distribution.decodes:
         return None
     return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders))
@@ -402,6 +443,14 @@ def encode_request_video(request: Request, models: Models) -> EncodedVideo | Non
                                   request.width)
 
 
+def encode_request_retake(request: Request, models: Models) -> tuple[EncodedVideo, EncodedAudio | None] | None:
+    """The retake's video and sound encoded, each held outside the span (or whole when kept); None without one."""
+    if request.retake is None:
+        return None
+    info = video_info(request.retake.video)
+    return encode_retake(request.retake, models.video_encoder, models.audio_encoder, info)
+
+
 def generator_on(generator: torch.Generator, seed: int, decoders: Decoders) -> torch.Generator:
     """The sampling generator for the decoder's noise when both share a device type (so the noise continues as in
     one process); else a new one on the decoder's device seeded with `seed`."""
@@ -422,8 +471,8 @@ def encode_request(request: Request, encoder: PromptEncoder, config: Transformer
 def ancestral_seed(request: Request, config: TransformerConfig) -> int | None:
     """The seed of stage 1's ancestral noise where the release samples it so (the distilled mode of LTX-2.5: the
     request's seed + 10000, as ltx-pipelines 1.2.0's distilled pipeline), else None (deterministic Euler steps; also
-    for sound for a video, whose reference loop is plain Euler)."""
-    if request.mode != "distilled" or request.video_input is not None:
+    for sound for a video and a retake, whose reference loop is plain Euler)."""
+    if request.mode != "distilled" or request.one_stage_input:
         return None
     return distilled_ancestral_seed(request.seed, config.version)
 
@@ -438,18 +487,23 @@ def distilled_ancestral_seed(seed: int, version: ModelVersion) -> int | None:
 def sample_request(request: Request, models: Models, positive: TextEmbeddings, negative: TextEmbeddings | None,
                    progress: StageProgress | None = None, *, sampler: StageSampler | None = None,
                    audio: tuple[EncodedAudio, Waveform] | None = None,
-                   video: EncodedVideo | None = None) -> tuple[AVLatent, torch.Generator]:
+                   video: EncodedVideo | None = None,
+                   retake: tuple[EncodedVideo, EncodedAudio | None] | None = None) -> tuple[AVLatent, torch.Generator]:
     """Every sampling stage of a request (by `sampler`, default: `models.transformer` here) and the x2 upsampling
     between them (here): the final latent and the generator, whose state the decoder's noise continues from.
     `audio`: the request's sound as `encode_request_audio` gives it (None: encoded here when the request has one);
     it is held in every stage. `video`: the request's video as `encode_request_video` gives it (None: encoded here
-    when the request has one); held (frozen at strength 1) in its one stage."""
+    when the request has one); held (frozen at strength 1) in its one stage. `retake`: the request's retake as
+    `encode_request_retake` gives it (None: encoded here when the request has one), held outside its span."""
     sampler = sampler or LocalSampler(models.transformer)
     if audio is None:
         audio = encode_request_audio(request, models)
     if video is None:
         video = encode_request_video(request, models)
+    if retake is None:
+        retake = encode_request_retake(request, models)
     held = ((audio[0],) if audio is not None else ()) + ((video,) if video is not None else ())
+    held += tuple(c for c in retake or () if c is not None)
     video_guidance, audio_guidance = guidance_for(request, sampler.config)
     generator = torch.Generator(sampler.device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1

@@ -1,6 +1,6 @@
 """Conditions applied to the video or audio stream state of a sampling stage (images held at frames, ...): the
-`Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`, `video`, `control`), the kinds a stage accepts
-(`registry`)."""
+`Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`, `video`, `control`;
+`retake`: a video and its sound held outside a time span), the kinds a stage accepts (`registry`)."""
 
 from ltx2_core.conditioning.audio import AudioCondition, EncodedAudio, encode_audio_condition, holds_sound
 from ltx2_core.conditioning.control import ControlCondition, EncodedControl, encode_control
@@ -12,6 +12,7 @@ from ltx2_core.conditioning.registry import (
     condition_kind,
     condition_video,
 )
+from ltx2_core.conditioning.retake import Retake, encode_retake
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream, Modality
 from ltx2_core.conditioning.video import EncodedVideo, VideoCondition, encode_video_condition
 
@@ -21,4 +22,5 @@ __all__ = [
     "encode_audio_condition", "encode_conditions", "holds_sound",
     "EncodedVideo", "VideoCondition", "encode_video_condition",
     "ControlCondition", "EncodedControl", "encode_control",
+    "Retake", "encode_retake",
 ]

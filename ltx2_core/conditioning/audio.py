@@ -64,10 +64,12 @@ class AudioCondition(NamedTuple):
 
 class EncodedAudio(NamedTuple):
     """An encoded sound held over the whole clip (a `Condition` of the audio stream): latent (1, 8, T, 16) with
-    T the clip's audio latent length, and its strength."""
+    T the clip's audio latent length, and its strength. `span` (start, end) seconds: the audio latents meeting
+    [start, end) are regenerated from noise and only the others held (a retake); the stream is then not frozen."""
 
     latent: torch.Tensor
     strength: float
+    span: tuple[float, float] | None = None
     modality = AUDIO
 
     def apply(self, stream: ConditionedStream) -> ConditionedStream:
@@ -75,14 +77,13 @@ class EncodedAudio(NamedTuple):
         if tokens.shape[1] != stream.tokens:
             raise ValueError(f"the encoded audio has {tokens.shape[1]} latent frames and the clip {stream.tokens}; "
                              "encode it for this clip's frames and frame rate")
-        held = stream.hold(0, tokens, 1.0 - self.strength)
-        return held._replace(frozen=True) if self.strength == 1 else held  # the reference's frozen modality
+        return stream.hold_clip(tokens, self.strength, self.span)  # strength 1, no span: the reference's frozen
 
 
 def holds_sound(conditions) -> bool:
     """Whether `conditions` hold the audio stream exactly (an encoded sound at strength 1): the sampled audio latent
     is then the sound's own, and the sound itself is what the clip is written with."""
-    return any(isinstance(c, EncodedAudio) and c.strength == 1 for c in conditions)
+    return any(isinstance(c, EncodedAudio) and c.strength == 1 and c.span is None for c in conditions)
 
 
 @torch.no_grad()

@@ -57,13 +57,31 @@ class ConditionedStream(NamedTuple):
             return self.mask
         return torch.ones(*self.clean.shape[:2], 1, device=self.clean.device)
 
-    def hold(self, start: int, clean: torch.Tensor, mask: float) -> ConditionedStream:
-        """Tokens [start, start + n) keep `clean` (1, n, C) with denoise mask `mask` (0: exactly, 1: not at all)."""
+    def hold(self, start: int, clean: torch.Tensor, mask: float | torch.Tensor) -> ConditionedStream:
+        """Tokens [start, start + n) keep `clean` (1, n, C) with denoise mask `mask` (0: exactly, 1: not at all; a
+        number, or one per token (1, n, 1) fp32)."""
         end = start + clean.shape[1]
         held, denoise = self.clean.clone(), self.denoise_mask().clone()
         held[:, start:end] = clean
         denoise[:, start:end] = mask
         return self._replace(clean=held, mask=denoise)
+
+    def in_span(self, start: float, end: float) -> torch.Tensor:
+        """(1, T, 1) fp32 over the latent's own tokens: 1 where a token's time [t0, t1) meets [start, end) seconds
+        (t1 > start and t0 < end: a token straddling a border counts as inside, as the reference's
+        `TemporalRegionMask`), else 0."""
+        time = self.positions[:, 0, :self.tokens]
+        return ((time[..., 1] > start) & (time[..., 0] < end)).float()[..., None]
+
+    def hold_clip(self, clean: torch.Tensor, strength: float, span: tuple[float, float] | None) -> ConditionedStream:
+        """Every latent token held at `clean` (1, T, C) with mask 1 − strength, and the stream frozen at strength 1
+        (a video or sound held over the clip); with a `span` (start, end) seconds the tokens meeting it get mask 1
+        (regenerated from noise: a retake) and the stream is not frozen."""
+        if span is None:
+            held = self.hold(0, clean, 1.0 - strength)
+            return held._replace(frozen=True) if strength == 1 else held
+        inside = self.in_span(*span)
+        return self.hold(0, clean, inside + (1 - inside) * (1.0 - strength))
 
     def append(self, clean: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> ConditionedStream:
         """Guiding tokens `clean` (1, K, C) with denoise mask `mask` (1, K, 1) fp32 at `positions` (1, axes, K, 2)

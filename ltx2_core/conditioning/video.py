@@ -17,7 +17,7 @@ one input, and each release follows its own (`Release.frozen_sigma_zero`):
 
 Lower strengths let the model change the video (not a mode of either reference).
 
-A retake of a time span (the next feature) holds part of the same tokens: `EncodedVideo` plus a mask over time.
+A retake of a time span holds part of the same tokens: `EncodedVideo` with a `span` (`ltx2_core.conditioning.retake`).
 """
 
 from __future__ import annotations
@@ -53,12 +53,14 @@ class VideoCondition(NamedTuple):
 
 
 class EncodedVideo(NamedTuple):
-    """An encoded video held over the whole clip (a `Condition` of the video stream): latent (1, 128, F', H', W')
-    of the clip's size, and its strength. Strength 1 freezes the stream (mask 0, sigma 0: the reference's
-    frozen modality)."""
+    """An encoded video held over the clip (a `Condition` of the video stream): latent (1, 128, F', H', W') of the
+    clip's size, and its strength. Strength 1 freezes the stream (mask 0, sigma 0: the reference's frozen
+    modality). `span` (start, end) seconds: the tokens meeting [start, end) are regenerated from noise (mask 1)
+    and only the others held (a retake, `ltx2_core.conditioning.retake`); the stream is then not frozen."""
 
     latent: torch.Tensor
     strength: float
+    span: tuple[float, float] | None = None
     modality = VIDEO
 
     def apply(self, stream: ConditionedStream) -> ConditionedStream:
@@ -66,8 +68,7 @@ class EncodedVideo(NamedTuple):
         if tokens.shape[1] != stream.tokens:
             raise ValueError(f"the encoded video has {tokens.shape[1]} latent tokens {tuple(self.latent.shape[2:])} "
                              f"and the clip {stream.tokens}; generate at the video's own size, frames and fps")
-        held = stream.hold(0, tokens, 1.0 - self.strength)
-        return held._replace(frozen=True) if self.strength == 1 else held
+        return stream.hold_clip(tokens, self.strength, self.span)
 
 
 @torch.no_grad()

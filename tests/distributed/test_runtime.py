@@ -358,3 +358,25 @@ def test_a_held_video_reaches_the_workers_frozen_and_its_sound_equals_one_proces
     torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
     other = generate(replace(request, seed=7), models)
     assert (other.waveform - want.waveform).abs().max() > 1e-3
+
+
+def test_a_retake_reaches_the_workers_and_equals_one_process(tmp_path):
+    """A retake through the controller (sequence-parallel workers, LTX-2.5): the file's video and sound encoded
+    here, held outside the span by per-token masks split over the ranks; the same frames and sound as one process."""
+    from unit.test_video_to_audio import write_video
+
+    from ltx2_core.conditioning import Retake
+
+    clip = write_video(tmp_path / "loud.mp4", width=96, height=64, frames=9, sound=True)
+    models = demo_models("2.5")
+    request = replace(REQUEST, retake=Retake(clip, 0.1, 0.3))
+    want = generate(request, models)
+    controller = Controller(ModelFiles(version="2.5"), ParallelConfig(sp=2), threads=1)
+    try:
+        got = _run(controller, models, request)
+    finally:
+        controller.shutdown()
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
+    other = generate(replace(request, retake=Retake(clip, 0.0, 0.05)), models)
+    assert (other.frames - want.frames).abs().max() > 0.01

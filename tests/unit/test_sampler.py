@@ -267,6 +267,38 @@ def test_ic_lora_control_steps_never_sync_or_copy_host_data(census_model):
     assert (video_out.latent[:, :held.tokens] - noise[:, :held.tokens]).abs().max() > 0.1
 
 
+@pytest.mark.parametrize("guided", [True, False], ids=["guided", "distilled"])
+def test_retake_steps_never_sync_or_copy_host_data(census_model, guided):
+    """Retake: both streams hold their encoded latents outside a span (per-token masks 0 / 1, neither frozen), the
+    span regenerated from noise, guided with all four passes for both or unguided: no sync, no host copy; the
+    tokens outside the span stay the encoded latents exactly, those inside move."""
+    from ltx2_core.conditioning import EncodedAudio, EncodedVideo, condition_audio, condition_video
+
+    model = census_model
+    plan = _plan(model, *FULL) if guided else _plan(model)
+    video, audio = _states()
+    g = torch.Generator().manual_seed(9)
+    encoded = torch.randn(1, 128, FRAMES, ROWS, COLS, generator=g)
+    sound = torch.randn(1, 8, AUDIO_TOKENS, 16, generator=g)
+    span = (0.05, 0.2)  # video latent frame 1 ([1/24, 9/24) s); audio latents 2 to 5 (n: [4n − 3, 4n + 1) × 10 ms)
+    conditions = [EncodedVideo(encoded, 1.0, span), EncodedAudio(sound, 1.0, span)]
+    held_video = condition_video(video.latent, video_positions(FRAMES, ROWS, COLS, 24.0), conditions, 24.0)
+    held_audio = condition_audio(audio.latent, audio_positions(AUDIO_TOKENS), conditions, 24.0)
+    assert not held_video.frozen and not held_audio.frozen
+    assert held_video.mask[0, :, 0].tolist() == [0.0] * (ROWS * COLS) + [1.0] * (ROWS * COLS)
+    assert held_audio.mask[0, :, 0].tolist() == [0.0] * 2 + [1.0] * 4 + [0.0] * 3
+    video = noised_state(held_video.clean, video.latent, mask=held_video.mask)
+    audio = noised_state(held_audio.clean, audio.latent, mask=held_audio.mask)
+    with OpCensus() as census:
+        video_out, audio_out = denoise(plan, video, audio, ltx2_sigmas(3))
+    assert census.syncs() == {}, census.syncs()
+    assert census.transfers() == 0
+    for out, held in ((video_out, held_video), (audio_out, held_audio)):
+        kept = held.mask[0, :, 0] == 0
+        assert torch.equal(out.latent[:, kept], held.clean[:, kept])
+        assert (out.latent[:, ~kept] - held.clean[:, ~kept]).abs().max() > 0.1
+
+
 def test_a_frozen_stream_is_fed_sigma_zero_and_the_other_its_sigma(model):
     """The frozen flag reaches the transformer as the stream's sigma (0) while the other stream keeps σ; a held
     stream that is not frozen (an image at strength 1, A2V) keeps σ."""
