@@ -1,7 +1,7 @@
 """IC-LoRA control through the loader, `conditioning.control`, the pipeline and the command line, on real mp4s made
 with PyAV and real tiny LoRA safetensors with metadata: the LoRA's reference_downscale_factor is read (conflicts
-refused naming both files), the control video is read and encoded as the reference's `load_video_conditioning`
-prepares it, appended in stage 1 only, and every bad input is refused before model work."""
+refused naming both files), the control video is read and encoded at its size, appended in stage 1 only, and every
+bad input is refused before model work (the reading vs the reference's: tests/parity/test_control_reading_parity.py)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,12 @@ import torch
 
 import ltx2_core.model_files as model_files
 from ltx2_core.__main__ import main
-from ltx2_core.conditioning import CONDITIONS, ControlCondition, EncodedControl, encode_control
+from ltx2_core.conditioning import CONDITIONS, ControlCondition, EncodedControl
 from ltx2_core.demo.models import demo_models
 from ltx2_core.geometry import latent_shape
 from ltx2_core.loader.lora import lora_reference_scale, reference_downscale_factor
 from ltx2_core.pipeline import Request, check_request, sample_request
-from ltx2_core.video_io import read_video
 from support.model_files import write_lora
-from support.reference import import_ltx_pipelines
 
 SIZE, FRAMES, FPS = 64, 9, 24
 
@@ -59,20 +57,6 @@ def _request(*controls, **settings) -> Request:
 # the LoRA's factor
 
 
-def test_the_factor_is_read_from_the_lora_metadata_as_the_reference_reads_it(tmp_path):
-    import_ltx_pipelines()
-    from ltx_pipelines.ic_lora import _read_lora_reference_downscale_factor
-
-    plain = write_lora(tmp_path / "style.safetensors", 1)
-    half = write_lora(tmp_path / "depth.safetensors", 2, metadata={"reference_downscale_factor": "2"})
-    same = write_lora(tmp_path / "pose.safetensors", 3, metadata={"reference_downscale_factor": "1"})
-    assert lora_reference_scale(plain) is None and lora_reference_scale(half) == 2 and lora_reference_scale(same) == 1
-    for path in (plain, half, same):
-        assert (lora_reference_scale(path) or 1) == _read_lora_reference_downscale_factor(str(path))
-    assert reference_downscale_factor([]) == 1 and reference_downscale_factor([plain, same]) == 1
-    assert reference_downscale_factor([plain, half, same]) == 2  # a LoRA at 1 does not conflict (the reference)
-
-
 def test_conflicting_and_bad_factors_are_refused_naming_the_files(tmp_path):
     half = write_lora(tmp_path / "depth.safetensors", 2, metadata={"reference_downscale_factor": "2"})
     quarter = write_lora(tmp_path / "canny.safetensors", 3, metadata={"reference_downscale_factor": "4"})
@@ -88,24 +72,6 @@ def test_conflicting_and_bad_factors_are_refused_naming_the_files(tmp_path):
 
 
 # reading, encoding, the condition
-
-
-@pytest.mark.parametrize("downscale", [1, 2])
-def test_the_control_is_read_as_the_reference_reads_it_and_encoded_at_its_size(models, control, downscale):
-    """Its first 9 of 17 frames, at 64×64 / downscale from 96×80 (cover, centre crop): the pixels equal 1.0.0's
-    `load_video_conditioning`, the latent the encoder's of them."""
-    import_ltx_pipelines()
-    from ltx_pipelines.utils.media_io import load_video_conditioning
-
-    size = SIZE // downscale
-    ours = read_video(control, size, size, frames=FRAMES)
-    theirs = load_video_conditioning(str(control), size, size, FRAMES, torch.float32, torch.device("cpu"))
-    assert ours.shape == (1, 3, FRAMES, size, size)
-    torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0)  # measured: exact
-    encoded = encode_control(ControlCondition(control, 0.8, downscale), models.video_encoder, FRAMES, SIZE, SIZE)
-    assert encoded.strength == 0.8 and encoded.downscale == downscale
-    assert encoded.latent.shape == (1, 128, *latent_shape(FRAMES, size, size))
-    torch.testing.assert_close(encoded.latent, models.video_encoder(ours), atol=0, rtol=0)
 
 
 def test_the_control_kind_is_registered():
