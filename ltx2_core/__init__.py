@@ -31,7 +31,8 @@ from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.upsampler import upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.model_files import ModelFiles
-from ltx2_core.pipeline import DEFAULT_NEGATIVE_PROMPT, MODES, Generation, Models, Request, generate
+from ltx2_core.pipeline import Generation, Models, generate
+from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, MODES, Request
 from ltx2_core.releases import ModelVersion
 from ltx2_core.sampling import GuidanceParams
 from ltx2_core.model.decoders import Decoders

@@ -25,8 +25,6 @@ written carries both streams through a VAE round trip (kept parts included), as 
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import sys
 import time
 from dataclasses import replace
@@ -36,14 +34,14 @@ import torch
 from safetensors.torch import save_file
 from tqdm import tqdm
 
+from ltx2_core import cli_values as values
 from ltx2_core.compile import compile_blocks
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.loader.lora import reference_downscale_factor
-from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.conditioning.control import ControlCondition
-from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, MAX_CRF, ImageCondition
+from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF
 from ltx2_core.conditioning.retake import Retake
 from ltx2_core.conditioning.video import VideoCondition
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
@@ -52,17 +50,8 @@ from ltx2_core.media import aac_sample_rates
 from ltx2_core.memory.plan import GB, MemoryPlan
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
-from ltx2_core.pipeline import (
-    DEFAULT_NEGATIVE_PROMPT,
-    MODES,
-    ONE_GPU,
-    Distribution,
-    Generation,
-    Request,
-    check_stg_blocks,
-    generate,
-    guidance_for,
-)
+from ltx2_core.pipeline import Distribution, Generation, check_stg_blocks, generate, guidance_for
+from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, MODES, ONE_GPU, Request
 from ltx2_core.sampling.guidance import active_passes
 from ltx2_core.sampling import GuidanceParams
 from ltx2_core.stages import AUDIO_SUFFIXES
@@ -90,8 +79,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                             ("modality", "modality-isolation (a2v / v2a) guidance scale")):
         g.add_argument(f"--{flag}", type=float, help=f"video {help_text}")
         g.add_argument(f"--audio-{flag}", type=float, help=f"audio {help_text}")
-    g.add_argument("--stg-blocks", type=_blocks, help="video STG blocks, e.g. 29 or 28,29")
-    g.add_argument("--audio-stg-blocks", type=_blocks, help="audio STG blocks")
+    g.add_argument("--stg-blocks", type=values.stg_blocks, help="video STG blocks, e.g. 29 or 28,29")
+    g.add_argument("--audio-stg-blocks", type=values.stg_blocks, help="audio STG blocks")
     m = p.add_argument_group("model files (default: the tiny random-weight demo model)")
     m.add_argument("--checkpoint", help="official LTX-2 / LTX-2.3 .safetensors (dev; distilled for --mode "
                    "distilled); or LTX-2.5's transformer ltx-2.5-22b-{dev,distilled}-transformer-bf16.safetensors "
@@ -110,15 +99,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "upscaler-x2-bf16-1.0.safetensors (two-stage, distilled)")
     m.add_argument("--distilled-lora", help="ltx-2-*-distilled-lora-*.safetensors, LTX-2.5: ltx-2.5-22b-distilled-"
                    "lora-450-bf16.safetensors (two-stage)")
-    m.add_argument("--lora", action="append", default=[], type=_lora, metavar="PATH[:STRENGTH]",
+    m.add_argument("--lora", action="append", default=[], type=values.lora, metavar="PATH[:STRENGTH]",
                    help="a LoRA to fuse (repeatable; strength default 1)")
     m.add_argument("--version", choices=[v.value for v in RELEASES], default=DEFAULT_VERSION.value,
                    help="structure of the demo model")
-    p.add_argument("--image", action="append", default=[], type=_image, metavar="PATH[:FRAME[:STRENGTH[:CRF]]]",
+    p.add_argument("--image", action="append", default=[], type=values.image, metavar="PATH[:FRAME[:STRENGTH[:CRF]]]",
                    help="an image held at pixel frame FRAME (default 0: image-to-video; -1: the last frame; others "
                         "are keyframes) with STRENGTH (default 1) after an H.264 round trip at CRF (default "
                         f"{DEFAULT_IMAGE_CRF}, 0: none); repeatable")
-    p.add_argument("--audio", type=_audio, metavar="PATH[:START[:STRENGTH]]",
+    p.add_argument("--audio", type=values.audio, metavar="PATH[:START[:STRENGTH]]",
                    help="audio-to-video: the sound (any audio file, or a video file's sound track) from START seconds "
                         "(default 0) for the clip's length, held with STRENGTH (default 1: exactly, as Lightricks' "
                         "pipeline); the mp4 carries this sound, not a re-decoded copy")
@@ -126,11 +115,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="sound for a silent video: width, height, frames and fps are taken from the file (sizes "
                         "multiples of 32, 8k+1 ≥ 9 frames), its frames held while the sound is generated; --mode "
                         "one-stage (guided) or distilled (8 steps, one stage)")
-    p.add_argument("--control", action="append", default=[], type=_control, metavar="PATH[:STRENGTH]",
+    p.add_argument("--control", action="append", default=[], type=values.control, metavar="PATH[:STRENGTH]",
                    help="IC-LoRA control: a depth, pose or edge video (its first --frames frames) guiding the "
                         "generation with STRENGTH (default 1), through the IC-LoRA given with --lora (encoded at the "
                         "size its reference_downscale_factor asks for; two-stage: in stage 1); repeatable")
-    p.add_argument("--retake", type=_span, metavar="PATH:START:END",
+    p.add_argument("--retake", type=values.span, metavar="PATH:START:END",
                    help="regenerate [START, END) seconds of a video (its frames and its sound, if any) with the "
                         "prompt and keep the rest: the clip is the file's (sizes multiples of 32, 8k+1 ≥ 9 frames); "
                         "--mode one-stage (guided) or distilled (8 steps, one stage)")
@@ -153,13 +142,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="plan for this much device memory instead of what is free (e.g. to leave room)")
     p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
     p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
-    p.add_argument("--passes-per-forward", type=_positive, help="guidance passes per transformer forward (default: "
-                   "all 4 in one; 1 or 2 need less memory)")
+    p.add_argument("--passes-per-forward", type=values.positive_int,
+                   help="guidance passes per transformer forward (default: all 4 in one; 1 or 2 need less memory)")
     d = p.add_argument_group("several GPUs: run under `torchrun --nproc-per-node N` with cfg-parallel·sp·tp = N")
-    d.add_argument("--cfg-parallel", type=_positive, default=1, help="guidance passes spread over this many ranks "
-                   "(CFG-parallel; --cfg is the guidance scale)")
-    d.add_argument("--sp", type=_positive, default=1, help="Ulysses sequence parallelism over the video tokens")
-    d.add_argument("--tp", type=_positive, default=1, help="tensor parallelism (divides the weights)")
+    d.add_argument("--cfg-parallel", type=values.positive_int, default=1,
+                   help="guidance passes spread over this many ranks (CFG-parallel; --cfg is the guidance scale)")
+    d.add_argument("--sp", type=values.positive_int, default=1,
+                   help="Ulysses sequence parallelism over the video tokens")
+    d.add_argument("--tp", type=values.positive_int, default=1, help="tensor parallelism (divides the weights)")
     p.add_argument("--audio-only", action="store_true",
                    help="text to audio: the sound of --frames at --fps alone, no video (one-stage, one GPU); "
                         "written as .wav (default ltx2_output.wav), .flac, .m4a or .mp4 by --output's suffix")
@@ -173,53 +163,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def _blocks(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(b) for b in text.split(",") if b.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"blocks must be comma-separated integers, e.g. 28,29; got {text!r}")
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer ≥ 1, got {text!r}")
-    return int(text)
-
-
-def _lora(text: str) -> tuple[str, float]:
-    path, sep, strength = text.rpartition(":")
-    try:
-        return (path, float(strength)) if sep and path else (text, 1.0)
-    except ValueError:
-        return text, 1.0
-
-
-_IMAGE_FIELDS = (("FRAME", int, "an integer (-1: the last frame)"), ("STRENGTH", float, "a number in [0, 1]"),
-                 ("CRF", int, f"an integer in 0..{MAX_CRF} (0: no H.264 round trip)"))
-_NUMBER_LIKE = re.compile(r"[-+]?[0-9.]+(e[-+]?[0-9]+)?", re.IGNORECASE)
-
-
-_AUDIO_FIELDS = (("START", float, "a time in seconds"), ("STRENGTH", float, "a number in [0, 1]"))
-
-
-def _image(value: str) -> ImageCondition:
-    """PATH[:FRAME[:STRENGTH[:CRF]]] (see `_path_and_settings`)."""
-    path, numbers = _path_and_settings(value, _IMAGE_FIELDS, "PATH[:FRAME[:STRENGTH[:CRF]]]", "cat.png:-1:1.0:33")
-    return ImageCondition(path, *numbers)
-
-
-def _audio(value: str) -> AudioCondition:
-    """PATH[:START[:STRENGTH]] (see `_path_and_settings`)."""
-    path, numbers = _path_and_settings(value, _AUDIO_FIELDS, "PATH[:START[:STRENGTH]]", "voice.wav:1.5:1.0")
-    return AudioCondition(path, *numbers)
-
-
-def _control(value: str) -> ControlCondition:
-    """PATH[:STRENGTH] (see `_path_and_settings`); the downscale factor is read from the LoRAs in `build_request`."""
-    path, numbers = _path_and_settings(value, _AUDIO_FIELDS[1:], "PATH[:STRENGTH]", "depth.mp4:1.0")
-    return ControlCondition(path, *numbers)
-
-
 def control_conditions(args: argparse.Namespace) -> tuple[ControlCondition, ...]:
     """The --control videos at the downscale factor the --lora files state (conflicts refused naming both)."""
     if not args.control:
@@ -229,40 +172,6 @@ def control_conditions(args: argparse.Namespace) -> tuple[ControlCondition, ...]
                          "ltx-2-19b-ic-lora-depth-control.safetensors), or drop --control")
     factor = reference_downscale_factor([path for path, _ in args.lora])
     return tuple(control._replace(downscale=factor) for control in args.control)
-def _span(value: str) -> tuple[str, float, float]:
-    """PATH:START:END (see `_path_and_settings`): both times required."""
-    path, numbers = _path_and_settings(value, _SPAN_FIELDS, "PATH:START:END", "clip.mp4:1.0:2.5")
-    if len(numbers) != 2:
-        raise argparse.ArgumentTypeError(f"{value}: --retake needs the span's START and END seconds after the path, "
-                                         "e.g. clip.mp4:1.0:2.5")
-    return path, *numbers
-
-
-_SPAN_FIELDS = (("START", float, "a time in seconds"), ("END", float, "a time in seconds"))
-
-
-def _path_and_settings(value: str, fields: tuple, form: str, example: str) -> tuple[str, list]:
-    """A path and its settings, read from the right: the settings follow the longest prefix naming a file (a path
-    may hold colons); with no such file, the trailing number-like fields are the settings."""
-    parts = value.split(":")
-    cut = next((cut for cut in range(len(parts), 0, -1) if os.path.isfile(":".join(parts[:cut]))), None)
-    if cut is None:
-        cut = len(parts)
-        while cut > 1 and len(parts) - cut < len(fields) and _NUMBER_LIKE.fullmatch(parts[cut - 1]):
-            cut -= 1
-    path, settings = ":".join(parts[:cut]), parts[cut:]
-    if len(settings) > len(fields):
-        raise argparse.ArgumentTypeError(f"{value}: {len(settings)} settings after {path}; the form is {form}, "
-                                         f"e.g. {example}")
-    numbers = []
-    for text, (field, kind, what) in zip(settings, fields):
-        try:
-            numbers.append(kind(text))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value}: {field} must be {what}, got {text!r} ({form})") from None
-    return path, numbers
-
-
 def build_request(args: argparse.Namespace) -> Request:
     if (args.keep_video or args.keep_audio) and args.retake is None:
         raise ValueError("--keep-video and --keep-audio go with --retake (what of the retaken clip to keep); drop "

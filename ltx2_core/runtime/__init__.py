@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from ltx2_core.loader.lora import Lora
-from ltx2_core.pipeline import ONE_GPU, Models, Request, StageProgress, generate
+from ltx2_core.pipeline import Models, StageProgress, generate
+from ltx2_core.request import ONE_GPU, Request
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
 from ltx2_core.runtime.protocol import StageJob
 from ltx2_core.sampling.stage import Stage

@@ -19,11 +19,11 @@ ROOMS = (
     ("memory", ("memory",)),
     ("conditions and sampling", ("conditioning", "sampling")),
     ("stages", ("compile", "preview", "stages")),
-    ("pipelines", ("pipeline",)),
+    ("pipelines", ("pipeline", "request")),
     ("demo", ("demo",)),
     ("assembly", ("model_files", "parallel")),
     ("hosts", ("hosts", "runtime")),
-    ("entry points", ("__main__", "")),
+    ("entry points", ("__main__", "cli_values", "")),
 )
 
 
