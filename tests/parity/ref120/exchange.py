@@ -45,3 +45,13 @@ class TensorNoiser:
         latent = torch.lerp(state.latent.float(), self.noise.float(), noise_scale)
         latent = torch.lerp(state.clean_latent.float(), latent, state.denoise_mask)
         return replace(state, latent=latent.to(state.latent.dtype))
+
+
+def guider(params: dict, negative: torch.Tensor):
+    """1.2.0's MultiModalGuider of the test's guidance settings (cfg, stg, stg_blocks, rescale, modality) with the
+    negative context."""
+    from ltx_core.components.guiders import MultiModalGuider, MultiModalGuiderParams
+
+    return MultiModalGuider(MultiModalGuiderParams(
+        cfg_scale=params["cfg"], stg_scale=params["stg"], stg_blocks=params["stg_blocks"],
+        rescale_scale=params["rescale"], modality_scale=params["modality"]), negative_context=negative)

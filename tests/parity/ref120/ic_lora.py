@@ -6,9 +6,8 @@ with a MultiModalGuider per modality (negative contexts), then `euler_denoising_
 `DiffusionStage.__call__` runs them; the guiding tokens cleared before unpatchifying."""
 
 import torch
-from exchange import TensorNoiser, inputs, outputs
+from exchange import TensorNoiser, guider, inputs, outputs
 from ltx_core.components.diffusion_steps import EulerDiffusionStep
-from ltx_core.components.guiders import MultiModalGuider, MultiModalGuiderParams
 from ltx_core.components.patchifiers import AudioPatchifier, VideoLatentPatchifier
 from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.conditioning import VideoConditionByReferenceLatent
@@ -26,11 +25,6 @@ t, settings = inputs()
 cpu, f32 = torch.device("cpu"), torch.float32
 out = {}
 
-
-def guider(params: dict, negative: torch.Tensor) -> MultiModalGuider:
-    return MultiModalGuider(MultiModalGuiderParams(
-        cfg_scale=params["cfg"], stg_scale=params["stg"], stg_blocks=params["stg_blocks"],
-        rescale_scale=params["rescale"], modality_scale=params["modality"]), negative_context=negative)
 
 
 builder = SingleGPUModelBuilder(model_class_configurator=LTXModelConfigurator, model_path=settings["path"],

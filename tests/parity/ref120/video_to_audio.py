@@ -10,9 +10,8 @@
   `euler_denoising_loop` with `EulerDiffusionStep`, as `DiffusionStage.__call__` runs them."""
 
 import torch
-from exchange import TensorNoiser, inputs, outputs
+from exchange import TensorNoiser, guider, inputs, outputs
 from ltx_core.components.diffusion_steps import EulerDiffusionStep
-from ltx_core.components.guiders import MultiModalGuider, MultiModalGuiderParams
 from ltx_core.components.patchifiers import AudioPatchifier, VideoLatentPatchifier
 from ltx_core.components.schedulers import LTX2Scheduler
 from ltx_core.loader.single_gpu_model_builder import SingleGPUModelBuilder
@@ -40,11 +39,6 @@ for name, read in settings.get("reads", {}).items():
                                              f32, cpu)
 
 
-
-def guider(params: dict, negative: torch.Tensor) -> MultiModalGuider:
-    return MultiModalGuider(MultiModalGuiderParams(
-        cfg_scale=params["cfg"], stg_scale=params["stg"], stg_blocks=params["stg_blocks"],
-        rescale_scale=params["rescale"], modality_scale=params["modality"]), negative_context=negative)
 
 
 models = {}
