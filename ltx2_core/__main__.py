@@ -342,8 +342,7 @@ def generate_command(argv: list[str]) -> int:
     try:
         run(args)
     except (LTX2Error, ValueError) as exc:
-        if launch.is_main():  # every rank finds the same problem: rank 0 says it
-            print(f"error: {exc}", file=sys.stderr)
+        launch.report_refusal(f"error: {exc}")  # every rank finds the same problem: rank 0 says it
         return 2
     return 0
 

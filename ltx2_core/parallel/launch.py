@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -39,6 +40,36 @@ def local_device(device: str) -> torch.device:
 def is_main() -> bool:
     """Global rank 0 (also before the group joins: torchrun's RANK), or no torchrun at all."""
     return dist.get_rank() == 0 if dist.is_initialized() else os.environ.get("RANK", "0") == "0"
+
+
+REPORTED = "ltx2_core/refusal-reported"
+
+
+def report_refusal(message: str, wait_s: float = 30.0) -> None:
+    """Every rank finds the same bad request before the group joins: rank 0 prints `message` once, then tells the
+    others through torchrun's store; the others wait (at most `wait_s`) for that before they return. A rank that
+    exits first would make torchrun terminate rank 0 before it has printed (seen in CI: the refusal was lost)."""
+    store = _launch_store(wait_s) if ranks() > 1 else None
+    if is_main():
+        print(message, file=sys.stderr, flush=True)
+        if store is not None:
+            store.set(REPORTED, "1")
+    elif store is not None:
+        try:
+            store.wait([REPORTED], datetime.timedelta(seconds=wait_s))
+        except RuntimeError:
+            pass  # rank 0 found no problem or is gone: its own exit tells torchrun
+
+
+def _launch_store(wait_s: float):
+    """A client of the store torchrun's agent serves at MASTER_ADDR:MASTER_PORT, or None outside torchrun."""
+    address, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not address or not port:
+        return None
+    try:
+        return dist.TCPStore(address, int(port), is_master=False, timeout=datetime.timedelta(seconds=wait_s))
+    except (RuntimeError, ValueError):
+        return None
 
 
 def leave(wait_s: float = 60.0) -> None:
