@@ -380,3 +380,20 @@ def test_a_retake_reaches_the_workers_and_equals_one_process(tmp_path):
     torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
     other = generate(replace(request, retake=Retake(clip, 0.0, 0.05)), models)
     assert (other.frames - want.frames).abs().max() > 0.01
+
+
+def test_a_control_video_reaches_the_workers_in_stage_one(tmp_path):
+    """IC-LoRA control through the controller: encoded here at stage 1's half size / the factor, its tokens appended
+    on every rank (sequence parallel splits them with the video's) and dropped before stage 2."""
+    from ltx2_core.conditioning import ControlCondition
+    from unit.test_control import write_video
+
+    control = ControlCondition(str(write_video(tmp_path / "depth.mp4", width=128, height=128, frames=9)),
+                               strength=0.9, downscale=2)
+    models = demo_models("2.0")
+    request = replace(REQUEST, mode="distilled", width=256, height=128, steps=None, controls=(control,))
+    want = generate(request, models)
+    got = _on_fresh_workers(ParallelConfig(sp=2), models, request)
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    free = generate(replace(request, controls=()), models)
+    assert (free.frames - want.frames).abs().max() > 0.01
