@@ -128,3 +128,42 @@ def test_bad_masks_are_refused_naming_the_fix(control, tmp_path, mask, match):
         mask = str(tmp_path / "nowhere.mp4")
     with pytest.raises(ValueError, match=re.escape(match)):
         _request(ControlCondition(control, 1.0, 2, 0.5, mask)).check()
+
+
+# the command line
+
+
+def test_the_control_flag_reads_strength_attention_and_mask(tmp_path):
+    """PATH[:STRENGTH[:ATTENTION[:MASK]]], read from the right (a path may hold colons); the mask a file."""
+    from ltx2_core import cli_values
+
+    video, mask = write_video(tmp_path / "a:depth.mp4"), write_video(tmp_path / "mask.mp4")
+    assert cli_values.control(str(video)) == ControlCondition(str(video))
+    assert cli_values.control(f"{video}:0.9:0.5") == ControlCondition(str(video), 0.9, 1, 0.5)
+    assert cli_values.control(f"{video}:0.9:0.5:{mask}") == ControlCondition(str(video), 0.9, 1, 0.5, str(mask))
+    assert cli_values.control("missing.mp4:1:0.5:mask.mp4") == ControlCondition("missing.mp4", 1.0, 1, 0.5,
+                                                                                  "mask.mp4")
+    with pytest.raises(Exception, match=re.escape("ATTENTION must be a number in [0, 1] (the attention strength), "
+                                                  "got 'x'")):
+        cli_values.control(f"{video}:0.9:x")
+
+
+def test_the_command_line_generates_with_a_weighted_control_and_refuses_a_bad_mask(tmp_path, control,
+                                                                                   tiny_checkpoints, gemma_files,
+                                                                                   capsys):
+    from ltx2_core.__main__ import main
+    from support.model_files import write_lora
+
+    lora = write_lora(tmp_path / "depth.safetensors", 2, metadata={"reference_downscale_factor": "2"})
+    mask = write_video(tmp_path / "mask.mp4", frames=FRAMES, seed=5)
+    flags = ["generate", "--checkpoint", str(tiny_checkpoints["2.0"]), "--text-encoder", str(gemma_files[0]),
+             "--width", "64", "--height", "64", "--frames", "9", "--steps", "2", "--stg-blocks", "1",
+             "--audio-stg-blocks", "1", "--no-progress", "--output", str(tmp_path / "out.mp4"), "--lora", str(lora)]
+    assert main(flags + ["--control", f"{control}:0.9:0.5:{mask}"]) == 0, capsys.readouterr().err
+    assert "wrote" in capsys.readouterr().out
+    short = write_video(tmp_path / "short.mp4", frames=5)
+    (tmp_path / "out.mp4").unlink()
+    assert main(flags + ["--control", f"{control}:0.9:0.5:{short}"]) == 2
+    captured = capsys.readouterr()
+    assert "has 5 frames and the clip 9; give a mask video of at least 9 frames" in captured.err, captured.err
+    assert "loaded in" not in captured.out and not (tmp_path / "out.mp4").exists()
