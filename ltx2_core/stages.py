@@ -136,6 +136,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     pass runner, e.g. CFG-parallel); a stage with an `ancestral_seed` takes ancestral steps instead of `step`.
     An audio-only latent (video None) samples the audio alone: only its noise is drawn, the video guidance is
     unused, and `observe` is not called (previews draw the video).
+    The video stream's attention weights (a weighted IC-LoRA control's) become the video self-attention's log
+    bias for the run (`attention_weights`); an audio stream's are refused.
     The model is sampled as it is: its owner fuses `stage.loras` around this call
     (`pipeline.LocalSampler`). One NaN/inf check after the last step (NonFiniteError naming the stage)."""
     if stage.loras:

@@ -10,8 +10,9 @@ resized bilinear (no antialias) to cover the stage's size divided by the IC-LoRA
 Conditioning the sampler (`EncodedControl`, a `Condition` of the video stream): its tokens are appended after the
 video's own, at the positions of their own latent grid (time [max(8f−7, 0), 8f+1) / fps as the video's), y and x
 multiplied by the downscale factor so a half-size control lines up with the generation; denoise mask 1 − strength
-(1: kept clean); they attend to and are attended by every token, and are dropped after the last step. The
-reference's two-stage pipeline guides stage 1 only (at half size); stage 2 refines without them.
+(1: kept clean); they attend to and are attended by every token (unless weighted, below), and are dropped after
+the last step. The reference's two-stage pipeline guides stage 1 only (at half size), with the IC-LoRA fused for
+that stage only (`pipeline.Models.ic_loras`); stage 2 refines without either.
 
 Attention (the reference's `ConditioningItemAttentionStrengthWrapper`): an `attention_strength` below 1, or an
 `attention_mask` (a pixel-space video in [0, 1]: a file, read at the stage's size as the reference's
