@@ -10,15 +10,15 @@ import re
 import numpy as np
 import pytest
 import torch
+from support.control_video import FPS, FRAMES, SIZE, write_video
 
 from ltx2_core.conditioning import ControlCondition, EncodedControl, condition_video
 from ltx2_core.conditioning.control import control_weights, latent_weights, mask_pixels
+from ltx2_core.demo.models import demo_models
 from ltx2_core.geometry import video_positions
 from ltx2_core.model.transformer.attention import attention_bias
-from ltx2_core.stages import attention_weights
-from ltx2_core.demo.models import demo_models
 from ltx2_core.pipeline import Request, sample_request
-from support.control_video import FPS, FRAMES, SIZE, write_video
+from ltx2_core.stages import attention_weights
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +112,8 @@ def test_a_weighted_control_with_a_mask_file_changes_the_run(models, control, tm
     (torch.full((FRAMES, 8, 8), float("nan")), "must hold values in [0, 1]"),
     (torch.ones(FRAMES, 8, 8, dtype=torch.uint8), "must be a video file or a float tensor"),
     (torch.ones(8, 8), "must be a video file or a float tensor"),
-    (torch.ones(1, 8, 8), "has 1 frames, which do not fall into the clip's 2 latent frames (the first alone, then "
-                          "groups of equal size); give 9 frames"),
+    (torch.ones(1, 8, 8), ("has 1 frames, which do not fall into the clip's 2 latent frames (the first alone, then "
+                           "groups of equal size); give 9 frames")),
     ("short", "has 5 frames and the clip 9; give a mask video of at least 9 frames"),
     ("noise", "damaged or not a video PyAV can decode"),
     ("missing", "does not exist"),
@@ -151,8 +151,9 @@ def test_the_control_flag_reads_strength_attention_and_mask(tmp_path):
 def test_the_command_line_generates_with_a_weighted_control_and_refuses_a_bad_mask(tmp_path, control,
                                                                                    tiny_checkpoints, gemma_files,
                                                                                    capsys):
-    from ltx2_core.__main__ import main
     from support.model_files import write_lora
+
+    from ltx2_core.__main__ import main
 
     lora = write_lora(tmp_path / "depth.safetensors", 2, metadata={"reference_downscale_factor": "2"})
     mask = write_video(tmp_path / "mask.mp4", frames=FRAMES, seed=5)

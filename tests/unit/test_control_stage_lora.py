@@ -9,6 +9,8 @@ from copy import deepcopy
 
 import pytest
 import torch
+from support.control_video import FPS, FRAMES, write_video
+from support.model_files import write_lora
 
 from ltx2_core.conditioning import ControlCondition
 from ltx2_core.demo import demo_lora
@@ -17,8 +19,6 @@ from ltx2_core.loader.lora import fuse_loras
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.pipeline import LocalSampler, Request, check_request, sample_request
 from ltx2_core.quant.policy import quantize_blocks
-from support.control_video import FPS, FRAMES, write_video
-from support.model_files import write_lora
 
 
 class RecordingSampler:
