@@ -13,9 +13,11 @@ file's, its frames are held (frozen) while the sound is sampled in one stage (on
 no guidance), and the mp4 written carries the video through a VAE round trip with the new sound. A file that already
 has a sound track is refused unless --replace-sound is given (its sound is then not read, and not written).
 
---control PATH[:STRENGTH] guides the video by a control video (depth, pose, edges) through an IC-LoRA given with
---lora: encoded at the size the LoRA's reference_downscale_factor metadata asks for (LoRAs asking different factors
-are refused), its first --frames frames (a shorter video is refused), in stage 1 of a two-stage run.
+--control PATH[:STRENGTH[:ATTENTION[:MASK]]] guides the video by a control video (depth, pose, edges) through an
+IC-LoRA given with --lora: encoded at the size the LoRA's reference_downscale_factor metadata asks for (LoRAs asking
+different factors are refused), its first --frames frames (a shorter video is refused), in stage 1 of a two-stage
+run; ATTENTION below 1 and a MASK video weigh the attention between the control and the video, as the reference's
+--conditioning-attention-mask MASK ATTENTION (`conditioning.control`).
 --retake PATH:START:END regenerates [START, END) seconds of an existing video (its frames and, when it has sound, its
 sound) with the prompt and keeps the rest, as Lightricks' `RetakePipeline`: the clip is the file's, one stage
 (one-stage: guided; distilled: 8 steps, no guidance); --keep-video or --keep-audio keeps that stream whole. The mp4
@@ -115,10 +117,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="sound for a silent video: width, height, frames and fps are taken from the file (sizes "
                         "multiples of 32, 8k+1 ≥ 9 frames), its frames held while the sound is generated; --mode "
                         "one-stage (guided) or distilled (8 steps, one stage)")
-    p.add_argument("--control", action="append", default=[], type=values.control, metavar="PATH[:STRENGTH]",
+    p.add_argument("--control", action="append", default=[], type=values.control, metavar=values.CONTROL_FORM,
                    help="IC-LoRA control: a depth, pose or edge video (its first --frames frames) guiding the "
-                        "generation with STRENGTH (default 1), through the IC-LoRA given with --lora (encoded at the "
-                        "size its reference_downscale_factor asks for; two-stage: in stage 1); repeatable")
+                        "generation with STRENGTH (default 1: its tokens kept clean), through the IC-LoRA given with "
+                        "--lora (encoded at the size its reference_downscale_factor asks for; two-stage: in stage 1, "
+                        "the IC-LoRA fused for stage 1 only); ATTENTION (default 1) weighs the attention between the "
+                        "control and the video (0: none), times MASK, a grayscale video (black 0, white 1; its "
+                        "first --frames frames) of where the control applies; repeatable")
     p.add_argument("--retake", type=values.span, metavar="PATH:START:END",
                    help="regenerate [START, END) seconds of a video (its frames and its sound, if any) with the "
                         "prompt and keep the rest: the clip is the file's (sizes multiples of 32, 8k+1 ≥ 9 frames); "

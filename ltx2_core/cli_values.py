@@ -53,10 +53,16 @@ def audio(value: str) -> AudioCondition:
     return AudioCondition(path, *numbers)
 
 
+_CONTROL_FIELDS = (("STRENGTH", float, "a number in [0, 1]"),
+                   ("ATTENTION", float, "a number in [0, 1] (the attention strength)"), ("MASK", str, "a video file"))
+CONTROL_FORM = "PATH[:STRENGTH[:ATTENTION[:MASK]]]"
+
+
 def control(value: str) -> ControlCondition:
-    """PATH[:STRENGTH] (see `path_and_settings`); the downscale factor is read from the LoRAs in `build_request`."""
-    path, numbers = path_and_settings(value, _AUDIO_FIELDS[1:], "PATH[:STRENGTH]", "depth.mp4:1.0")
-    return ControlCondition(path, *numbers)
+    """PATH[:STRENGTH[:ATTENTION[:MASK]]] (see `path_and_settings`): the control video, its strength, its attention
+    strength and an attention mask video; the downscale factor is read from the LoRAs in `build_request`."""
+    path, settings = path_and_settings(value, _CONTROL_FIELDS, CONTROL_FORM, "depth.mp4:1.0:0.5:mask.mp4")
+    return ControlCondition(path, **dict(zip(("strength", "attention_strength", "attention_mask"), settings)))
 
 
 def span(value: str) -> tuple[str, float, float]:
@@ -73,9 +79,13 @@ _SPAN_FIELDS = (("START", float, "a time in seconds"), ("END", float, "a time in
 
 def path_and_settings(value: str, fields: tuple, form: str, example: str) -> tuple[str, list]:
     """A path and its settings, read from the right: the settings follow the longest prefix naming a file (a path
-    may hold colons); with no such file, the trailing number-like fields are the settings."""
+    may hold colons); with no such file, the trailing number-like fields are the settings (and, where the last field
+    is a file, all of them after number-like ones)."""
     parts = value.split(":")
     cut = next((cut for cut in range(len(parts), 0, -1) if os.path.isfile(":".join(parts[:cut]))), None)
+    if cut is None and fields[-1][1] is str and len(parts) > len(fields) and \
+            all(_NUMBER_LIKE.fullmatch(part) for part in parts[-len(fields):-1]):
+        cut = len(parts) - len(fields)  # every setting given, the last a file: it needs no number look
     if cut is None:
         cut = len(parts)
         while cut > 1 and len(parts) - cut < len(fields) and _NUMBER_LIKE.fullmatch(parts[cut - 1]):
@@ -84,7 +94,7 @@ def path_and_settings(value: str, fields: tuple, form: str, example: str) -> tup
     if len(settings) > len(fields):
         raise argparse.ArgumentTypeError(f"{value}: {len(settings)} settings after {path}; the form is {form}, "
                                          f"e.g. {example}")
-    numbers = []
+    numbers = []  # the settings, converted (a file field stays text)
     for text, (field, kind, what) in zip(settings, fields):
         try:
             numbers.append(kind(text))

@@ -30,6 +30,7 @@ from ltx2_core.loader import (
     load_vocoder,
 )
 from ltx2_core.errors import CheckpointError, LTX2Error
+from ltx2_core.loader.lora import lora_reference_scale
 from ltx2_core.loader.file_kinds import FileKind, check_file_kind, check_same_release, file_kind
 from ltx2_core.loader.release_folder import RELEASE_FILES, find_release_files
 from ltx2_core.loader.safetensors_file import Shard
@@ -211,7 +212,8 @@ class ModelFiles:
     def load_transformer(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
                          parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None
                          ) -> LTX2Transformer:
-        """The transformer alone (with `loras` fused), sharded by `parallelize` as in `load`."""
+        """The transformer alone (with every one of `loras` fused, IC-LoRAs included: a worker's model), sharded by
+        `parallelize` as in `load`."""
         if self.checkpoint is None:
             return self.load(device, dtype, parallelize).transformer
         return load_transformer(self.resolved().sources()[Component.TRANSFORMER], loras=self.loras,
@@ -296,8 +298,9 @@ class ModelFiles:
         visiting = dict(device="cpu" if plan is not None else device, dtype=dtype)  # they visit the device (plan)
         streamed = plan is not None and plan.streamed_blocks > 0
         sources = self.sources()
+        fused, ic_loras = self.split_loras() if parallelize is None else (self.loras, ())
         return Models(
-            transformer=load_transformer(sources[Component.TRANSFORMER], loras=self.loras, parallelize=parallelize,
+            transformer=load_transformer(sources[Component.TRANSFORMER], loras=fused, parallelize=parallelize,
                                          fp8=self.fp8, device="cpu" if streamed else device, dtype=dtype)
             if transformer else None,
             prompt_encoder=self._prompt_encoder(sources, plan, device, dtype) if whole else None,
@@ -309,7 +312,15 @@ class ModelFiles:
             distilled_lora=load_lora(self.distilled_lora) if whole and self.distilled_lora else None,
             video_encoder=load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
             audio_encoder=_audio_encoder(sources, load),
+            ic_loras=tuple((load_lora(path), strength) for path, strength in ic_loras) if transformer else (),
         )
+
+    def split_loras(self) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:
+        """(the LoRAs fused at load, the IC-LoRAs): an IC-LoRA, a file whose metadata states a
+        reference_downscale_factor, is fused around the first stage only (`Models.ic_loras`), as the reference's
+        ICLoraPipeline refines stage 2 without it; every other LoRA stays fused in every stage. Headers only."""
+        ic = tuple((path, strength) for path, strength in self.loras if lora_reference_scale(path) is not None)
+        return tuple(lora for lora in self.loras if lora not in ic), ic
 
     def _prompt_encoder(self, sources: Sources, plan: MemoryPlan | None, device: torch.device | str,
                         dtype: torch.dtype | None) -> PromptEncoder:

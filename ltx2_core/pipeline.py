@@ -17,11 +17,11 @@ one-stage: the LTX2 schedule with the release's guidance of both modalities (neg
 distilled: the 8-step distilled table, plain Euler steps (also for LTX-2.5), no guidance, no second stage (the
 reference's `distilled=True`). two-stage is refused (the reference has no upsampled V2A).
 
-IC-LoRA control (`Request.controls`, the IC-LoRA itself fused as a user LoRA): each control video is encoded at the
-first stage's size divided by its LoRA's reference_downscale_factor and appended as guiding tokens after the images
-(`ltx2_core.conditioning.control`); as the reference's `ICLoraPipeline` it guides stage 1 only, and stage 2
-refines with the images alone. One difference: the IC-LoRA, fused at load like every user LoRA, stays fused in
-stage 2, where the reference refines without it.
+IC-LoRA control (`Request.controls`, the IC-LoRA in `Models.ic_loras`): each control video is encoded at the first
+stage's size divided by its LoRA's reference_downscale_factor and appended as guiding tokens after the images
+(`ltx2_core.conditioning.control`, with its attention weights where it has an attention strength below 1 or a
+mask); as the reference's `ICLoraPipeline` it guides stage 1 only, the IC-LoRA is fused for stage 1 only (the
+stage's `loras`, restored bit for bit after it), and stage 2 refines with the images alone and without it.
 Retake (`Request.retake`): frames [start, end) s of an existing clip regenerated with the prompt (its video and, when
 it has sound, its audio; either may be kept whole), the rest held exactly, as the reference's `RetakePipeline`: the
 same one stage at the file's size, frames and fps, guided or distilled as above (`ltx2_core.conditioning.retake`).
@@ -96,6 +96,9 @@ class Models(NamedTuple):
     distilled_lora: Lora | None = None
     video_encoder: VideoEncoder | None = None  # encodes the request's images and video
     audio_encoder: AudioEncoder | None = None  # encodes the request's audio
+    # IC-LoRAs (LoRA files stating a reference_downscale_factor) with their strengths: fused around the first stage
+    # only and restored bit for bit after it, as the reference's ICLoraPipeline refines stage 2 without them
+    ic_loras: tuple[tuple[Lora, float], ...] = ()
 
 
 def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceParams, GuidanceParams]:
@@ -150,9 +153,11 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     if request.audio is not None and models.audio_encoder is None:
         raise ValueError("audio conditioning needs the audio VAE encoder (load_audio_encoder of the checkpoint, or "
                          "of LTX-2.5's audio VAE file); pass it as Models.audio_encoder")
+    loras = [lora for lora, _ in models.ic_loras]
     if models.distilled_lora is not None and request.mode == "two-stage":
-        check_lora(models.transformer if models.transformer is not None else meta_transformer(config),
-                   models.distilled_lora)
+        loras.append(models.distilled_lora)
+    for lora in loras:
+        check_lora(models.transformer if models.transformer is not None else meta_transformer(config), lora)
 
 
 def meta_transformer(config: TransformerConfig) -> LTX2Transformer:
@@ -355,7 +360,7 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
                     for control in request.controls)]  # appended after the images, as the reference
     stage = Stage(sigmas, "stage 1" if scale == 2 else "denoise",
                   video_guidance=None if request.audio_only else video_guidance,
-                  audio_guidance=audio_guidance, conditions=conditions,
+                  audio_guidance=audio_guidance, loras=models.ic_loras, conditions=conditions,
                   ancestral_seed=ancestral_seed(request, sampler.config))
     negative = uncond_contexts(positive, negative, audio_guidance, held=audio is not None)
     latent = sampler(positive, negative, latent, stage, generator, progress=_stage(progress, stage.name))

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import torch
 
 from ltx2_core.audio_io import Waveform
-from ltx2_core.conditioning import AUDIO, condition_audio, condition_video, holds_sound
+from ltx2_core.conditioning import AUDIO, ConditionedStream, condition_audio, condition_video, holds_sound
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.geometry import (
     audio_latent_length,
@@ -136,6 +136,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     pass runner, e.g. CFG-parallel); a stage with an `ancestral_seed` takes ancestral steps instead of `step`.
     An audio-only latent (video None) samples the audio alone: only its noise is drawn, the video guidance is
     unused, and `observe` is not called (previews draw the video).
+    The video stream's attention weights (a weighted IC-LoRA control's) become the video self-attention's log
+    bias for the run (`attention_weights`); an audio stream's are refused.
     The model is sampled as it is: its owner fuses `stage.loras` around this call
     (`pipeline.LocalSampler`). One NaN/inf check after the last step (NonFiniteError naming the stage)."""
     if stage.loras:
@@ -158,9 +160,9 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         if stream is None:
             states.append(None)
             continue
-        if stream.attention is not None:
-            raise ValueError(f"a condition of the {stream.modality} stream set an attention mask, which the "
-                             "transformer does not take in this version; sample without that condition")
+        if stream.attention is not None and stream is audio:
+            raise ValueError("a condition of the audio stream set attention weights, which the transformer takes "
+                             "for the video self-attention only; sample without that condition")
         noise = torch.randn((1, stream.clean.shape[1], 128), generator=generator, device=param.device,
                             dtype=param.dtype)
         state = noised_state(stream.clean.expand_as(noise), noise, stage.noise_scale, stream.mask)
@@ -168,7 +170,7 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         states.append(state._replace(frozen=True) if frozen else state)
     setup = guided_setup(model, positive, negative, None if video is None else video.positions, audio.positions,
                          stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
-                         runner=runner)
+                         runner=runner, video_attention=attention_weights(video))
     if stage.ancestral_seed is not None:  # drawn per step: run eagerly, never as a captured graph of one draw
         step = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed))
     observe = observe if video is not None else None  # previews draw the video; audio alone has none
@@ -183,6 +185,15 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
                  "Nothing was decoded or written.")
     return AVLatent(unpatchify_video(video_tokens, frames, rows, cols),
                     unpatchify_audio(audio_tokens, AUDIO_CHANNELS), latent.fps, kept_sound(latent, stage))
+
+
+def attention_weights(video: ConditionedStream | None) -> torch.Tensor | None:
+    """The video stream's attention weights for the transformer, None where there are none or all are 1 (the
+    attention then runs without a mask: the same result, no extra work). One host read at set-up, only when a
+    condition weighted its tokens."""
+    if video is None or video.attention is None or bool(video.attention.eq(1).all()):
+        return None
+    return video.attention
 
 
 def kept_sound(latent: AVLatent, stage: Stage) -> Waveform | None:

@@ -57,6 +57,9 @@ class RunConstants(NamedTuple):
     text_kv: tuple[tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor], ...] | None = None
     # (1 or B, video tokens, 1) 1 on the first latent frame's tokens, for a model with the keyframe embedding
     video_keyframes: torch.Tensor | None = None
+    # (1, 1, video tokens, video tokens) additive bias of the video self-attention in the compute dtype (log of the
+    # conditions' attention weights, shared by every pass); None: every token attends to every token
+    video_attention: torch.Tensor | None = None
 
     def batch(self, part: slice) -> RunConstants:
         """The constants of the samples `part` of the batch (the RoPE tables are shared by all)."""

@@ -4,8 +4,9 @@ and the `Condition` protocol that changes it.
 A sampling stage starts one state per modality from the latent's own tokens (nothing held, nothing appended) and
 lets every condition of that modality change it, in order. What a condition may change: the clean values that
 tokens keep and how strongly (the denoise mask, per-token timesteps σ·m), guiding tokens appended after the
-latent's own (with their positions; dropped after the last step), and which tokens attend to which. Every field a
-condition did not touch stays "none", so an unconditioned stream samples exactly as without the seam.
+latent's own (with their positions; dropped after the last step), and how strongly tokens attend to each other
+(attention weights, which the transformer adds as log w to the video self-attention). Every field a condition did
+not touch stays "none", so an unconditioned stream samples exactly as without the seam.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 from typing import Literal, NamedTuple, Protocol
 
 import torch
-import torch.nn.functional as F
 
 Modality = Literal["video", "audio"]
 VIDEO: Modality = "video"
@@ -30,7 +30,9 @@ class ConditionedStream(NamedTuple):
     fps:       the clip's frame rate (a condition placing tokens at a pixel frame needs it)
     tokens:    T, the latent's own tokens: the sampler returns these and drops the guiding ones
     mask:      (1, T + K, 1) fp32 denoise mask, 1 = generate, 0 = keep `clean`; None: every token is generated
-    attention: (1, 1, T + K, T + K) bool, True where a query token attends to a key token; None: all attend to all
+    attention: (1, T + K, T + K) fp32 attention weights in [0, 1] (query row, key column; 1: full attention, 0:
+               none; the transformer adds log w to the video self-attention scores), set when a condition weights
+               its guiding tokens (`append` with `attention`); None: all attend to all
     frozen:    every token is held exactly and the stream is not sampled at all (the reference's frozen modality);
                where the release's reference does so (`Release.frozen_sigma_zero`: 2.5) the sampler also feeds the
                stream's sigma to the transformer as 0, which the text and cross-modal modulations read
@@ -83,14 +85,38 @@ class ConditionedStream(NamedTuple):
         inside = self.in_span(*span)
         return self.hold(0, clean, inside + (1 - inside) * (1.0 - strength))
 
-    def append(self, clean: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> ConditionedStream:
+    def append(self, clean: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+               attention: torch.Tensor | None = None) -> ConditionedStream:
         """Guiding tokens `clean` (1, K, C) with denoise mask `mask` (1, K, 1) fp32 at `positions` (1, axes, K, 2)
-        appended; they attend to and are attended by every token (the attention mask, if any, grows with True)."""
+        appended. `attention`: (K,) fp32 weights in [0, 1] of the attention between each new token and the
+        latent's own T tokens, both ways; None: 1. The attention weights follow the reference (ltx-core's
+        `build_attention_mask`): once any condition weighted its tokens, each group of appended tokens attends
+        fully within itself, with its weights to and from the latent's tokens, and not at all (0) to and from
+        the groups appended before it; until then (no weights anywhere) every token attends to every token."""
         added = clean.shape[1]
-        attention = None if self.attention is None else F.pad(self.attention, (0, added, 0, added), value=True)
+        weights = self.attention
+        if attention is not None or weights is not None:
+            cross = torch.ones(added) if attention is None else attention
+            weights = _grown(weights, self.clean.shape[1], self.tokens, cross.to(self.clean.device), self.clean.dtype)
         return self._replace(clean=torch.cat([self.clean, clean], dim=1),
                              mask=torch.cat([self.denoise_mask(), mask], dim=1),
-                             positions=torch.cat([self.positions, positions], dim=2), attention=attention)
+                             positions=torch.cat([self.positions, positions], dim=2), attention=weights)
+
+
+def _grown(weights: torch.Tensor | None, existing: int, tokens: int, cross: torch.Tensor,
+           dtype: torch.dtype) -> torch.Tensor:
+    """The (1, N + K, N + K) fp32 weights after K tokens are appended to N (`existing`, the first `tokens` of them
+    the latent's own) with `cross` (K,) weights to and from the latent's tokens, on its device; `weights` None:
+    all ones among the N. `cross` is rounded to `dtype`, as the reference builds the weights in the latent's
+    dtype."""
+    cross = cross.to(dtype).float()
+    total = existing + cross.shape[0]
+    grown = torch.zeros(1, total, total, device=cross.device)
+    grown[:, :existing, :existing] = 1.0 if weights is None else weights
+    grown[:, existing:, existing:] = 1.0
+    grown[:, :tokens, existing:] = cross[None, None, :]
+    grown[:, existing:, :tokens] = cross[None, :, None]
+    return grown
 
 
 class Condition(Protocol):

@@ -54,9 +54,11 @@ def demo_inputs(
     text_tokens: int = 128,
     text: TextEmbeddings | None = None,
     seed: int = 0,
+    video_attention: torch.Tensor | None = None,
 ) -> tuple[StreamInput, StreamInput, RunConstants]:
     """Random latents for a clip of `pixel_frames` (8k+1) at height×width pixels, one sample per prompt of `text`
-    (encoded prompts), or one sample with random text contexts of `text_tokens` tokens."""
+    (encoded prompts), or one sample with random text contexts of `text_tokens` tokens; `video_attention`: the
+    video tokens' attention weights (`LTX2Transformer.prepare_run`)."""
     check_video_size(pixel_frames, height, width)
     cfg = model.config
     device, dtype = model.scale_shift_table.device, model.compute_dtype
@@ -77,6 +79,7 @@ def demo_inputs(
         audio_positions(audio_tokens, device=device),
         text.video.to(device=device, dtype=dtype),
         text.audio.to(device=device, dtype=dtype),
+        video_attention=None if video_attention is None else video_attention.to(device),
     )
     sigmas = torch.full((batch,), sigma, device=device, dtype=torch.float32)
     video = StreamInput(randn(1, frames * rows * cols, cfg.video.in_channels).expand(batch, -1, -1), sigmas,

@@ -43,9 +43,11 @@ class _Layout:
         """The mask for attention over the padded video keys: `mask` (bool, (.., queries, video tokens), over the
         real tokens as `AttentionFunction` takes it) with the padding keys shut out and, when the queries are the
         padded video tokens, padding queries that attend to every key (their rows are dropped); no mask: the key
-        mask."""
+        mask; a float bias (the video self-attention's, already over the padded tokens): as it is."""
         if mask is None:
             return self.key_mask
+        if mask.is_floating_point():  # the run's additive bias, padded over all tokens once by `LocalTokensRun`
+            return mask
         if self.padded == self.tokens:
             return mask
         missing = self.padded - self.tokens
@@ -53,6 +55,15 @@ class _Layout:
         if video_queries and mask.shape[-2] == self.tokens:
             mask = F.pad(mask, (0, 0, 0, missing), value=True)
         return mask
+
+    def pad_weights(self, weights: torch.Tensor) -> torch.Tensor:
+        """Attention weights (1, tokens, tokens) over the padded tokens: padding keys weigh 0 (never attended),
+        padding queries 1 to every real key (their rows are dropped)."""
+        missing = self.padded - self.tokens
+        if missing == 0:
+            return weights
+        weights = F.pad(weights, (0, missing), value=0.0)
+        return F.pad(weights, (0, 0, 0, missing), value=1.0)
 
     @property
     def local(self) -> slice:
@@ -111,8 +122,9 @@ class GatheredKeysAttention:
 
 
 class LocalTokensRun:
-    """`prepare_run` of a sequence-parallel model: positions padded, then the video RoPE tables (self and cross) and
-    the first-frame mask cut to this rank's tokens; once per run."""
+    """`prepare_run` of a sequence-parallel model: positions and the video attention weights padded, then the video
+    RoPE tables (self and cross) and the first-frame mask cut to this rank's tokens; once per run. The attention
+    bias stays over all (padded) tokens: after the all-to-all each rank attends all tokens with some heads."""
 
     def __init__(self, prepare_run, layout: _Layout) -> None:
         self.prepare_run, self.layout = prepare_run, layout
@@ -122,6 +134,8 @@ class LocalTokensRun:
             raise ValueError("text to audio runs on one GPU; load the model without sequence parallelism")
         layout = self.layout
         layout.set_tokens(video_positions.shape[2], video_positions.device)
+        if kwargs.get("video_attention") is not None:
+            kwargs["video_attention"] = layout.pad_weights(kwargs["video_attention"])
         run = self.prepare_run(layout.pad(video_positions, 2), *args, **kwargs)
         keyframes = None if run.video_keyframes is None else run.video_keyframes[:, layout.local]
         return run._replace(video_rope=self._local(run.video_rope), video_cross_rope=self._local(run.video_cross_rope),

@@ -144,6 +144,7 @@ def guided_setup(
     *,
     passes_per_forward: int | None = None,
     runner: RunnerFactory | None = None,
+    video_attention: torch.Tensor | None = None,
 ) -> StepSetup:
     """Set-up of a run: which passes (decided here, on the host), their contexts, RoPE and perturbations, and the
     scales on the device. No guidance for either modality (None or neutral) means one conditional pass.
@@ -151,7 +152,10 @@ def guided_setup(
     `runner` builds the pass runner instead (e.g. CFG-parallel); by default `LocalPasses(passes_per_forward)`.
     `video_positions` None: an audio-only run (text to audio). The video guidance is then unused, and the audio's
     modality scale is taken as 1: without a video there is no audio<->video cross-attention, so the isolated pass
-    equals the conditional one and its term is exactly 0 (the reference's T2A sets 1.0 for that reason)."""
+    equals the conditional one and its term is exactly 0 (the reference's T2A sets 1.0 for that reason).
+    `video_attention`: (1, video tokens, video tokens) attention weights of the video stream
+    (`ConditionedStream.attention`), made the video self-attention's log bias once here and shared by every pass;
+    None: the attention runs without a mask."""
     video_guidance, audio_guidance = video_guidance or GuidanceParams(), audio_guidance or GuidanceParams()
     if video_positions is None:
         video_guidance, audio_guidance = GuidanceParams(), dataclasses.replace(audio_guidance, modality=1.0)
@@ -164,7 +168,9 @@ def guided_setup(
     audio_only = video_positions is None
     run = model.prepare_run(None if audio_only else video_positions.to(device), audio_positions.to(device),
                             None if audio_only else torch.cat([c.video for c in contexts]).to(device),
-                            torch.cat([c.audio for c in contexts]).to(device))
+                            torch.cat([c.audio for c in contexts]).to(device),
+                            video_attention=None if audio_only or video_attention is None else
+                            video_attention.to(device))
     pass_runner = runner(model, run, passes, pass_perturbations(passes, video_guidance, audio_guidance))
     if passes == ("cond",):
         return StepSetup(pass_runner, None, None)

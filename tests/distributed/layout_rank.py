@@ -52,7 +52,9 @@ def main(rank: int, world: int, init_file: str, shape: str, version: str, out: s
         model = copy.deepcopy(full)
         runner = parallelize(model, layout)
         result = {"forward": {}}
-        for name, size in (("even", dict(height=64, width=96)), ("odd", dict(height=32, width=96))):
+        odd_weights = cfg_case.weights(9, 3)  # 3 latent frames of 1 × 3 tokens: 9, padded to a multiple of sp
+        for name, size in (("even", dict(height=64, width=96)), ("odd", dict(height=32, width=96)),
+                           ("odd-weighted", dict(height=32, width=96, video_attention=odd_weights))):
             want = full(*demo_inputs(full, text_tokens=7, **size))
             inputs = demo_inputs(model, text_tokens=7, **size)  # the run's constants: made once, before the forward
             with CommDebugMode() as comm:
@@ -63,6 +65,9 @@ def main(rank: int, world: int, init_file: str, shape: str, version: str, out: s
         want = cfg_case.run(cfg_case.plan(full))
         got = cfg_case.run(cfg_case.plan(model, runner=runner))
         result["sampling_diff"] = max((g - w).abs().max().item() for g, w in zip(got, want))
+        want = cfg_case.run(cfg_case.plan(full, video_attention=cfg_case.weights()))
+        got = cfg_case.run(cfg_case.plan(model, runner=runner, video_attention=cfg_case.weights()))
+        result["weighted_sampling_diff"] = max((g - w).abs().max().item() for g, w in zip(got, want))
         result["blocks"], result["cached_text_kv"] = full.config.num_layers, full.config.static_text_kv
         Path(out).write_text(json.dumps(result))
 

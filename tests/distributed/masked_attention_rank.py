@@ -1,5 +1,7 @@
 """One rank of tests/distributed/test_masked_attention.py: the Ulysses attention functions with and without an
-attention mask, at a video token count that is not a multiple of sp, against SDPA on all tokens in this process."""
+attention mask, and video self-attention with an attention bias (attention weights padded once per run, as
+`LocalTokensRun` pads them), at a video token count that is not a multiple of sp, against SDPA on all tokens in this
+process."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from ltx2_core.model.transformer.attention import sdpa  # noqa: E402
+from ltx2_core.model.transformer.attention import attention_bias, sdpa  # noqa: E402
 from ltx2_core.parallel.sequence_parallel import GatheredKeysAttention, UlyssesAttention, _Layout  # noqa: E402
 from support.ranks import joined  # noqa: E402
 
@@ -37,8 +39,12 @@ def main(rank: int, world: int, init_file: str, out: str) -> None:
         local_q, local_k, local_v = (layout.pad(x, 1)[:, layout.local] for x in (q, k, v))
         self_attention, cross_attention = UlyssesAttention(layout), GatheredKeysAttention(layout)
         diffs = {}
-        for name, mask in (("none", None), ("mask", video_mask)):
-            got = self_attention(local_q, local_k, local_v, mask)
+        weights = torch.rand(1, VIDEO_TOKENS, VIDEO_TOKENS, generator=g)
+        weights[:, :, 1:2] = 0.0  # a key no query attends to
+        bias, padded_bias = attention_bias(weights, torch.float32), attention_bias(layout.pad_weights(weights),
+                                                                                   torch.float32)
+        for name, mask, given in (("none", None, None), ("mask", video_mask, video_mask), ("bias", bias, padded_bias)):
+            got = self_attention(local_q, local_k, local_v, given)
             want = layout.pad(sdpa(q, k, v, mask), 1)[:, layout.local]
             diffs[f"self {name}"] = (got - want)[:, : max(0, VIDEO_TOKENS - layout.local.start)].abs().max().item()
         for name, mask in (("none", None), ("mask", cross_mask)):

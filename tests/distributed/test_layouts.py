@@ -1,6 +1,7 @@
 """Every parallel layout over real ranks (gloo, CPU) gives the single-process transformer: the forward (also at a
-video token count that is not a multiple of sp) and a 3-step guided sampling run with all four passes; the
-collectives per forward are the ones the design predicts."""
+video token count that is not a multiple of sp, there also with attention weights: a weighted IC-LoRA control's log
+bias) and a 3-step guided sampling run with all four passes, with and without attention weights; the collectives
+per forward are the ones the design predicts."""
 
 from __future__ import annotations
 
@@ -33,3 +34,4 @@ def test_layout_equals_one_process(tmp_path, shape, version):
                 all_reduces * blocks if tp > 1 else 0)
         assert result["forward"]["odd"]["tokens"] % sp  # the odd case really is not a multiple of sp
         assert result["sampling_diff"] <= 1e-4, result
+        assert result["weighted_sampling_diff"] <= 1e-4, result  # a weighted IC-LoRA control's attention bias

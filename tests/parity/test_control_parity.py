@@ -8,7 +8,10 @@ VideoConditionByReferenceLatent(...)]))` (1.2.0 appends zeros as the guiding tok
 as no keyframes) + the audio from noise + `GuidedDenoiser` + `euler_denoising_loop`, on the same file, from our
 generator's noise. Compared: the conditioned video state (clean values, positions, denoise mask; ≤ 1e-5) and the
 video and audio latents after 3 guided steps with all four passes (atol=rtol=1e-4, as the other loops; measured max
-|Δ| video / audio: 1.0e-5 / 1.0e-5 full size, 1.0e-5 / 1.1e-5 half size plus a weaker full-size control)."""
+|Δ| video / audio: 1.0e-5 / 1.0e-5 full size, 1.0e-5 / 1.1e-5 half size plus a weaker full-size control). With
+attention weights (a control at attention strength 0.5, a half-size one with a pixel mask times 0.8, wrapped in
+`ConditioningItemAttentionStrengthWrapper` with 1.2.0's `downsample_mask_video_to_latent`): the state's attention
+weights too, and the steps with the log bias in every pass."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ from support.reference120 import run_reference
 from support.transformer25 import transformer25_metadata, write_transformer25
 
 from ltx2_core import TransformerConfig
-from ltx2_core.conditioning import EncodedControl, condition_video
+from ltx2_core.conditioning import ControlCondition, EncodedControl, condition_video
+from ltx2_core.conditioning.control import control_weights
 from ltx2_core.demo import demo_transformer
 from ltx2_core.geometry import audio_latent_length, latent_shape, patchify_video, video_positions
 from ltx2_core.loader.transformer import load_transformer
@@ -30,7 +34,9 @@ from ltx2_core.types import TextEmbeddings
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 FRAMES, HEIGHT, WIDTH, FPS, TEXT_TOKENS, SEED = 17, 64, 128, 24.0, 8, 13
-CASES = {"full-size": [(1, 1.0)], "half-size-and-weaker": [(2, 1.0), (1, 0.7)]}
+# per control: (downscale factor, strength, attention strength, with a pixel-space attention mask)
+CASES = {"full-size": [(1, 1.0, 1.0, False)], "half-size-and-weaker": [(2, 1.0, 1.0, False), (1, 0.7, 1.0, False)],
+         "attention-and-mask": [(1, 1.0, 0.5, False), (2, 0.9, 0.8, True)]}
 
 
 def _guidance(params) -> dict:
@@ -58,13 +64,23 @@ def runs(tmp_path_factory):
     ours = {}
     frames, rows, cols = latent_shape(FRAMES, HEIGHT, WIDTH)
     for name, controls in CASES.items():
-        conditions = [EncodedControl(torch.randn(1, 128, frames, rows // factor, cols // factor, generator=g),
-                                     strength, factor) for factor, strength in controls]
+        conditions = []
+        for i, (factor, strength, attention, masked) in enumerate(controls):
+            grid = (frames, rows // factor, cols // factor)
+            mask = torch.rand(FRAMES, HEIGHT, WIDTH, generator=g) if masked else None
+            if masked:
+                mask[:, : HEIGHT // 2] = 0.0  # never attended: the dtype's minimum as bias
+                tensors[f"{name}.mask{i}"] = mask[None, None]
+            weights = control_weights(ControlCondition("unused.mp4", strength, factor, attention, mask), FRAMES,
+                                      HEIGHT, WIDTH, grid)
+            conditions.append(EncodedControl(torch.randn(1, 128, *grid, generator=g), strength, factor, weights))
         tensors |= {f"{name}.control{i}": c.latent for i, c in enumerate(conditions)}
         state = condition_video(torch.zeros(1, frames * rows * cols, 128), video_positions(frames, rows, cols, FPS),
                                 conditions, FPS)
         ours |= {f"{name}.positions": state.positions, f"{name}.mask": state.denoise_mask(),
                  f"{name}.clean": state.clean}
+        if state.attention is not None:
+            ours[f"{name}.attention"] = state.attention
         result = sample(model, positive, negative, empty_latent(WIDTH, HEIGHT, FRAMES, FPS),
                         Stage(ltx2_sigmas(3), video_guidance=guidance[0], audio_guidance=guidance[1],
                               conditions=conditions), torch.Generator().manual_seed(SEED))
@@ -83,7 +99,8 @@ def runs(tmp_path_factory):
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_conditioned_state_matches_the_reference(runs, case):
     ours, want = runs
-    for key in ("clean", "positions", "mask"):
+    assert (f"{case}.attention" in ours) == (f"{case}.attention" in want)
+    for key in ("clean", "positions", "mask", "attention")[: 4 if f"{case}.attention" in ours else 3]:
         assert ours[f"{case}.{key}"].shape == want[f"{case}.{key}"].shape
         torch.testing.assert_close(ours[f"{case}.{key}"], want[f"{case}.{key}"], atol=1e-5, rtol=1e-5)
 
@@ -94,4 +111,6 @@ def test_three_guided_steps_with_controls_match_the_reference(runs, case):
     assert ours[f"{case}.video"].shape == want[f"{case}.video"].shape  # the guiding tokens are gone on both sides
     torch.testing.assert_close(ours[f"{case}.video"], want[f"{case}.video"], **TOL)
     torch.testing.assert_close(ours[f"{case}.audio"], want[f"{case}.audio"], **TOL)
+    print(f"{case}: max |Δ| video {(ours[f'{case}.video'] - want[f'{case}.video']).abs().max():.2e} audio "
+          f"{(ours[f'{case}.audio'] - want[f'{case}.audio']).abs().max():.2e}")
     assert (ours[f"{case}.video"] - ours[f"{case}.free"]).abs().max() > 0.01  # the controls changed the run

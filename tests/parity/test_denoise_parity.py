@@ -234,24 +234,36 @@ def test_stage_two_refine_with_images_matches_the_reference(one_thread):
     assert torch.equal(got.video[:, :, :1], first)  # strength 1 holds it exactly in stage 2 too
 
 
-def _control_items(conditions) -> list:
+def _control_items(conditions, masks=None) -> list:
     """Our encoded images and controls as `ICLoraPipeline._create_conditionings` makes them: the images first, the
-    IC-LoRA references (`VideoConditionByReferenceLatent`) after."""
-    from ltx_core.conditioning import VideoConditionByReferenceLatent
+    IC-LoRA references (`VideoConditionByReferenceLatent`) after, wrapped in `ConditioningItemAttentionStrengthWrapper`
+    where the control has attention weights. `masks`: per control, the reference's inputs (attention strength,
+    pixel mask (1, 1, F, H, W) or None) from which `_create_conditionings` builds the wrapper's mask itself."""
+    from ltx_core.conditioning import ConditioningItemAttentionStrengthWrapper, VideoConditionByReferenceLatent
+    from ltx_core.types import VideoLatentShape
+    from ltx_pipelines.ic_lora import ICLoraPipeline
 
     from ltx2_core.conditioning.control import EncodedControl
 
     images = [c for c in conditions if not isinstance(c, EncodedControl)]
-    return _reference_items(images) + [
-        VideoConditionByReferenceLatent(latent=c.latent, downscale_factor=c.downscale, strength=c.strength)
-        for c in conditions if isinstance(c, EncodedControl)]
+    controls = [c for c in conditions if isinstance(c, EncodedControl)]
+    items = _reference_items(images)
+    for index, c in enumerate(controls):
+        item = VideoConditionByReferenceLatent(latent=c.latent, downscale_factor=c.downscale, strength=c.strength)
+        weights = c.attention
+        if masks is not None and masks[index] is not None:
+            strength, pixels = masks[index]
+            shape = VideoLatentShape.from_torch_shape(c.latent.shape)
+            weights = ICLoraPipeline._downsample_mask_to_latent(pixels, shape) * strength if pixels is not None \
+                else (strength if strength < 1 else None)
+        items.append(item if weights is None else ConditioningItemAttentionStrengthWrapper(item, weights))
+    return items
 
 
 def _controls(g: torch.Generator, shapes) -> list:
     from ltx2_core.conditioning.control import EncodedControl
 
-    return [EncodedControl(torch.randn(1, 128, *shape, generator=g), strength, downscale)
-            for shape, strength, downscale in shapes]
+    return [EncodedControl(torch.randn(1, 128, *shape, generator=g), *settings) for shape, *settings in shapes]
 
 
 CONTROL_CASES = {
@@ -323,3 +335,108 @@ def test_four_guided_steps_with_controls_match_the_reference_pipeline(version, c
     torch.testing.assert_close(got.audio, want[1], **TOL)
     free = _ours(ours, positive, negative, sigmas, video_guidance, audio_guidance)
     assert (got.video - free[0]).abs().max() > 0.01  # the controls changed the run
+
+
+def _pixel_mask(g: torch.Generator, zero_top: bool) -> torch.Tensor:
+    """A pixel-space attention mask (FRAMES, HEIGHT, WIDTH) in [0, 1]; `zero_top`: its top half 0 (never attended:
+    the dtype's minimum as bias)."""
+    mask = torch.rand(FRAMES, HEIGHT, WIDTH, generator=g)
+    if zero_top:
+        mask[:, : HEIGHT // 2] = 0.0
+    return mask
+
+
+# per case: the controls ((latent frames, rows, cols), strength, downscale, attention strength, mask kind or None),
+# and whether a keyframe image (appended tokens before the controls) is held at pixel frame 8
+WEIGHTED_CASES = {
+    "attention-0.5": ([((FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32), 1.0, 1, 0.5, None)], False),
+    "mask-half-size-with-keyframe": ([((FRAMES // 8 + 1, HEIGHT // 64, 1), 0.9, 2, 0.7, "rand")], True),
+    "two-controls-second-masked": ([((FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32), 1.0, 1, 1.0, None),
+                                    ((FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32), 0.8, 1, 1.0, "zero-top")], False),
+}
+
+
+def _weighted_conditions(case: str, g: torch.Generator) -> tuple[list, list]:
+    """Our conditions (a keyframe image first where the case has one, then the controls with their attention
+    weights from `control_weights`) and, per control, the reference's (attention strength, pixel mask) inputs."""
+    from ltx2_core.conditioning import EncodedImage
+    from ltx2_core.conditioning.control import ControlCondition, EncodedControl, control_weights
+
+    controls, keyframe = WEIGHTED_CASES[case]
+    conditions, specs = [], []
+    if keyframe:
+        conditions.append(EncodedImage(torch.randn(1, 128, 1, HEIGHT // 32, WIDTH // 32, generator=g), 8, 0.9))
+    for shape, strength, downscale, attention, kind in controls:
+        latent = torch.randn(1, 128, *shape, generator=g)
+        mask = None if kind is None else _pixel_mask(g, kind == "zero-top")
+        control = ControlCondition("unused.mp4", strength, downscale, attention, mask)
+        weights = control_weights(control, FRAMES, HEIGHT, WIDTH, shape)
+        conditions.append(EncodedControl(latent, strength, downscale, weights))
+        specs.append((attention, None if mask is None else mask[None, None]))
+    return conditions, specs
+
+
+@pytest.mark.parametrize("case", list(WEIGHTED_CASES))
+def test_weighted_control_state_matches_the_attention_strength_wrapper(case, one_thread):
+    """Controls with an attention strength below 1 or a pixel-space mask: the video stream's state, its attention
+    weights included, vs `ConditioningItemAttentionStrengthWrapper` (the mask downsampled by
+    `ICLoraPipeline._downsample_mask_to_latent`) applied to the reference's initial state; the bias the transformer
+    adds vs `_prepare_self_attention_mask`."""
+    import_ltx_pipelines()
+    from ltx_core.components.patchifiers import VideoLatentPatchifier
+    from ltx_core.model.transformer.transformer_args import TransformerArgsPreprocessor
+    from ltx_core.tools import VideoLatentTools
+    from ltx_core.types import VideoLatentShape, VideoPixelShape
+
+    from ltx2_core.conditioning import condition_video
+    from ltx2_core.model.transformer.attention import attention_bias
+
+    g = torch.Generator().manual_seed(37)
+    frames, rows, cols = FRAMES // 8 + 1, HEIGHT // 32, WIDTH // 32
+    conditions, specs = _weighted_conditions(case, g)
+    initial = torch.randn(1, frames * rows * cols, 128, generator=g)
+    ours = condition_video(initial, video_positions(frames, rows, cols, FPS), conditions, FPS)
+    shape = VideoLatentShape.from_pixel_shape(VideoPixelShape(batch=1, frames=FRAMES, width=WIDTH, height=HEIGHT,
+                                                              fps=FPS), latent_channels=128)
+    tools = VideoLatentTools(VideoLatentPatchifier(patch_size=1), shape, FPS)
+    state = tools.create_initial_state("cpu", torch.float32, unpatchify_video(initial, frames, rows, cols))
+    for item in _control_items(conditions, specs):
+        state = item.apply_to(state, tools)
+    assert ours.attention is not None and ours.attention.shape == state.attention_mask.shape
+    for got, want in ((ours.clean, state.clean_latent), (ours.positions, state.positions),
+                      (ours.denoise_mask(), state.denoise_mask), (ours.attention, state.attention_mask)):
+        torch.testing.assert_close(got, want.float(), atol=1e-5, rtol=1e-5)  # measured: exact (0.0)
+    assert ours.attention.min() < 1  # weighted: not all ones
+    want = TransformerArgsPreprocessor._prepare_self_attention_mask(None, state.attention_mask, torch.float32)
+    assert torch.equal(attention_bias(ours.attention, torch.float32), want)
+
+
+@pytest.mark.parametrize("version,case", [("2.0", "attention-0.5"), ("2.3", "mask-half-size-with-keyframe"),
+                                          ("2.0", "two-controls-second-masked")])
+def test_four_guided_steps_with_weighted_controls_match_the_reference_pipeline(version, case, one_thread):
+    """Four guided steps (all four passes, the log bias in the video self-attention of each) with weighted controls
+    as `ICLoraPipeline` wraps them; the weights changed the run."""
+    import_ltx_pipelines()
+    from ltx2_core.sampling.stage import Stage
+    from ltx2_core.stages import empty_latent, sample
+
+    ours, ref = _models(version)
+    positive, negative = _texts(ours.config)
+    video_guidance = GuidanceParams(cfg=3.0, stg=1.0, stg_blocks=(STG_BLOCK,), rescale=0.7, modality=3.0)
+    audio_guidance = GuidanceParams(cfg=7.0, stg=1.0, stg_blocks=(STG_BLOCK,), rescale=0.7, modality=3.0)
+    conditions, specs = _weighted_conditions(case, torch.Generator().manual_seed(41))
+    sigmas = ltx2_sigmas(4)
+
+    def run(conditions):
+        return sample(ours, positive, negative, empty_latent(WIDTH, HEIGHT, FRAMES, FPS),
+                      Stage(sigmas, video_guidance=video_guidance, audio_guidance=audio_guidance,
+                            conditions=conditions), torch.Generator().manual_seed(SEED))
+
+    got = run(conditions)
+    want = _reference(ref, positive, negative, sigmas, video_guidance, audio_guidance,
+                      conditionings=_control_items(conditions, specs))
+    print(f"{case}: max |Δ| video {(got.video - want[0]).abs().max():.2e} audio {(got.audio - want[1]).abs().max():.2e}")
+    torch.testing.assert_close(got.video, want[0], **TOL)
+    torch.testing.assert_close(got.audio, want[1], **TOL)
+    unweighted = run([c._replace(attention=None) if hasattr(c, "attention") else c for c in conditions])
+    assert (got.video - unweighted.video).abs().max() > 1e-3  # the attention weights changed the run

@@ -21,13 +21,22 @@ def model():
     return demo_transformer(TransformerConfig.tiny("2.3"), seed=4)
 
 
-def plan(transformer, guidance=FULL, runner=None):
+def weights(tokens: int = FRAMES * ROWS * COLS, first: int = ROWS * COLS) -> torch.Tensor:
+    """Attention weights (1, tokens, tokens) as a weighted IC-LoRA control leaves them: the `first` tokens weigh
+    the others 0.5 and the others do not see them (0)."""
+    out = torch.ones(1, tokens, tokens)
+    out[:, :first, first:] = 0.5
+    out[:, first:, :first] = 0.0
+    return out
+
+
+def plan(transformer, guidance=FULL, runner=None, video_attention=None):
     g = torch.Generator().manual_seed(0)
     cfg = transformer.config
     positive, negative = (TextEmbeddings(torch.randn(1, 5, cfg.video.context_dim, generator=g),
                                          torch.randn(1, 5, cfg.audio.context_dim, generator=g)) for _ in range(2))
     return guided_setup(transformer, positive, negative, video_positions(FRAMES, ROWS, COLS, 24.0),
-                        audio_positions(AUDIO_TOKENS), *guidance, runner=runner)
+                        audio_positions(AUDIO_TOKENS), *guidance, runner=runner, video_attention=video_attention)
 
 
 def states():

@@ -40,13 +40,13 @@ class HeldAudio(NamedTuple):
 
 
 class AttendingAudio(NamedTuple):
-    """A toy kind that sets an attention mask (the transformer does not take one yet)."""
+    """A toy kind that sets attention weights on the audio stream (the transformer takes them for the video only)."""
 
     modality = AUDIO
 
     def apply(self, stream: ConditionedStream) -> ConditionedStream:
         tokens = stream.clean.shape[1]
-        return stream._replace(attention=torch.ones(1, 1, tokens, tokens, dtype=torch.bool))
+        return stream._replace(attention=torch.full((1, tokens, tokens), 0.5))
 
 
 @pytest.fixture(scope="module")
@@ -88,15 +88,18 @@ def test_each_stream_takes_only_its_conditions_and_untouched_ones_keep_no_mask(m
     assert torch.equal(audio.mask[0, :, 0], torch.tensor([0.0] * 2 + [1.0] * 7))
 
 
-def test_guiding_tokens_grow_an_attention_mask_and_the_sampler_refuses_one(model, monkeypatch):
+def test_guiding_tokens_grow_the_attention_weights_and_the_sampler_refuses_audio_weights(model, monkeypatch):
+    """Unweighted tokens appended to weighted ones: the weights kept, the new group 1 within itself and to and from
+    the latent's own tokens; none appended without weights: no weights."""
     stream = ConditionedStream.start(AUDIO, torch.zeros(1, 3, 128), audio_positions(3), 24.0)
-    stream = stream._replace(attention=torch.eye(3, dtype=torch.bool)[None, None])
+    assert stream.append(torch.ones(1, 2, 128), torch.ones(1, 2, 1), audio_positions(2)).attention is None
+    stream = stream._replace(attention=torch.eye(3)[None])
     grown = stream.append(torch.ones(1, 2, 128), torch.ones(1, 2, 1), audio_positions(2))
-    assert grown.attention.shape == (1, 1, 5, 5) and grown.tokens == 3 and grown.clean.shape[1] == 5
-    assert torch.equal(grown.attention[0, 0, :3, :3], torch.eye(3, dtype=torch.bool))
-    assert grown.attention[0, 0, 3:].all() and grown.attention[0, 0, :, 3:].all()
+    assert grown.attention.shape == (1, 5, 5) and grown.tokens == 3 and grown.clean.shape[1] == 5
+    assert torch.equal(grown.attention[0, :3, :3], torch.eye(3))
+    assert grown.attention[0, 3:].eq(1).all() and grown.attention[0, :, 3:].eq(1).all()
     monkeypatch.setitem(CONDITIONS, "attending audio", AttendingAudio)
-    with pytest.raises(ValueError, match="attention mask"):
+    with pytest.raises(ValueError, match="attention weights, which the transformer takes for the video"):
         _run(model, [AttendingAudio()])
 
 

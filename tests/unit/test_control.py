@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-import av
 import numpy as np
 import pytest
 import torch
@@ -19,24 +18,8 @@ from ltx2_core.demo.models import demo_models
 from ltx2_core.geometry import latent_shape
 from ltx2_core.loader.lora import lora_reference_scale, reference_downscale_factor
 from ltx2_core.pipeline import Request, check_request, sample_request
+from support.control_video import FPS, FRAMES, SIZE, write_video
 from support.model_files import write_lora
-
-SIZE, FRAMES, FPS = 64, 9, 24
-
-
-def write_video(path, width: int = SIZE, height: int = SIZE, frames: int = FRAMES, fps: int = FPS, seed: int = 0):
-    """A real H.264 mp4 (PyAV) of moving edges plus noise, like a control video (canny, depth)."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:height, 0:width]
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        for i in range(frames):
-            edges = (((x + 3 * i) // 8 + y // 8) % 2 * 200).astype(np.float64)
-            image = np.clip(edges[..., None] + rng.normal(0, 10, (height, width, 3)), 0, 255).astype(np.uint8)
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
-        container.mux(stream.encode())
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +104,8 @@ def test_a_request_the_control_cannot_serve_is_refused(control, change, match):
 @pytest.mark.parametrize("settings, match", [
     ({"strength": 1.5}, "strength must be in [0, 1]"),
     ({"downscale": 0}, "downscale must be an integer ≥ 1"),
-    ({"attention_strength": 0.5}, "not supported yet"),
-    ({"attention_mask": torch.ones(1, 1, FRAMES, SIZE, SIZE)}, "not supported yet"),
+    ({"attention_strength": 1.5}, "attention_strength must be in [0, 1]"),
+    ({"attention_mask": torch.ones(1, 1, FRAMES, SIZE, SIZE)}, "must be a video file or a float tensor (frames, H, W)"),
 ])
 def test_bad_control_settings_are_refused(control, settings, match):
     with pytest.raises(ValueError, match=re.escape(match)):

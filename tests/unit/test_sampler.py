@@ -89,6 +89,27 @@ def test_steps_never_sync_or_copy_host_data(census_model, guidance, sigmas, ance
     assert len(plan.runner.passes) == (4 if guidance is FULL else 1)
 
 
+def test_steps_with_attention_weights_never_sync_or_copy_host_data(census_model):
+    """A weighted IC-LoRA control (`ConditionedStream.attention`): its log bias is made once at set-up and the video
+    self-attention of every pass adds it; the steps still never read or copy host data, and the bias changes the
+    prediction."""
+    model = census_model
+    tokens = FRAMES * ROWS * COLS
+    weights = torch.ones(1, tokens, tokens)
+    weights[:, : ROWS * COLS, ROWS * COLS:] = 0.5  # the first frame's tokens weigh the others half
+    weights[:, ROWS * COLS:, : ROWS * COLS] = 0.0  # and are not seen by them
+    positive, negative = _texts(model)
+    plan = guided_setup(model, positive, negative, video_positions(FRAMES, ROWS, COLS, 24.0),
+                        audio_positions(AUDIO_TOKENS), *FULL, video_attention=weights)
+    video, audio = _states()
+    with OpCensus() as census:
+        weighted = denoise(plan, video, audio, ltx2_sigmas(3))
+    assert census.syncs() == {}, census.syncs()
+    assert census.transfers() == 0
+    plain = denoise(_plan(model, *FULL), video, audio, ltx2_sigmas(3))
+    assert (weighted[0].latent - plain[0].latent).abs().max() > 1e-3
+
+
 @pytest.mark.parametrize("ancestral, passes_per_forward", [(False, None), (True, None), (False, 1)],
                          ids=["guided", "ancestral", "one-pass-per-forward"])
 def test_audio_only_steps_never_sync_or_copy_host_data(census_model, ancestral, passes_per_forward):

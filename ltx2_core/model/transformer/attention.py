@@ -20,9 +20,10 @@ from ltx2_core.types import Rope
 class AttentionFunction(Protocol):
     """The attention proper on (B, tokens, heads, head_dim) q, k, v -> (B, q tokens, heads, head_dim).
 
-    mask: bool, broadcastable to (B, 1, q tokens, k tokens), True where a query attends to a key, over all tokens
-    of the sequence (a parallel pass that splits the tokens cuts or pads it itself); None: every query attends to
-    every key. Same for every head, so splitting the heads (tensor or sequence parallel) leaves it as it is.
+    mask: broadcastable to (B, 1, q tokens, k tokens) over all tokens of the sequence: bool, True where a query
+    attends to a key, or an additive float bias in q's dtype (`attention_bias`: log of attention weights); a
+    parallel pass that splits the tokens cuts or pads it itself; None: every query attends to every key. Same for
+    every head, so splitting the heads (tensor or sequence parallel) leaves it as it is.
     """
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -34,6 +35,17 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
     in `AttentionFunction`."""
     out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
     return out.transpose(1, 2)
+
+
+def attention_bias(weights: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Attention weights (B, q tokens, k tokens) in [0, 1] -> the additive bias (B, 1, q tokens, k tokens) in
+    `dtype`, as ltx-core's `_prepare_self_attention_mask`: log w (w clamped to the dtype's smallest normal
+    number, the log taken in `dtype`), and the dtype's minimum where w ≤ 0 (never attended). Device work only (no
+    host read)."""
+    finfo = torch.finfo(dtype)
+    weights = weights.to(dtype)
+    bias = torch.log(weights.clamp(min=finfo.tiny))
+    return torch.where(weights > 0, bias, torch.full_like(bias, finfo.min)).unsqueeze(1)
 
 
 class QKNorm(nn.Module):
@@ -99,7 +111,7 @@ class Attention(nn.Module):
         keep: (B, 1, 1) per-sample blend, 1 = attention output, 0 = V passthrough (STG); None = attention for all.
         passthrough: every sample takes the V passthrough, so the q/k path is skipped.
         kv: the context's `keys_values`, computed once beforehand (then `context` is not read).
-        mask: which tokens attend to which (`AttentionFunction`); None: all to all.
+        mask: which tokens attend to which, bool or an additive bias (`AttentionFunction`); None: all to all.
         """
         context = x if context is None else context
         k, v = kv if kv is not None else (None, self.to_v(context))

@@ -37,6 +37,8 @@ class StreamArgs(NamedTuple):
                 (None without another stream)
     context:    (B, text_tokens, D) text context
     rope / cross_rope: self-attention RoPE and this side's audio<->video cross-attention RoPE (None: audio only)
+    attention:  (1, 1, tokens, tokens) additive bias of the self-attention (`RunConstants.video_attention`); None:
+                all tokens attend to all
     """
 
     ada: torch.Tensor
@@ -46,6 +48,7 @@ class StreamArgs(NamedTuple):
     context: torch.Tensor
     rope: Rope
     cross_rope: Rope | None
+    attention: torch.Tensor | None = None
 
 
 class StreamModules(NamedTuple):
@@ -128,7 +131,8 @@ class AVTransformerBlock(nn.Module):
         shift, scale, gate = modulation_rows(m.table, args.ada, SELF_ATTN, 3)
         skip = skips[m.self_attn_skip]
         h = rms(x, self.eps) * (1 + scale) + shift
-        return m.self_attn(h, rope=args.rope, keep=skip.keep, passthrough=skip.skip_all) * gate
+        return m.self_attn(h, rope=args.rope, keep=skip.keep, passthrough=skip.skip_all,
+                           mask=args.attention) * gate
 
     def text_keys_values(self, video_context: torch.Tensor | None, audio_context: torch.Tensor
                          ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor]:

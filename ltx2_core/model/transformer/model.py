@@ -14,6 +14,7 @@ from torch import nn
 
 from ltx2_core.model.transformer.config import StreamConfig, TransformerConfig
 from ltx2_core.model.transformer.adaln import AdaLayerNormSingle
+from ltx2_core.model.transformer.attention import attention_bias
 from ltx2_core.model.transformer.block import AVTransformerBlock, StreamArgs
 from ltx2_core.model.transformer.layers import CaptionProjection
 from ltx2_core.model.transformer.perturbations import BatchPerturbations, block_skips
@@ -73,13 +74,17 @@ class LTX2Transformer(nn.Module):
         audio_context: torch.Tensor,
         dtype: torch.dtype | None = None,
         cache_text_kv: bool | None = None,
+        video_attention: torch.Tensor | None = None,
     ) -> RunConstants:
         """Positions `(1 or B, axes, tokens, 2)` [start, end) bounds (video: seconds, px, px; audio: seconds) and
         text contexts `(B, text_tokens, ·)` from the connectors -> the per-run constants of every forward.
         The text keys and values of LTX-2.0 and 2.5 do not depend on the step (`TransformerConfig.static_text_kv`):
         with `cache_text_kv` they are computed here, once per run, instead of in every forward (2.3 modulates them
         by sigma, so never there); None: the model's `cache_text_kv`. `video_positions` None: an audio-only run
-        (the video context is then ignored; every forward of the run takes `video` None)."""
+        (the video context is then ignored; every forward of the run takes `video` None). `video_attention`:
+        (1, video tokens, video tokens) attention weights in [0, 1] between the video tokens (a condition's,
+        `ConditionedStream.attention`), turned here into the self-attention's log bias (`attention_bias`); None:
+        no bias, the attention runs without a mask."""
         cache_text_kv = self.cache_text_kv if cache_text_kv is None else cache_text_kv
         cfg = self.config
         dtype = dtype or self.compute_dtype
@@ -107,6 +112,7 @@ class LTX2Transformer(nn.Module):
             audio_context=audio_context,
             text_kv=self._text_kv(video_context, audio_context) if cache_text_kv else None,
             video_keyframes=first_frame_mask(video_positions, dtype) if cfg.keyframe_embedding else None,
+            video_attention=None if video_attention is None else attention_bias(video_attention, dtype),
         )
 
     def _text_kv(self, video_context: torch.Tensor | None, audio_context: torch.Tensor):
@@ -137,6 +143,7 @@ class LTX2Transformer(nn.Module):
         if video is not None:
             video_args, video_embedded = self._stream_args(video, audio, run.video_context, run.video_rope,
                                                            run.video_cross_rope, audio_side=False)
+            video_args = video_args._replace(attention=run.video_attention)
             vx = self.patchify_proj(video.latent)
             if run.video_keyframes is not None:  # fixed for the run: the same operations every step
                 vx = vx + run.video_keyframes * self.keyframes_abs_pos_embedding.to(vx.dtype)

@@ -1,6 +1,8 @@
 """The reference side of tests/parity/test_control_parity.py (1.2.0's `ICLoraPipeline` stage 1): per case, the tiny
 transformer file built by 1.2.0's builder; the video state from `ModalitySpec(conditionings=[...])` with one
-`VideoConditionByReferenceLatent` per control (the test's encoded latents, factors and strengths) and the audio from
+`VideoConditionByReferenceLatent` per control (the test's encoded latents, factors and strengths; wrapped in
+`ConditioningItemAttentionStrengthWrapper` where it has attention weights, as `append_ic_lora_reference_video_
+conditionings` wraps it) and the audio from
 noise (`_build_state`, the test's noise tensors in place of GaussianNoiser's draws), the LTX2 schedule, `GuidedDenoiser`
 with a MultiModalGuider per modality (negative contexts), then `euler_denoising_loop` with `EulerDiffusionStep`, as
 `DiffusionStage.__call__` runs them; the guiding tokens cleared before unpatchifying."""
@@ -10,12 +12,13 @@ from exchange import TensorNoiser, guider, inputs, outputs
 from ltx_core.components.diffusion_steps import EulerDiffusionStep
 from ltx_core.components.patchifiers import AudioPatchifier, VideoLatentPatchifier
 from ltx_core.components.schedulers import LTX2Scheduler
-from ltx_core.conditioning import VideoConditionByReferenceLatent
+from ltx_core.conditioning import ConditioningItemAttentionStrengthWrapper, VideoConditionByReferenceLatent
 from ltx_core.loader.single_gpu_model_builder import SingleGPUModelBuilder
 from ltx_core.model.transformer import LTXModelConfigurator, X0Model
 from ltx_core.model.transformer.model_configurator import LTXV_MODEL_COMFY_RENAMING_MAP
 from ltx_core.tools import AudioLatentTools, VideoLatentTools
 from ltx_core.types import AudioLatentShape, VideoLatentShape, VideoPixelShape
+from ltx_pipelines.iclora_utils import downsample_mask_video_to_latent
 from ltx_pipelines.utils.blocks import _build_state
 from ltx_pipelines.utils.denoisers import GuidedDenoiser
 from ltx_pipelines.utils.samplers import euler_denoising_loop
@@ -36,14 +39,23 @@ for name, case in settings["cases"].items():
                                    case["fps"])
     audio_tools = AudioLatentTools(AudioPatchifier(patch_size=1), AudioLatentShape.from_video_pixel_shape(shape))
     vctx, actx = t["positive_video"], t["positive_audio"]
-    items = [VideoConditionByReferenceLatent(latent=t[f"{name}.control{i}"], downscale_factor=factor,
-                                             strength=strength)
-             for i, (factor, strength) in enumerate(case["controls"])]
+    items = []
+    for i, (factor, strength, attention, masked) in enumerate(case["controls"]):
+        latent = t[f"{name}.control{i}"]
+        item = VideoConditionByReferenceLatent(latent=latent, downscale_factor=factor, strength=strength)
+        if masked:  # as append_ic_lora_reference_video_conditionings builds the wrapper's mask
+            weights = downsample_mask_video_to_latent(t[f"{name}.mask{i}"], VideoLatentShape.from_torch_shape(
+                latent.shape)) * attention
+        else:
+            weights = attention if attention < 1.0 else None
+        items.append(item if weights is None else ConditioningItemAttentionStrengthWrapper(item, weights))
     video = _build_state(ModalitySpec(context=vctx, conditionings=items), video_tools,
                          TensorNoiser(t[f"{name}.noise_video"]), f32, cpu)
     out[f"{name}.positions"] = video.positions.clone()
     out[f"{name}.mask"] = video.denoise_mask.float().clone()
     out[f"{name}.clean"] = video.clean_latent.clone()
+    if video.attention_mask is not None:
+        out[f"{name}.attention"] = video.attention_mask.float().clone()
     audio = _build_state(ModalitySpec(context=actx), audio_tools, TensorNoiser(t[f"{name}.noise_audio"]), f32, cpu)
     video_params, audio_params = case["guidance"]
     denoiser = GuidedDenoiser(v_context=vctx, a_context=actx,
