@@ -15,9 +15,9 @@ from nodes import NODE_CLASS_MAPPINGS as NODES
 ROOT = Path(__file__).resolve().parents[2]
 API_WORKFLOWS = sorted((ROOT / "example_workflows" / "api").glob("*.api.json"))
 # the core ComfyUI nodes the examples use, and their inputs (ComfyUI 0.26's LoadImage, LoadAudio, LoadVideo,
-# GetVideoComponents, CreateVideo and SaveVideo)
+# GetVideoComponents, CreateVideo and SaveVideo; the frontend queues LoadVideo with its empty "video-preview")
 CORE = {"LoadImage": ({"image"}, set(), 2), "LoadAudio": ({"audio"}, set(), 1),
-        "LoadVideo": ({"file"}, set(), 1), "GetVideoComponents": ({"video"}, set(), 4),
+        "LoadVideo": ({"file"}, {"video-preview"}, 1), "GetVideoComponents": ({"video"}, set(), 4),
         "CreateVideo": ({"images", "fps"}, {"audio", "bit_depth"}, 1),
         "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0),
         "SaveAudioAdvanced": ({"audio", "filename_prefix", "format"}, set(), 1)}
