@@ -7,7 +7,8 @@ antialias) to cover the target size and centre-cropped (at the file's own size: 
 
 The same video can come as frames in memory (`VideoFrames`: (F, H, W, 3) float in [0, 1], ComfyUI's IMAGE layout,
 and a frame rate): every function here takes either (`VideoSource`), and frames are read exactly as a file's decoded
-frames are (x · 255, the same resize and crop, x / 127.5 − 1; frame i at i / fps seconds), with the same checks.
+frames are (clamped to [0, 1], x · 255, the same resize and crop, x / 127.5 − 1; frame i at i / fps seconds), with
+the same checks.
 
 Every bad file is refused with a ValueError that names the fix before any model work (`check_video_file`): a missing,
 unreadable or damaged file, one without a video stream or frame rate, a size that is not a multiple of 32 or a frame
@@ -49,6 +50,11 @@ class VideoInfo(NamedTuple):
         return self.frames / self.fps
 
 
+# how far IMAGE values may stray outside [0, 1] (a float decoder's YUV -> RGB overshoot, which ComfyUI's Load Video
+# keeps) before they are refused as another scale; within it they are clamped, as an 8-bit decode clamps them
+FRAME_SLACK = 0.1
+
+
 class VideoFrames(NamedTuple):
     """A video in memory: `pixels` (F, H, W, 3) float RGB in [0, 1] (ComfyUI's IMAGE; any device), `fps` frames a
     second (frame i shows at i / fps seconds)."""
@@ -79,7 +85,7 @@ class VideoFrames(NamedTuple):
             raise ValueError(f"{self.name}: the frame rate must be a positive number of frames a second, got "
                              f"{fps!r}; wire the loader's fps")
         low, high = float(pixels.amin()), float(pixels.amax())  # NaN compares false: refused too
-        if not (-1e-3 <= low and high <= 1 + 1e-3):
+        if not (-FRAME_SLACK <= low and high <= 1 + FRAME_SLACK):
             raise ValueError(f"{self.name} holds values in [{low:g}, {high:g}]; IMAGE frames are floats in [0, 1]: "
                              "clamp or rescale them first")
         frames, height, width = pixels.shape[:3]
@@ -257,7 +263,8 @@ def read_video(path: VideoSource, height: int | None = None, width: int | None =
     header) at height × width (None: the file's), as (1, 3, F, height, width) in [-1, 1] on `device` in `dtype`.
     `fps` must equal the file's where given (the reference refuses another rate). ValueError naming the fix for a
     bad file, or when fewer frames decode than asked for. `VideoFrames` are read alike: frames [round(start · fps),
-    + frames) of the batch, times 255 (a decoded file's 0..255 values), then resized and mapped the same."""
+    + frames) of the batch, clamped to [0, 1] and times 255 (a decoded file's 0..255 values), then resized and
+    mapped the same."""
     info = video_info(path)
     name = video_name(path)
     if fps is not None and float(fps) != info.fps:
@@ -268,7 +275,7 @@ def read_video(path: VideoSource, height: int | None = None, width: int | None =
     count = info.frames if frames is None else frames
     if isinstance(path, VideoFrames):
         first = round(start * info.fps)
-        pixels = path.pixels[first:first + count].to(device=device, dtype=torch.float32) * 255.0
+        pixels = path.pixels[first:first + count].to(device=device, dtype=torch.float32).clamp(0, 1) * 255.0
     else:
         decoded = [torch.from_numpy(frame) for frame in _decoded_frames(path, start, count / info.fps, info.fps)]
         pixels = torch.stack(decoded).to(device=device, dtype=torch.float32) if decoded else torch.zeros(0)

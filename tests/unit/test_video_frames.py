@@ -115,3 +115,13 @@ def test_bad_control_frames_and_retakes_are_refused(loud):
         Retake(frames, 0.1, 0.3, sound=Waveform(torch.zeros(1, 0), 16000)).check()
     with pytest.raises(ValueError, match=r"keeps both the video and the audio"):
         Retake(frames, 0.1, 0.3, False, False, sound=Waveform(torch.zeros(1, 800), 16000)).check()
+
+
+def test_a_float_decoders_slight_overshoot_is_clamped_as_an_8_bit_decode_clamps_it():
+    """ComfyUI's Load Video decodes most H.264 as float RGB, which may stray a little outside [0, 1]: within 0.1 it
+    reads as the clamped frames; further out it is refused as another scale."""
+    pixels = torch.rand(9, 64, 64, 3, generator=torch.Generator().manual_seed(0)) * 1.16 - 0.08
+    torch.testing.assert_close(read_video(VideoFrames(pixels, 24.0)), read_video(VideoFrames(pixels.clamp(0, 1), 24.0)),
+                               atol=0, rtol=0)
+    with pytest.raises(ValueError, match=r"floats in \[0, 1\]"):
+        video_info(VideoFrames(pixels * 255, 24.0))
