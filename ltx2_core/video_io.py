@@ -268,7 +268,7 @@ def read_video(path: VideoSource, height: int | None = None, width: int | None =
     info = video_info(path)
     name = video_name(path)
     if fps is not None and float(fps) != info.fps:
-        fix = ("re-encode the video, e.g. ffmpeg -i {} -r {:g} fixed.mp4".format(Path(path).name, float(fps))
+        fix = (f"re-encode the video, e.g. ffmpeg -i {Path(path).name} -r {float(fps):g} fixed.mp4"
                if not isinstance(path, VideoFrames) else "give the frames' own rate")
         raise ValueError(f"{name} runs at {info.fps:g} fps and the clip at {float(fps):g}; generate at {info.fps:g} "
                          f"fps or {fix}")

@@ -90,8 +90,9 @@ class Retake(NamedTuple):
         if in_memory:
             info = info._replace(has_sound=self.sound is not None)
         if self.end > info.seconds + 1e-9:
-            raise ValueError(f"the retake's span ends at {self.end:g} s and {self.clip_name} lasts {info.seconds:.3f} s "
-                             f"({info.frames} frames at {info.fps:g} fps); give an end ≤ {info.seconds:.3f}")
+            raise ValueError(f"the retake's span ends at {self.end:g} s and {self.clip_name} lasts "
+                             f"{info.seconds:.3f} s ({info.frames} frames at {info.fps:g} fps); give an end ≤ "
+                             f"{info.seconds:.3f}")
         if not self.regenerate_video and not (self.regenerate_audio or not info.has_sound):
             raise ValueError("the retake keeps both the video and the audio, so nothing would be regenerated; "
                              "keep at most one of them")
