@@ -34,13 +34,12 @@ from ltx2_core.video_io import VideoFrames, VideoInfo, VideoSource, read_video, 
 
 
 class ControlCondition(NamedTuple):
-    """A control video (a file path, or `VideoFrames` in memory) guiding the generation through an IC-LoRA:
-    `strength` (1: its tokens kept clean, 0: denoised with the rest), `downscale` the IC-LoRA's
-    reference_downscale_factor (the control is encoded at the stage's size / downscale), `attention_strength` and
-    `attention_mask` as the reference's conditioning attention strength and mask (only 1 and None in this
-    version)."""
+    """A control video (file path) guiding the generation through an IC-LoRA: `strength` (1: its tokens kept clean,
+    0: denoised with the rest), `downscale` the IC-LoRA's reference_downscale_factor (the control is encoded at the
+    stage's size / downscale), `attention_strength` and `attention_mask` as the reference's conditioning attention
+    strength and mask (only 1 and None in this version)."""
 
-    video: VideoSource
+    video: VideoSource  # a file path, or frames in memory (`VideoFrames`)
     strength: float = 1.0
     downscale: int = 1
     attention_strength: float = 1.0
