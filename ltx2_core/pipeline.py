@@ -61,7 +61,6 @@ from ltx2_core.conditioning import (
 )
 from ltx2_core.conditioning.retake import encode_retake
 from ltx2_core.geometry import audio_latent_length
-from ltx2_core.video_io import video_info
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader.lora import Lora, check_lora, fused_loras
 from ltx2_core.model.text import PromptEncoder
@@ -146,8 +145,8 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     if request.retake is not None and models.video_encoder is None:
         raise ValueError("a retake needs the video VAE encoder (load_video_encoder of the checkpoint, or of "
                          "LTX-2.5's video VAE file); pass it as Models.video_encoder")
-    if request.retake is not None and models.audio_encoder is None and video_info(request.retake.video).has_sound:
-        raise ValueError(f"{request.retake.video} has sound, which the retake holds: it needs the audio VAE encoder "
+    if request.retake is not None and models.audio_encoder is None and request.retake.info().has_sound:
+        raise ValueError(f"{request.retake.clip_name} has sound, which the retake holds: it needs the audio VAE encoder "
                          "(load_audio_encoder of the checkpoint, or of LTX-2.5's audio VAE file); pass it as "
                          "Models.audio_encoder")
     if request.audio is not None and models.audio_encoder is None:
@@ -284,7 +283,7 @@ def encode_request_retake(request: Request, models: Models) -> tuple[EncodedVide
     """The retake's video and sound encoded, each held outside the span (or whole when kept); None without one."""
     if request.retake is None:
         return None
-    info = video_info(request.retake.video)
+    info = request.retake.info()
     return encode_retake(request.retake, models.video_encoder, models.audio_encoder, info)
 
 

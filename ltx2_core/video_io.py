@@ -5,6 +5,11 @@ the frames decoded from `start` for `frames` frames by their timestamps, as RGB 
 antialias) to cover the target size and centre-cropped (at the file's own size: an exact copy), then mapped to
 [-1, 1] as x / 127.5 − 1 (`read_video`).
 
+The same video can come as frames in memory (`VideoFrames`: (F, H, W, 3) float in [0, 1], ComfyUI's IMAGE layout,
+and a frame rate): every function here takes either (`VideoSource`), and frames are read exactly as a file's decoded
+frames are (clamped to [0, 1], x · 255, the same resize and crop, x / 127.5 − 1; frame i at i / fps seconds), with
+the same checks.
+
 Every bad file is refused with a ValueError that names the fix before any model work (`check_video_file`): a missing,
 unreadable or damaged file, one without a video stream or frame rate, a size that is not a multiple of 32 or a frame
 count that is not 8k+1 (the latent's geometry; the reference's retake refuses both alike), fewer than 9 frames, a
@@ -45,6 +50,56 @@ class VideoInfo(NamedTuple):
         return self.frames / self.fps
 
 
+# how far IMAGE values may stray outside [0, 1] (a float decoder's YUV -> RGB overshoot, which ComfyUI's Load Video
+# keeps) before they are refused as another scale; within it they are clamped, as an 8-bit decode clamps them
+FRAME_SLACK = 0.1
+
+
+class VideoFrames(NamedTuple):
+    """A video in memory: `pixels` (F, H, W, 3) float RGB in [0, 1] (ComfyUI's IMAGE; any device), `fps` frames a
+    second (frame i shows at i / fps seconds)."""
+
+    pixels: torch.Tensor
+    fps: float
+
+    @property
+    def name(self) -> str:
+        shape = "x".join(map(str, self.pixels.shape[:3])) if isinstance(self.pixels, torch.Tensor) else "?"
+        return f"video frames ({shape}, frames x height x width)"
+
+    def info(self) -> VideoInfo:
+        """As `video_info` reads a file's header (no sound: a sound in memory travels beside the frames); ValueError
+        naming the fix for anything that is not (F ≥ 1, H ≥ 1, W ≥ 1, 3) float in [0, 1] at a positive rate."""
+        pixels, fps = self.pixels, self.fps
+        if not isinstance(pixels, torch.Tensor) or pixels.dim() != 4 or pixels.shape[-1] != 3:
+            shape = tuple(pixels.shape) if isinstance(pixels, torch.Tensor) else type(pixels).__name__
+            raise ValueError(f"video frames must be (frames, height, width, 3) RGB, ComfyUI's IMAGE, got {shape}; "
+                             "connect Load Video -> Get Video Components (images) or another IMAGE batch")
+        if min(pixels.shape[:3]) == 0:
+            raise ValueError(f"{self.name} is empty; give at least one frame (check the video loader's frame cap and "
+                             "skip)")
+        if not pixels.is_floating_point():
+            raise ValueError(f"{self.name} must be float in [0, 1], got {pixels.dtype}; scale 8-bit frames by 1/255")
+        if isinstance(fps, bool) or not isinstance(fps, (int, float, Fraction)) or not math.isfinite(fps) \
+                or not fps > 0:
+            raise ValueError(f"{self.name}: the frame rate must be a positive number of frames a second, got "
+                             f"{fps!r}; wire the loader's fps")
+        low, high = float(pixels.amin()), float(pixels.amax())  # NaN compares false: refused too
+        if not (-FRAME_SLACK <= low and high <= 1 + FRAME_SLACK):
+            raise ValueError(f"{self.name} holds values in [{low:g}, {high:g}]; IMAGE frames are floats in [0, 1]: "
+                             "clamp or rescale them first")
+        frames, height, width = pixels.shape[:3]
+        return VideoInfo(int(width), int(height), int(frames), float(fps), False)
+
+
+VideoSource = str | os.PathLike | VideoFrames  # a video file's path, or its frames in memory
+
+
+def video_name(source: VideoSource) -> str:
+    """How messages name a video: `video file PATH` or `video frames (FxHxW, ...)`."""
+    return source.name if isinstance(source, VideoFrames) else f"video file {Path(source)}"
+
+
 class _Opened:
     """`av.open(path)` with its first video stream, every failure a ValueError naming the file and the fix."""
 
@@ -82,10 +137,12 @@ class _Opened:
                           f"re-encode it, e.g. ffmpeg -i {self.path.name} -c:v libx264 fixed.mp4")
 
 
-def video_info(path: str | os.PathLike) -> VideoInfo:
+def video_info(path: VideoSource) -> VideoInfo:
     """The size, frame count and frame rate of the first video stream of `path`, as the reference reads them (the
     header's frame count, else the decoded frames counted). ValueError naming the fix for a missing, unreadable or
-    damaged file, one without a video stream, or one without a frame rate."""
+    damaged file, one without a video stream, or one without a frame rate. Frames in memory: `VideoFrames.info`."""
+    if isinstance(path, VideoFrames):
+        return path.info()
     from av.error import FFmpegError
 
     opened = _Opened(path)
@@ -105,11 +162,13 @@ def video_info(path: str | os.PathLike) -> VideoInfo:
     return VideoInfo(int(width), int(height), int(frames), float(rate), has_sound)
 
 
-def check_video_file(path: str | os.PathLike) -> VideoInfo:
+def check_video_file(path: VideoSource) -> VideoInfo:
     """`video_info` of a file whose frames can be conditioned on as they are: width and height multiples of 32,
     8k+1 frames (at least 9), and every frame decodes (the file is decoded once, here, before any model work).
-    ValueError naming the fix otherwise."""
+    ValueError naming the fix otherwise. Frames in memory: the same size and count checks."""
     info = video_info(path)
+    if isinstance(path, VideoFrames):
+        return _check_frames(path, info)
     name = f"video file {Path(path)}"
     if info.width % VIDEO_SPACE_SCALE or info.height % VIDEO_SPACE_SCALE or min(info.width, info.height) <= 0:
         width, height = (max(VIDEO_SPACE_SCALE, s // VIDEO_SPACE_SCALE * VIDEO_SPACE_SCALE)
@@ -129,6 +188,23 @@ def check_video_file(path: str | os.PathLike) -> VideoInfo:
         raise ValueError(f"{name} says it has {info.frames} frames and {decoded} decode within its "
                          f"{info.seconds:.3f} s; re-encode it, e.g. ffmpeg -i {Path(path).name} -c:v libx264 "
                          "fixed.mp4")
+    return info
+
+
+def _check_frames(frames: VideoFrames, info: VideoInfo) -> VideoInfo:
+    """`check_video_file`'s size and count rules for frames in memory, the fixes in a graph's terms."""
+    if info.width % VIDEO_SPACE_SCALE or info.height % VIDEO_SPACE_SCALE:
+        width, height = (max(VIDEO_SPACE_SCALE, s // VIDEO_SPACE_SCALE * VIDEO_SPACE_SCALE)
+                         for s in (info.width, info.height))
+        raise ValueError(f"{frames.name} is {info.width}x{info.height}; width and height must be multiples of "
+                         f"{VIDEO_SPACE_SCALE}: crop or scale the frames first, e.g. to {width}x{height}")
+    if info.frames < MIN_FRAMES:
+        raise ValueError(f"{frames.name} has {info.frames} frame(s) ({info.seconds:.3f} s); it needs at least "
+                         f"{MIN_FRAMES} (8k+1 frames, k ≥ 1): give a longer video")
+    if not is_frame_count(info.frames):
+        fewer = (info.frames - 1) // VIDEO_TIME_SCALE * VIDEO_TIME_SCALE + 1
+        raise ValueError(f"{frames.name} has {info.frames} frames; the frame count must be 8k+1 (e.g. 97, 121): keep "
+                         f"the first {fewer} (the video loader's frame cap)")
     return info
 
 
@@ -180,23 +256,32 @@ def resize_and_crop_frames(frames: torch.Tensor, height: int, width: int) -> tor
     return x[:, :, top:top + height, left:left + width].permute(1, 0, 2, 3)[None]
 
 
-def read_video(path: str | os.PathLike, height: int | None = None, width: int | None = None, *,
+def read_video(path: VideoSource, height: int | None = None, width: int | None = None, *,
                start: float = 0.0, frames: int | None = None, fps: float | Fraction | None = None,
                device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The video encoder's input: `frames` frames of `path` from `start` seconds (None: the whole file from its
     header) at height × width (None: the file's), as (1, 3, F, height, width) in [-1, 1] on `device` in `dtype`.
     `fps` must equal the file's where given (the reference refuses another rate). ValueError naming the fix for a
-    bad file, or when fewer frames decode than asked for."""
+    bad file, or when fewer frames decode than asked for. `VideoFrames` are read alike: frames [round(start · fps),
+    + frames) of the batch, clamped to [0, 1] and times 255 (a decoded file's 0..255 values), then resized and
+    mapped the same."""
     info = video_info(path)
+    name = video_name(path)
     if fps is not None and float(fps) != info.fps:
-        raise ValueError(f"video file {Path(path)} runs at {info.fps:g} fps and the clip at {float(fps):g}; generate "
-                         f"at {info.fps:g} fps or re-encode the video, e.g. ffmpeg -i {Path(path).name} -r "
-                         f"{float(fps):g} fixed.mp4")
+        fix = (f"re-encode the video, e.g. ffmpeg -i {Path(path).name} -r {float(fps):g} fixed.mp4"
+               if not isinstance(path, VideoFrames) else "give the frames' own rate")
+        raise ValueError(f"{name} runs at {info.fps:g} fps and the clip at {float(fps):g}; generate at {info.fps:g} "
+                         f"fps or {fix}")
     count = info.frames if frames is None else frames
-    pixels = [torch.from_numpy(frame) for frame in _decoded_frames(path, start, count / info.fps, info.fps)]
-    if len(pixels) < count:
-        raise ValueError(f"video file {Path(path)} gives {len(pixels)} frames from {start:g} s and the clip needs "
-                         f"{count}; give a longer video or an earlier start")
-    video = resize_and_crop_frames(torch.stack(pixels).to(device=device, dtype=torch.float32),
-                                   info.height if height is None else height, info.width if width is None else width)
+    if isinstance(path, VideoFrames):
+        first = round(start * info.fps)
+        pixels = path.pixels[first:first + count].to(device=device, dtype=torch.float32).clamp(0, 1) * 255.0
+    else:
+        decoded = [torch.from_numpy(frame) for frame in _decoded_frames(path, start, count / info.fps, info.fps)]
+        pixels = torch.stack(decoded).to(device=device, dtype=torch.float32) if decoded else torch.zeros(0)
+    if pixels.shape[0] < count:
+        raise ValueError(f"{name} gives {pixels.shape[0]} frames from {start:g} s and the clip needs {count}; give a "
+                         "longer video or an earlier start")
+    video = resize_and_crop_frames(pixels, info.height if height is None else height,
+                                   info.width if width is None else width)
     return (video / 127.5 - 1.0).to(dtype)

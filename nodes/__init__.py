@@ -13,6 +13,7 @@ from .loaders import (LTX2CheckpointLoader, LTX2LoraLoader, LTX2ModelLoader, LTX
 from .parallel import LTX2ParallelConfig
 from .sampling import LTX2EmptyLatent, LTX2Guidance, LTX2Sampler
 from .text import LTX2TextEncode
+from .video import LTX2Retake, LTX2VideoGuide
 
 NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
     "LTX2CheckpointLoader": "LTX-2 Checkpoint Loader",
@@ -30,12 +31,15 @@ NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
     "LTX2ParallelConfig": "LTX-2 Multi-GPU Layout",
     "LTX2ImageCondition": "LTX-2 Image Condition (first / last / any frame)",
     "LTX2AudioCondition": "LTX-2 Audio Condition (video to a sound)",
+    "LTX2VideoGuide": "LTX-2 Video Guide (IC-LoRA control)",
+    "LTX2Retake": "LTX-2 Retake (regenerate a span of a clip)",
 }
 NODE_CLASS_MAPPINGS: dict[str, type] = {
     node.__name__: node
     for node in (LTX2CheckpointLoader, LTX2ModelLoader, LTX2TextEncoderLoader, LTX2LoraLoader, LTX2UpsamplerLoader,
                  LTX2TextEncode, LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode,
-                 LTX2Generate, LTX2ParallelConfig, LTX2ImageCondition, LTX2AudioCondition)
+                 LTX2Generate, LTX2ParallelConfig, LTX2ImageCondition, LTX2AudioCondition,
+                 LTX2VideoGuide, LTX2Retake)
 }
 
 # the pictures and sounds the examples load (LoadImage and LoadAudio read ComfyUI's input folder)

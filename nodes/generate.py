@@ -9,13 +9,15 @@ import numpy as np
 from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, generate, load_lora
 from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.conditioning.images import ImageCondition
+from ltx2_core.conditioning.retake import Retake
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.preview import StagePreviews, rgb_projection
 from ltx2_core.releases import RELEASED_STEPS
 
 from . import bridge
 from .decode import comfy_outputs
-from .handles import AUDIO_CONDITION, MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
+from .handles import (AUDIO_CONDITION, GUIDES, MODEL, RETAKE, TEXT_ENCODER, UPSAMPLER, Guide, ModelHandle,
+                      control_conditions)
 from .images import IMAGES, at_frames
 from .sampling import MAX_FRAMES, MAX_SEED, check_size, frames_problem
 from .text import prompt_problem, text_problem
@@ -67,6 +69,11 @@ class LTX2Generate:
                 "audio_only": ("BOOLEAN", {"default": False, "tooltip": "text to audio: the sound of frames / fps "
                                "seconds alone (one-stage, one GPU; width and height unused); the images output is "
                                "then empty: wire the audio into Save Audio"}),
+                "guides": (GUIDES, {"tooltip": "control videos (LTX-2 Video Guide) steering stage 1 through the "
+                                    "IC-LoRA the model carries (LTX-2 LoRA Loader), as the reference"}),
+                "retake": (RETAKE, {"tooltip": "regenerate a span of a clip (LTX-2 Retake): the clip's size, "
+                                    "frames and fps are used (width, height, frames and fps here are ignored); one "
+                                    "stage: mode one-stage or distilled"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -82,16 +89,23 @@ class LTX2Generate:
                  mode: str, width: int, height: int, frames: int, fps: float, seed: int, steps: int,
                  upsampler: LatentUpsampler | None = None, distilled_lora: str = NO_LORA,
                  images: tuple[ImageCondition, ...] = (), audio: AudioCondition | None = None,
-                 audio_only: bool = False, unique_id: str | None = None):
-        images = _check_request(prompt, negative_prompt, mode, width, height, frames, distilled_lora, images)
+                 audio_only: bool = False, guides: tuple[Guide, ...] = (), retake: Retake | None = None,
+                 unique_id: str | None = None):
+        if retake is not None:  # the clip is the retaken one
+            info = retake.info()
+            width, height, frames, fps = info.width, info.height, info.frames, info.fps
+        images = _check_request(prompt, negative_prompt, mode, width, height, frames, distilled_lora, images,
+                                one_stage=retake is not None)
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
-                          images=images, audio=audio, audio_only=bool(audio_only))
-        if audio_only:
-            request.check()  # one-stage, no image or sound to hold: refused here, before the model is touched
+                          images=images, audio=audio, audio_only=bool(audio_only),
+                          controls=control_conditions(guides, model, fps), retake=retake)
+        if audio_only or guides or retake is not None:
+            request.check()  # text to audio, controls, a retake: refused here, before the model is touched
         if audio is not None:
             audio.check(frames / fps)  # a sound shorter than the clip, too
         model = model.check_loaded()
-        audio_encoder = model.checked_audio_encoder() if audio is not None else None
+        held_sound = audio is not None or (retake is not None and retake.sound is not None)
+        audio_encoder = model.checked_audio_encoder() if held_sound else None
         if not audio_only and (problem := model.host.memory_problem(frames, height, width, fps)):
             raise ValueError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
@@ -119,13 +133,15 @@ class StageBars:
 
 
 def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int,
-                   distilled_lora: str, images: tuple[ImageCondition, ...]) -> tuple[ImageCondition, ...]:
-    """First thing when the node runs, before any model work: ValueError naming the fix; the images resolved."""
+                   distilled_lora: str, images: tuple[ImageCondition, ...], one_stage: bool = False
+                   ) -> tuple[ImageCondition, ...]:
+    """First thing when the node runs, before any model work: ValueError naming the fix; the images resolved.
+    `one_stage`: the clip is an input's (a retake), sampled in one stage at its size also when distilled."""
     if mode not in MODES:
         raise ValueError(f"mode: {str(mode)[:40]!r} is not one of {', '.join(MODES)}")
     if problem := prompt_problem(prompt) or text_problem("negative_prompt", negative_prompt) or frames_problem(frames):
         raise ValueError(problem)
-    halved = mode in ("two-stage", "distilled")
+    halved = mode in ("two-stage", "distilled") and not one_stage  # a retake: one stage (two-stage refused later)
     check_size(width, height, 64 if halved else 32, f" (the {mode} pipeline samples at half size first)"
                if halved else "")
     if distilled_lora != NO_LORA and (problem := file_problem("LoRA", distilled_lora)):

@@ -8,7 +8,9 @@ from typing import NamedTuple
 import torch
 
 from ltx2_core import Lora, TextEmbeddings, TransformerConfig
+from ltx2_core.conditioning.control import ControlCondition
 from ltx2_core.hosts import Host
+from ltx2_core.loader.lora import reference_downscale_factor
 from ltx2_core.loader.sources import Sources
 from ltx2_core.memory.plan import MemoryPlan
 from ltx2_core.model.audio_vae import AudioEncoder
@@ -16,11 +18,14 @@ from ltx2_core.model_files import ModelFiles
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.model.decoders import Decoders
+from ltx2_core.video_io import VideoFrames
 
 MODEL, TEXT_ENCODER, CONDITIONING = "LTX2_MODEL", "LTX2_TEXT_ENCODER", "LTX2_CONDITIONING"
 LATENT, GUIDANCE, UPSAMPLER = "LTX2_LATENT", "LTX2_GUIDANCE", "LTX2_UPSAMPLER"
 PARALLEL = "LTX2_PARALLEL"
 AUDIO_CONDITION = "LTX2_AUDIO"  # a ltx2_core AudioCondition: a sound (Waveform), start 0, strength
+GUIDES = "LTX2_GUIDES"  # a tuple of `Guide`s: control videos for an IC-LoRA
+RETAKE = "LTX2_RETAKE"  # a ltx2_core Retake of frames in memory (VideoFrames) and their sound (Waveform or None)
 
 
 class ModelHandle(NamedTuple):
@@ -86,6 +91,32 @@ class ModelHandle(NamedTuple):
             raise ValueError(f"the model of {self.files.label} was released when its loader node loaded another "
                              "checkpoint or ComfyUI unloaded all models; queue the workflow again to reload it")
         return self
+
+
+class Guide(NamedTuple):
+    """One control video of LTX2_GUIDES: `frames` (F, H, W, 3) float in [0, 1] (ComfyUI's IMAGE), its strength
+    and attention strength; the IC-LoRA's downscale comes from the model's LoRAs when a sampler uses it."""
+
+    frames: torch.Tensor
+    strength: float = 1.0
+    attention_strength: float = 1.0
+
+
+NO_IC_LORA = ("a video guide steers the generation through an IC-LoRA (depth, pose, edges), and this model has no "
+              "LoRA: add LTX-2 LoRA Loader with the IC-LoRA (e.g. ltx-2-19b-ic-lora-depth-control.safetensors from "
+              "models/loras) between the model loader and this node, or remove the guides")
+
+
+def control_conditions(guides: tuple[Guide, ...], model: ModelHandle, fps: float) -> tuple[ControlCondition, ...]:
+    """The guides as ltx2_core controls at the downscale factor the model's LoRAs state (as the command line reads
+    it from --lora); ValueError naming the fix when the model carries no LoRA."""
+    if not guides:
+        return ()
+    if not model.loras:
+        raise ValueError(NO_IC_LORA)
+    factor = reference_downscale_factor([lora.path for lora, _ in model.loras if lora.path is not None])
+    return tuple(ControlCondition(VideoFrames(guide.frames, float(fps)), guide.strength, factor,
+                                  guide.attention_strength) for guide in guides)
 
 
 class Parallel(NamedTuple):

@@ -8,6 +8,7 @@ import torch
 
 from ltx2_core import GuidanceParams
 from ltx2_core.conditioning.audio import AudioCondition, encode_audio_condition
+from ltx2_core.conditioning.control import encode_control
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
 from ltx2_core.geometry import is_frame_count
 from ltx2_core.pipeline import distilled_ancestral_seed, held_audio_guidance, uncond_contexts
@@ -19,7 +20,8 @@ from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import AVLatent, empty_latent
 
 from . import bridge
-from .handles import AUDIO_CONDITION, CONDITIONING, GUIDANCE, LATENT, MODEL, Conditioning, ModelHandle
+from .handles import (AUDIO_CONDITION, CONDITIONING, GUIDANCE, GUIDES, LATENT, MODEL, Conditioning, Guide,
+                      ModelHandle, control_conditions)
 from .images import IMAGES, at_frames
 from .validation import stated_limits
 
@@ -205,6 +207,10 @@ class LTX2Sampler:
                                             "held over the clip; at strength 1 the audio guidance is off (the "
                                             "sound is not sampled) and the latent carries the sound, which the "
                                             "decoder returns as it is. Wire it into every sampler of a chain"}),
+                "guides": (GUIDES, {"tooltip": "control videos (LTX-2 Video Guide) steering this stage through the "
+                                    "IC-LoRA the model carries, at this latent's size / the LoRA's "
+                                    "reference_downscale_factor; as the reference, guide stage 1 of a two-stage "
+                                    "chain only"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -224,11 +230,14 @@ class LTX2Sampler:
     def sample(self, model: ModelHandle, conditioning: Conditioning, latent: AVLatent, seed: int, steps: int,
                schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
                compile: bool = False, cuda_graphs: bool = False, images: tuple[ImageCondition, ...] = (),
-               audio: AudioCondition | None = None, unique_id: str | None = None):
+               audio: AudioCondition | None = None, guides: tuple[Guide, ...] = (), unique_id: str | None = None):
         frames, height, width = latent.pixel_size
         images = at_frames(images, frames)  # first: a frame beyond the clip is refused before any work
         if audio is not None:
             audio.check(frames / latent.fps)  # a sound shorter than the clip, too
+        controls = control_conditions(guides, model, latent.fps)  # no IC-LoRA, too few frames: refused now
+        for control in controls:
+            control.check(frames, ((height, width),))
         table, noise_scale = sigma_schedule(schedule, steps, sigmas)
         model = model.check_loaded()
         encoder = model.checked_audio_encoder() if audio is not None else None
@@ -238,6 +247,8 @@ class LTX2Sampler:
         if audio is not None:  # held by this stage; the latent carries the sound while a stage holds it exactly
             encoded, sound = encode_audio_condition(audio, encoder, frames / latent.fps, latent.audio.shape[2])
             conditions, latent = [*conditions, encoded], latent._replace(sound=sound)
+        conditions += [encode_control(control, model.video_encoder, frames, height, width)
+                       for control in controls]  # appended after the images and the sound, as the pipeline
         if (compile or cuda_graphs) and model.host.device.type != "cuda":
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
         video_guidance, audio_guidance = guidance or (None, None)

@@ -1,7 +1,8 @@
-"""Writes the sounds and the portrait the audio-to-video examples load (example_workflows/input), synthesised here
-(numpy, PIL; written with PyAV), so the pack ships no recorded or copyrighted media. The same files every run.
+"""Writes the sounds, the portrait and the videos the examples load (example_workflows/input), synthesised here
+(numpy, PIL; written with PyAV), so the pack ships no recorded or copyrighted media, and the tiny IC-LoRA the
+control example is tested with (example_workflows/loras). The same files every run.
 
-    python tools/make_example_inputs.py [FOLDER]     # default: example_workflows/input
+    python tools/make_example_inputs.py [FOLDER]     # default: example_workflows/input (the LoRA: FOLDER/../loras)
 
 * ltx2_example_voice.wav: 5.2 s of a voice-like babble, mono 16 kHz: a glottal pulse train gliding in pitch,
   shaped by the formants of a sequence of vowels, in syllables of about a fifth of a second with consonant hisses
@@ -9,6 +10,14 @@
 * ltx2_example_song.flac: 5.2 s of a song-like clip, stereo 32 kHz: a 120 BPM beat (kick, snare, hi-hat), a bass
   line and a I-V-vi-IV chord pad, panned apart.
 * ltx2_example_portrait.png: a face looking at the camera, 384x256, for the talking-portrait example.
+* ltx2_example_depth.mp4: a depth-map-like control video (near is bright), 384x256, 121 frames at 24 fps, no sound:
+  a ball rolling across a floor in front of a wall, for the IC-LoRA control example.
+* ltx2_example_retake.mp4: the portrait drifting slowly, 384x256, 49 frames at 24 fps (8k+1, about 2 s), with the
+  voice as AAC, for the retake example.
+* ../loras/ltx2_example_tiny_ic_lora.safetensors: a random LoRA for the tiny demo transformer of LTX-2.3
+  (`ltx2_core.demo`, the model the tests run) in ComfyUI's layout, stating reference_downscale_factor 2 in its
+  metadata as a released IC-LoRA does; the end-to-end tests put it in ComfyUI's models/loras. Useless with a real
+  model: the example names a released IC-LoRA.
 """
 
 from __future__ import annotations
@@ -20,7 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-FOLDER = Path(__file__).resolve().parents[1] / "example_workflows" / "input"
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "example_workflows" / "input"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # ltx2_core, for the tiny IC-LoRA
 SECONDS = 5.2
 # vowel -> formant frequencies (Hz) and bandwidths (Hz), an adult voice's
 VOWELS = {"a": ((730, 1090, 2440), (90, 110, 170)), "e": ((530, 1840, 2480), (60, 100, 140)),
@@ -123,6 +135,104 @@ def portrait(width: int = 384, height: int = 256):
     return image
 
 
+VIDEO_SIZE, FPS = (384, 256), 24
+DEPTH_FRAMES, RETAKE_FRAMES = 121, 49
+IC_LORA = "ltx2_example_tiny_ic_lora.safetensors"
+
+
+def depth_frames(frames: int = DEPTH_FRAMES, width: int = VIDEO_SIZE[0], height: int = VIDEO_SIZE[1]) -> np.ndarray:
+    """(frames, height, width, 3) uint8 gray: a floor rising toward the camera (brighter nearer), a far wall, and a
+    shaded ball rolling from left to right while nearing the camera."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    horizon = 0.45 * height
+    scene = np.where(y < horizon, 40.0, 40 + 180 * (y - horizon) / (height - horizon))  # wall, then floor
+    out = np.empty((frames, height, width), np.float64)
+    for i in range(frames):
+        t = i / max(frames - 1, 1)
+        radius = 28 + 22 * t
+        cx, cy = 0.15 * width + 0.7 * width * t, horizon + 0.35 * (height - horizon) * t + 10
+        distance = np.sqrt((x - cx) ** 2 + (y - cy) ** 2) / radius
+        ball = np.clip(1 - distance ** 2, 0, None) ** 0.5  # a sphere's height above its outline
+        out[i] = np.where(distance < 1, 150 + 105 * ball * (0.6 + 0.4 * t), scene)
+    return np.repeat(np.round(out).clip(0, 255).astype(np.uint8)[..., None], 3, axis=-1)
+
+
+def retake_frames(frames: int = RETAKE_FRAMES) -> np.ndarray:
+    """(frames, 256, 384, 3) uint8: the portrait, zoomed in a little and drifting to the right and back."""
+    picture = np.asarray(portrait(), dtype=np.float64)
+    height, width = picture.shape[:2]
+    zoom = 1.1
+    big = np.asarray(portrait(round(width * zoom), round(height * zoom)), dtype=np.float64)
+    spare = big.shape[1] - width
+    out = np.empty((frames, height, width, 3), np.uint8)
+    for i in range(frames):
+        left = round(spare / 2 * (1 - np.cos(2 * np.pi * i / max(frames - 1, 1))))
+        top = (big.shape[0] - height) // 2
+        out[i] = big[top:top + height, left:left + width].astype(np.uint8)
+    return out
+
+
+def write_video(path: Path, frames: np.ndarray, fps: int = FPS, sound: np.ndarray | None = None,
+                rate: int = 16000) -> None:
+    """(F, H, W, 3) uint8 as H.264 (yuv420p) at `fps`, with `sound` ((C, S) float in [-1, 1]) as AAC at `rate`;
+    written atomically."""
+    import av
+
+    handle, temporary = tempfile.mkstemp(suffix=path.suffix, dir=path.parent)
+    os.close(handle)
+    try:
+        with av.open(temporary, "w", format="mp4") as container:
+            stream = container.add_stream("libx264", rate=fps, options={"crf": "23", "preset": "medium"})
+            stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+            stream.codec_context.thread_count = 1  # the same bytes every run
+            audio = None
+            if sound is not None:
+                audio = container.add_stream("aac", rate=rate, layout={1: "mono", 2: "stereo"}[sound.shape[0]])
+            for image in frames:
+                for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")):
+                    container.mux(packet)
+            for packet in stream.encode(None):
+                container.mux(packet)
+            if audio is not None:
+                frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(sound.astype(np.float32)), format="fltp",
+                                                   layout=audio.layout.name)
+                frame.sample_rate, frame.pts = rate, 0
+                for packet in audio.encode(frame):
+                    container.mux(packet)
+                for packet in audio.encode(None):
+                    container.mux(packet)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def write_ic_lora(path: Path, downscale: int = 2, seed: int = 25) -> None:
+    """A random LoRA on every block linear of the tiny LTX-2.3 demo transformer, in ComfyUI's layout
+    (`diffusion_model.` + lora_A / lora_B), stating `reference_downscale_factor` in its metadata; atomically."""
+    from safetensors.torch import save_file
+
+    from ltx2_core import TransformerConfig
+    from ltx2_core.demo import demo_transformer
+    from ltx2_core.demo.transformer import demo_lora
+
+    lora = demo_lora(demo_transformer(TransformerConfig.tiny("2.3")), seed=seed, name="tiny IC-LoRA")
+    tensors = {}
+    for target, pair in lora.pairs.items():
+        stem = "diffusion_model." + target[: -len(".weight")]
+        tensors[stem + ".lora_A.weight"], tensors[stem + ".lora_B.weight"] = pair.down, pair.up
+    handle, temporary = tempfile.mkstemp(suffix=".safetensors", dir=path.parent)
+    os.close(handle)
+    try:
+        save_file(tensors, temporary, metadata={"reference_downscale_factor": str(downscale)})
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
 def write_audio(path: Path, samples: np.ndarray, rate: int) -> None:
     """(C, S) float in [-1, 1] as 16-bit PCM (.wav) or FLAC (.flac), mono or stereo; written atomically."""
     import av
@@ -160,7 +270,13 @@ def main(folder: Path = FOLDER) -> list[Path]:
     portrait().save(temporary, format="PNG", optimize=True)
     os.chmod(temporary, 0o644)
     os.replace(temporary, folder / "ltx2_example_portrait.png")
-    return [folder / name for name in ("ltx2_example_voice.wav", "ltx2_example_song.flac", "ltx2_example_portrait.png")]
+    write_video(folder / "ltx2_example_depth.mp4", depth_frames())
+    write_video(folder / "ltx2_example_retake.mp4", retake_frames(), sound=voice(seconds=RETAKE_FRAMES / FPS + 0.1))
+    loras = folder.parent / "loras"
+    loras.mkdir(exist_ok=True)
+    write_ic_lora(loras / IC_LORA)
+    return [folder / name for name in ("ltx2_example_voice.wav", "ltx2_example_song.flac", "ltx2_example_portrait.png",
+                                       "ltx2_example_depth.mp4", "ltx2_example_retake.mp4")] + [loras / IC_LORA]
 
 
 if __name__ == "__main__":

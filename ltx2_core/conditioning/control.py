@@ -7,6 +7,9 @@ resized bilinear (no antialias) to cover the stage's size divided by the IC-LoRA
 (read from the LoRA file's metadata: `loader.lora.reference_downscale_factor`) and centre-cropped, values to
 [-1, 1]; the video VAE encoder (in one piece).
 
+The control may be frames in memory instead of a file (`video_io.VideoFrames`, e.g. a ComfyUI IMAGE batch), read
+exactly as a file's decoded frames (its frame rate unused: the first `frames` frames are taken).
+
 Conditioning the sampler (`EncodedControl`, a `Condition` of the video stream): its tokens are appended after the
 video's own, at the positions of their own latent grid (time [max(8f−7, 0), 8f+1) / fps as the video's), y and x
 multiplied by the downscale factor so a half-size control lines up with the generation; denoise mask 1 − strength
@@ -24,7 +27,6 @@ self-attention scores (`ConditionedStream.append`).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,7 +35,7 @@ import torch.nn.functional as F
 
 from ltx2_core.conditioning.stream import VIDEO, ConditionedStream
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, latent_shape, patchify_video, video_positions
-from ltx2_core.video_io import VideoInfo, read_video, video_info
+from ltx2_core.video_io import VideoFrames, VideoInfo, VideoSource, read_video, video_info
 
 
 class ControlCondition(NamedTuple):
@@ -45,7 +47,7 @@ class ControlCondition(NamedTuple):
     mean, black 0 to white 1) or a float tensor (frames, H, W) or (frames, H, W, C) in [0, 1], multiplied by
     `attention_strength`."""
 
-    video: str | os.PathLike
+    video: VideoSource  # a file path, or frames in memory (`VideoFrames`)
     strength: float = 1.0
     downscale: int = 1
     attention_strength: float = 1.0
@@ -53,6 +55,8 @@ class ControlCondition(NamedTuple):
 
     @property
     def name(self) -> str:
+        if isinstance(self.video, VideoFrames):
+            return f"control {self.video.name}"
         return f"control video {Path(self.video)}"
 
     def size(self, height: int, width: int) -> tuple[int, int]:

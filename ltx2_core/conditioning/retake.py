@@ -15,6 +15,10 @@ covers [max(4n − 3, 0), 4n + 1) mel frames of 10 ms.
 sound (frozen). A file without sound has its audio generated over the whole clip, as the reference does (neither
 flag changes that). What is returned is what the reference returns: the sampled latents decoded (the kept parts
 through a VAE round trip, not the file's own pixels or samples).
+
+The clip may be frames in memory (`video_io.VideoFrames`, e.g. ComfyUI's IMAGE batch; read exactly as a file's
+decoded frames) with its sound as a `Waveform` beside them (`Retake.sound`; None: a silent clip), read over the clip
+as a file's sound is.
 """
 
 from __future__ import annotations
@@ -26,26 +30,37 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ltx2_core.audio_io import read_audio
+from ltx2_core.audio_io import Waveform, check_waveform, read_audio
 from ltx2_core.conditioning.audio import EncodedAudio
 from ltx2_core.conditioning.video import EncodedVideo, VideoCondition, encode_video_condition
 from ltx2_core.geometry import audio_latent_length
-from ltx2_core.video_io import VideoInfo, check_video_file
+from ltx2_core.video_io import VideoFrames, VideoInfo, VideoSource, check_video_file, video_info
 
 
 class Retake(NamedTuple):
     """Regenerate [start, end) seconds of the video file `video` (its video and, when it has sound, its audio);
-    `regenerate_video` / `regenerate_audio` False keeps that stream unchanged over the whole clip."""
+    `regenerate_video` / `regenerate_audio` False keeps that stream unchanged over the whole clip. `video` may be
+    `VideoFrames` in memory, with `sound` their sound (a file's own track is read from the file)."""
 
-    video: str | os.PathLike
+    video: VideoSource
     start: float
     end: float
     regenerate_video: bool = True
     regenerate_audio: bool = True
+    sound: Waveform | None = None
+
+    @property
+    def clip_name(self) -> str:
+        return self.video.name if isinstance(self.video, VideoFrames) else os.fspath(self.video)
 
     @property
     def name(self) -> str:
-        return f"retake of {os.fspath(self.video)}"
+        return f"retake of {self.clip_name}"
+
+    def info(self) -> VideoInfo:
+        """The clip's `VideoInfo` (a file's header; frames in memory have sound when `sound` is given)."""
+        info = video_info(self.video)
+        return info._replace(has_sound=self.sound is not None) if isinstance(self.video, VideoFrames) else info
 
     @property
     def span(self) -> tuple[float, float]:
@@ -67,14 +82,26 @@ class Retake(NamedTuple):
         if self.start >= self.end:
             raise ValueError(f"the retake's span [{self.start:g}, {self.end:g}) s is empty; give a start below the "
                              "end, e.g. 1.0:2.5")
+        in_memory = isinstance(self.video, VideoFrames)
+        if self.sound is not None and not in_memory:
+            raise ValueError(f"{self.name}: a file's own sound track is what it retakes; give `sound` only with "
+                             "frames in memory (VideoFrames), or drop it")
         info = check_video_file(self.video)
+        if in_memory:
+            info = info._replace(has_sound=self.sound is not None)
         if self.end > info.seconds + 1e-9:
-            raise ValueError(f"the retake's span ends at {self.end:g} s and {self.video} lasts {info.seconds:.3f} s "
-                             f"({info.frames} frames at {info.fps:g} fps); give an end ≤ {info.seconds:.3f}")
+            raise ValueError(f"the retake's span ends at {self.end:g} s and {self.clip_name} lasts "
+                             f"{info.seconds:.3f} s ({info.frames} frames at {info.fps:g} fps); give an end ≤ "
+                             f"{info.seconds:.3f}")
         if not self.regenerate_video and not (self.regenerate_audio or not info.has_sound):
             raise ValueError("the retake keeps both the video and the audio, so nothing would be regenerated; "
                              "keep at most one of them")
-        if info.has_sound:
+        if self.sound is not None:
+            if not isinstance(self.sound, Waveform):
+                raise ValueError(f"{self.name}: sound must be a Waveform (samples, rate), got "
+                                 f"{type(self.sound).__name__}")
+            check_waveform(self.sound.samples, self.sound.rate, f"the sound of {self.name}")
+        elif info.has_sound:
             read_audio(self.video, 0.0, info.seconds)  # a sound PyAV cannot decode is named now, not after sampling
         return info
 
@@ -92,9 +119,12 @@ def encode_retake(retake: Retake, video_encoder: torch.nn.Module, audio_encoder:
     if not info.has_sound:
         return video, None
     if audio_encoder is None:
-        raise ValueError(f"{retake.video} has sound, and the retake holds it: pass the audio VAE encoder "
+        raise ValueError(f"{retake.clip_name} has sound, and the retake holds it: pass the audio VAE encoder "
                          "(Models.audio_encoder)")
-    sound = read_audio(retake.video, 0.0, info.seconds)
+    if retake.sound is None:
+        sound = read_audio(retake.video, 0.0, info.seconds)
+    else:  # as a file's: the samples of [0, frames / fps) s
+        sound = check_waveform(retake.sound.samples, retake.sound.rate, retake.name).clip(0.0, info.seconds)
     latent = conform_length(encode_audio(sound.samples, sound.rate, audio_encoder),
                             audio_latent_length(info.frames, info.fps))
     return video, EncodedAudio(latent, 1.0, span if retake.regenerate_audio else None)

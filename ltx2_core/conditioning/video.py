@@ -29,19 +29,19 @@ import torch
 
 from ltx2_core.conditioning.stream import VIDEO, ConditionedStream
 from ltx2_core.geometry import latent_shape, patchify_video
-from ltx2_core.video_io import VideoInfo, check_video_file, read_video
+from ltx2_core.video_io import VideoFrames, VideoInfo, VideoSource, check_video_file, read_video
 
 
 class VideoCondition(NamedTuple):
     """A video file whose frames are held over the whole clip with `strength` (1: frozen, as the reference; 0: not
     at all). Its sound track, if any, is not read (a generated sound replaces it)."""
 
-    video: str | os.PathLike
+    video: VideoSource  # a file path, or frames in memory
     strength: float = 1.0
 
     @property
     def name(self) -> str:
-        return f"video {os.fspath(self.video)}"
+        return self.video.name if isinstance(self.video, VideoFrames) else f"video {os.fspath(self.video)}"
 
     def check(self) -> VideoInfo:
         """The file's `VideoInfo` once it can be held as it is (`video_io.check_video_file`: size multiples of 32,

@@ -25,7 +25,8 @@ PACK_FOLDER = "ComfyUI-LTX2-Fast"
 # the tiny files, by the name a user would pick in each model folder
 TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.safetensors",
         "upsampler": "tiny-upscaler-x2.safetensors", "lora": "tiny-distilled-lora.safetensors",
-        "fp8_checkpoint": "tiny-ltx-2.3-fp8.safetensors", "misplaced": "gemma_3_12B_it_misplaced.safetensors"}
+        "fp8_checkpoint": "tiny-ltx-2.3-fp8.safetensors", "misplaced": "gemma_3_12B_it_misplaced.safetensors",
+        "ic_lora": "ltx2_example_tiny_ic_lora.safetensors"}
 
 
 class Server(NamedTuple):
@@ -69,6 +70,8 @@ def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
     (folders["checkpoints"] / TINY["misplaced"]).symlink_to(gemma_files[0])  # a Gemma file in the checkpoint slot
     write_upsampler(folders["latent_upscale_models"] / TINY["upsampler"], version="2.3")
     write_lora(folders["loras"] / TINY["lora"], seed=1, version="2.3")
+    # the control example's IC-LoRA for the tiny model (tools/make_example_inputs.py), as a user puts one in loras
+    (folders["loras"] / TINY["ic_lora"]).symlink_to(ROOT / "example_workflows" / "loras" / TINY["ic_lora"])
     write_release25(base / "models")  # LTX-2.5's files under their released names, as its examples pick them
 
 

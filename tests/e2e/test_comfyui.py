@@ -42,6 +42,11 @@ EXAMPLES = {
     "ltx2_a2v_lipsync": (["4.width=96", "4.height=64", "13.duration=0.4", "6.steps=2"], (9, 96, 64)),
     "ltx2_a2v_music_video": ([UPSAMPLER, f"distilled_lora={TINY['lora']}", "4.width=128", "4.height=64",
                               "4.steps=2", "8.start=1.0", "8.duration=0.4"], (9, 128, 64)),
+    # video in (Load Video -> Get Video Components): a depth control through the tiny IC-LoRA (downscale 2: sizes of
+    # multiples of 64), and a retake of the shipped clip at its own size, frames and rate
+    "ltx2_ic_lora_control": ([f"lora_name={TINY['ic_lora']}", "5.width=128", "5.height=64", "5.frames=9",
+                              "7.steps=2"], (9, 128, 64)),
+    "ltx2_retake": (["6.steps=2"], (49, 384, 256)),
 }
 # the audio-to-video examples: (LoadAudio's file, the audio condition's start), whose clip the written file carries
 SOUNDS = {"ltx2_a2v_lipsync": ("ltx2_example_voice.wav", 0.0), "ltx2_a2v_music_video": ("ltx2_example_song.flac", 1.0)}
@@ -59,8 +64,9 @@ def client(server, workflow: str, *settings: str, out: Path, seed: int = 1, wait
 
 def test_the_pack_provides_the_example_pictures_and_sounds_in_comfyuis_input_folder(comfyui):
     shipped = sorted(p.name for p in (ROOT / "example_workflows" / "input").iterdir())
-    assert shipped == ["ltx2_example_first.png", "ltx2_example_last.png", "ltx2_example_portrait.png",
-                       "ltx2_example_song.flac", "ltx2_example_voice.wav"]
+    assert shipped == ["ltx2_example_depth.mp4", "ltx2_example_first.png", "ltx2_example_last.png",
+                       "ltx2_example_portrait.png", "ltx2_example_retake.mp4", "ltx2_example_song.flac",
+                       "ltx2_example_voice.wav"]
     for name in shipped:
         copied = comfyui.base / "input" / name
         assert copied.read_bytes() == (ROOT / "example_workflows" / "input" / name).read_bytes()

@@ -7,20 +7,22 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from nodes import NODE_CLASS_MAPPINGS as NODES
 
 ROOT = Path(__file__).resolve().parents[2]
 API_WORKFLOWS = sorted((ROOT / "example_workflows" / "api").glob("*.api.json"))
-# the core ComfyUI nodes the examples use, and their inputs (ComfyUI 0.26's LoadImage, LoadAudio, CreateVideo and
-# SaveVideo)
+# the core ComfyUI nodes the examples use, and their inputs (ComfyUI 0.26's LoadImage, LoadAudio, LoadVideo,
+# GetVideoComponents, CreateVideo and SaveVideo; the frontend queues LoadVideo with its empty "video-preview")
 CORE = {"LoadImage": ({"image"}, set(), 2), "LoadAudio": ({"audio"}, set(), 1),
+        "LoadVideo": ({"file"}, {"video-preview"}, 1), "GetVideoComponents": ({"video"}, set(), 4),
         "CreateVideo": ({"images", "fps"}, {"audio", "bit_depth"}, 1),
         "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0),
         "SaveAudioAdvanced": ({"audio", "filename_prefix", "format"}, set(), 1)}
 FOLDER_COMBOS = {"ckpt_name", "transformer", "video_vae", "audio_vae", "text_encoder", "lora_name", "upscale_model_name",
-                 "distilled_lora", "image", "audio"}
+                 "distilled_lora", "image", "audio", "file"}
 
 
 def _inputs(class_type: str) -> tuple[dict, dict, int]:
@@ -107,8 +109,9 @@ def test_the_pictures_the_examples_load_ship_with_the_pack_and_reach_comfyuis_in
     monkeypatch.setattr(bridge, "folder_paths", SimpleNamespace(get_input_directory=lambda: str(tmp_path / "input")))
     (tmp_path / "input").mkdir()
     (tmp_path / "input" / "ltx2_example_last.png").write_bytes(b"the user's own")
-    assert sorted(bridge.provide_inputs(EXAMPLE_INPUTS)) == ["ltx2_example_first.png", "ltx2_example_portrait.png",
-                                                             "ltx2_example_song.flac", "ltx2_example_voice.wav"]
+    assert sorted(bridge.provide_inputs(EXAMPLE_INPUTS)) == [
+        "ltx2_example_depth.mp4", "ltx2_example_first.png", "ltx2_example_portrait.png", "ltx2_example_retake.mp4",
+        "ltx2_example_song.flac", "ltx2_example_voice.wav"]
     assert (tmp_path / "input" / "ltx2_example_last.png").read_bytes() == b"the user's own"  # never overwritten
     assert bridge.provide_inputs(EXAMPLE_INPUTS) == []
 
@@ -128,3 +131,48 @@ def test_the_shipped_sounds_are_what_the_script_synthesises():
         shipped = read_audio(Path(EXAMPLE_INPUTS) / name)
         want = np.round(np.clip(samples, -1, 1) * 32767) / 32768
         assert shipped.rate == rate and np.array_equal(shipped.samples.numpy(), want.astype(np.float32)), name
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_example_inputs", ROOT / "tools" / "make_example_inputs.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_the_shipped_videos_are_what_the_script_draws_and_clips_the_examples_can_use():
+    """The depth control (121 frames, silent) and the retake's clip (49 frames with the voice) ship small, decode
+    (H.264, lossy: within 3 of 255 on average) to the script's frames, and are clips a retake or control takes."""
+    from ltx2_core.audio_io import read_audio
+    from ltx2_core.video_io import check_video_file, read_video
+    from nodes import EXAMPLE_INPUTS
+
+    script = _script()
+    named = {node["inputs"]["file"] for path in API_WORKFLOWS for node in json.loads(path.read_text()).values()
+             if node["class_type"] == "LoadVideo"}
+    assert named == {"ltx2_example_depth.mp4", "ltx2_example_retake.mp4"}
+    for name, frames, has_sound in (("ltx2_example_depth.mp4", script.depth_frames(), False),
+                                    ("ltx2_example_retake.mp4", script.retake_frames(), True)):
+        path = Path(EXAMPLE_INPUTS) / name
+        assert path.stat().st_size < 100_000
+        info = check_video_file(path)
+        assert (info.frames, info.height, info.width, info.fps, info.has_sound) == (*frames.shape[:3], 24.0, has_sound)
+        decoded = (read_video(path)[0].permute(1, 2, 3, 0) + 1) * 127.5
+        assert float((decoded - torch.from_numpy(frames).float()).abs().mean()) < 3, name
+    sound = read_audio(Path(EXAMPLE_INPUTS) / "ltx2_example_retake.mp4")
+    assert sound.seconds >= 49 / 24
+
+
+def test_the_tiny_ic_lora_fits_the_demo_model_and_states_its_downscale():
+    """The control example's test LoRA (example_workflows/loras, linked into ComfyUI's models/loras by the end-to-end
+    tests): every pair fits the tiny LTX-2.3 transformer; reference_downscale_factor 2; the script's exact tensors."""
+    from ltx2_core import TransformerConfig, load_lora
+    from ltx2_core.demo import demo_transformer
+    from ltx2_core.loader.lora import check_lora, lora_reference_scale
+
+    path = ROOT / "example_workflows" / "loras" / _script().IC_LORA
+    assert path.stat().st_size < 100_000 and lora_reference_scale(path) == 2
+    lora = load_lora(path)
+    assert len(check_lora(demo_transformer(TransformerConfig.tiny("2.3")), lora)) == len(lora.pairs) > 0
