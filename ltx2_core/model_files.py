@@ -212,11 +212,11 @@ class ModelFiles:
     def load_transformer(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
                          parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None
                          ) -> LTX2Transformer:
-        """The transformer alone (with every one of `loras` fused, IC-LoRAs included: a worker's model), sharded by
-        `parallelize` as in `load`."""
+        """The transformer alone (a worker's model) with `loras` fused but the IC-LoRAs (the controller sends those
+        as stage 1's LoRAs, from `load`'s `Models.ic_loras`), sharded by `parallelize` as in `load`."""
         if self.checkpoint is None:
             return self.load(device, dtype, parallelize).transformer
-        return load_transformer(self.resolved().sources()[Component.TRANSFORMER], loras=self.loras,
+        return load_transformer(self.resolved().sources()[Component.TRANSFORMER], loras=self.split_loras()[0],
                                 parallelize=parallelize, device=device, dtype=dtype, fp8=self.fp8)
 
     def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
@@ -298,6 +298,8 @@ class ModelFiles:
         visiting = dict(device="cpu" if plan is not None else device, dtype=dtype)  # they visit the device (plan)
         streamed = plan is not None and plan.streamed_blocks > 0
         sources = self.sources()
+        # the IC-LoRAs go around stage 1 (`Models.ic_loras`): by this process's sampler, or sent to the workers when
+        # the transformer is theirs (`transformer` False); a tensor-parallel rank of a torchrun launch fuses them
         fused, ic_loras = self.split_loras() if parallelize is None else (self.loras, ())
         return Models(
             transformer=load_transformer(sources[Component.TRANSFORMER], loras=fused, parallelize=parallelize,
@@ -312,7 +314,7 @@ class ModelFiles:
             distilled_lora=load_lora(self.distilled_lora) if whole and self.distilled_lora else None,
             video_encoder=load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
             audio_encoder=_audio_encoder(sources, load),
-            ic_loras=tuple((load_lora(path), strength) for path, strength in ic_loras) if transformer else (),
+            ic_loras=tuple((load_lora(path), strength) for path, strength in ic_loras),
         )
 
     def split_loras(self) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:

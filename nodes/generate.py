@@ -10,6 +10,7 @@ from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Req
 from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.conditioning.retake import Retake
+from ltx2_core.loader.lora import split_ic_loras
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.preview import StagePreviews, rgb_projection
 from ltx2_core.releases import RELEASED_STEPS
@@ -110,11 +111,12 @@ class LTX2Generate:
             raise ValueError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
         # sampled by the host's sampler; the transformer (None on workers) only checks the distilled LoRA's shapes
+        every_stage, ic_loras = split_ic_loras(model.loras)  # an IC-LoRA guides stage 1 only, as the reference
         models = Models(model.host.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder,
-                        audio_encoder)
+                        audio_encoder, ic_loras)
         previews = (StagePreviews(rgb_projection(model.decoders.video), frames, height, width)
                     if bridge.IN_COMFYUI and not audio_only else None)
-        with model.host.sampler(model.loras, previews=previews, should_stop=bridge.interrupt_requested) as \
+        with model.host.sampler(every_stage, previews=previews, should_stop=bridge.interrupt_requested) as \
                 (sampler, ready), bridge.interrupts():
             return comfy_outputs(generate(request, models, StageBars(unique_id, ready), sampler=sampler,
                                           tiling=model.host.tiling()))

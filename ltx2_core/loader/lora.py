@@ -229,3 +229,12 @@ def reference_downscale_factor(paths: Sequence[str | os.PathLike]) -> int:
                              "use one of them")
         factor, source = scale, path
     return factor
+
+
+def split_ic_loras(loras: Sequence[tuple[Lora, float]]) -> tuple[tuple[tuple[Lora, float], ...],
+                                                                 tuple[tuple[Lora, float], ...]]:
+    """(the LoRAs for every stage, the IC-LoRAs for the first stage only) of loaded LoRAs: an IC-LoRA is a file
+    whose metadata states a reference_downscale_factor (the reference's ICLoraPipeline refines stage 2 without it);
+    a LoRA read from no file counts as a plain one. Headers only."""
+    ic = tuple(pair for pair in loras if pair[0].path is not None and lora_reference_scale(pair[0].path) is not None)
+    return tuple(pair for pair in loras if not any(pair is other for other in ic)), ic

@@ -85,6 +85,28 @@ def test_the_generate_node_takes_guides_and_a_retake(loaded, ic_lora):
     assert images.shape == (9, 64, 96, 3)
 
 
+def test_the_generate_node_fuses_the_ic_lora_around_stage_one_only(loaded, ic_lora, files):
+    """Distilled two-stage with a guide: the IC-LoRA guides stage 1 and stage 2 refines without it (the reference's
+    ICLoraPipeline); the same as the pipeline with the LoRA as `Models.ic_loras`, and not as with it fused for both."""
+    from ltx2_core import generate
+
+    _, encoder, _, _ = loaded
+    (upsampler,) = node("LTX2UpsamplerLoader", files["upsampler"], ic_lora)
+    (guides,) = node("LTX2VideoGuide", _frames(9, 32, 64), 1.0, 1.0)
+    images, _, _ = node("LTX2Generate", ic_lora, encoder, "a cat", negative_prompt="", mode="distilled", width=256,
+                        height=128, frames=9, fps=24.0, seed=1, steps=0, upsampler=upsampler, guides=guides)
+    request = Request("a cat", "", width=256, height=128, frames=9, seed=1, mode="distilled",
+                      controls=(ControlCondition(VideoFrames(_frames(9, 32, 64), 24.0), 1.0, 2),))
+    models = Models(ic_lora.host.transformer, encoder, ic_lora.decoders, upsampler, video_encoder=ic_lora.video_encoder,
+                    ic_loras=ic_lora.loras)
+    with ic_lora.host.sampler(()) as (sampler, _):
+        want = generate(request, models, sampler=sampler).frames
+    torch.testing.assert_close(images, want, atol=1e-5, rtol=0)
+    with ic_lora.host.sampler(ic_lora.loras) as (sampler, _):
+        both = generate(request, models._replace(ic_loras=()), sampler=sampler).frames
+    assert (both - want).abs().max() > 1e-4  # fused for stage 2 too would differ
+
+
 def test_a_guide_without_an_ic_lora_is_refused_naming_the_fix(loaded):
     model, encoder, conditioning, _ = loaded
     (guides,) = node("LTX2VideoGuide", _frames(9), 1.0, 1.0)
