@@ -29,6 +29,7 @@ SIZE, FPS = 64, 24.0
 # three windows of 33 frames (5 latent frames) sharing 16 (2 latent frames): each adds 2 latent frames
 LONG = Windows(33, 16)
 FRAMES = 33 + 2 * 16  # 65
+SLACK = 0.05  # a join's measure may lie 5 % outside the within-window range (docs/video_in/long_video.md)
 
 
 @pytest.fixture(scope="module")
@@ -112,12 +113,12 @@ def test_three_windows_with_sound_hold_the_overlap_exactly_and_show_no_seam(mode
     assert latent.video.shape[2] == latent_shape(FRAMES, SIZE, SIZE)[0]
     out = decode(latent, models.decoders)
     assert out.frames.shape[0] == FRAMES
-    # every measure at every join lies inside the range of the same measure within the windows
-    assert video_latent_seams(latent.video, windows).inside()
-    assert audio_latent_seams(latent.audio, windows).inside()
-    assert pixel_seams(out.frames, windows).inside()
+    # every measure at every join lies inside the range of the same measure within the windows, ±5 %
+    assert video_latent_seams(latent.video, windows).inside(SLACK)
+    assert audio_latent_seams(latent.audio, windows).inside(SLACK)
+    assert pixel_seams(out.frames, windows).inside(SLACK)
     steps, rms = sound_seams(out.waveform, out.sample_rate, windows)
-    assert steps.inside() and rms.inside(slack=0.05)
+    assert steps.inside(SLACK) and rms.inside(SLACK)
     # the measure can fail: the sound of each window decoded alone and concatenated jumps at the joins
     sounds = []
     for piece in pieces:
