@@ -108,8 +108,8 @@ def sample_windows(request: Request, models: Models, progress: StageProgress | N
         stages: list[AVLatent] = []
         named = None if progress is None else (
             lambda name, done, total, i=window.index: progress(f"window {i + 1}/{len(windows)} {name}", done, total))
-        latent, generator = sample_request(one, models, *encoded[one.prompt], named, sampler=sampler, held=held,
-                                           stage_latents=stages)
+        _, generator = sample_request(one, models, *encoded[one.prompt], named, sampler=sampler, held=held,
+                                      stage_latents=stages)
         previous = Sampled(window, tuple(stages))
         pieces.append(previous)
     return join(pieces), generator

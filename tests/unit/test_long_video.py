@@ -5,6 +5,7 @@ window setting refused before any model work, in the API and on the command line
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
@@ -12,14 +13,22 @@ import torch
 from support.seams import audio_latent_seams, pixel_seams, sound_seams, video_latent_seams
 
 from ltx2_core.__main__ import main
-from ltx2_core.conditioning import AUDIO, CONDITIONS, VIDEO, AudioCondition, Continuation, Retake, condition_audio, \
-    condition_video
+from ltx2_core.conditioning import (
+    AUDIO,
+    CONDITIONS,
+    VIDEO,
+    AudioCondition,
+    Continuation,
+    Retake,
+    condition_audio,
+    condition_video,
+)
 from ltx2_core.conditioning.control import ControlCondition
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.conditioning.video import VideoCondition
 from ltx2_core.demo.models import demo_models
 from ltx2_core.geometry import audio_latent_length, audio_positions, latent_shape, video_positions
-from ltx2_core.long_video import generate_long, join, plan_windows, sample_windows
+from ltx2_core.long_video import generate_long, plan_windows, sample_windows
 from ltx2_core.pipeline import generate
 from ltx2_core.request import Request
 from ltx2_core.stages import decode
@@ -86,7 +95,7 @@ def test_the_continuation_holds_its_frames_exactly_and_leaves_frame_0_free():
 
 def _assert_held_exactly(pieces) -> None:
     """Each window's held video frames and audio latents equal, bit for bit, the previous window's of each stage."""
-    for before, after in zip(pieces, pieces[1:]):
+    for before, after in itertools.pairwise(pieces):
         w, p = after.window, before.window
         video_from, audio_from = w.latent_start + 1 - p.latent_start, w.audio_start + 1 - p.audio_start
         for old, new in zip(before.stages, after.stages, strict=True):
