@@ -28,8 +28,8 @@ from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.conditioning.video import VideoCondition
 from ltx2_core.demo.models import demo_models
 from ltx2_core.geometry import audio_latent_length, audio_positions, latent_shape, video_positions
-from ltx2_core.long_video import generate_long, plan_windows, sample_windows
-from ltx2_core.pipeline import generate
+from ltx2_core.long_video import continuation, generate_long, plan_windows, sample_windows, window_request
+from ltx2_core.pipeline import encode_request, generate, sample_request
 from ltx2_core.request import Request
 from ltx2_core.stages import decode
 from ltx2_core.windows import Windows, frames_for
@@ -210,3 +210,23 @@ def test_the_command_line_writes_a_long_clip(tmp_path, capsys, one_thread):
                  "--no-progress", "--output", str(out)]) == 0
     assert "25 frames" in capsys.readouterr().out and out.stat().st_size > 0
 
+
+
+def test_a_window_continues_what_it_holds(models):
+    """The held frames reach the model: the same window (same seed, prompt) holding two different pasts generates
+    different new frames and sound; holding the same past, the same ones."""
+    request = _request()
+    first, second = plan_windows(request)[:2]
+    pasts = []
+    for seed in (0, 1):
+        pieces = []
+        sample_windows(_request(seed=seed, frames=first.frames), models, pieces=pieces)
+        pasts.append(pieces[0])
+    prompts = encode_request(request, models.prompt_encoder, models.transformer.config)
+    one = window_request(request, second)
+    new = [sample_request(one, models, *prompts, held=continuation(second, past.window, past.stages))[0]
+           for past in (*pasts, pasts[0])]
+    kept = second.video_kept
+    assert not torch.allclose(new[0].video[:, :, kept:], new[1].video[:, :, kept:], atol=1e-3)
+    assert not torch.allclose(new[0].audio[:, :, second.audio_kept:], new[1].audio[:, :, second.audio_kept:], atol=1e-3)
+    assert torch.equal(new[0].video, new[2].video) and torch.equal(new[0].audio, new[2].audio)
