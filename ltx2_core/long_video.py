@@ -124,6 +124,8 @@ def generate_long(request: Request, models: Models, progress: StageProgress | No
     the decoded frames and waveform of the whole, or None where this process does not decode. A request that fits
     one window (or has no `windows`) is one `generate` with the first window's prompt. Every check runs before any
     model work."""
+    if request.windows is not None:
+        request.check()  # the windows' own faults before they are planned
     windows = plan_windows(request)
     if len(windows) == 1:
         return generate(replace(request, prompt=windows[0].prompt, windows=None), models, progress,

@@ -244,12 +244,12 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     them (the kept parts through a VAE round trip)."""
     if request.audio_only and distribution != SINGLE_PROCESS:  # every rank of a parallel run refuses alike
         raise ValueError(ONE_GPU)
-    if request.long:
-        raise ValueError(f"{request.frames} frames span {request.windows.count(request.frames)} windows of "
-                         f"{request.windows.window}; generate them with ltx2_core.long_video.generate_long")
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner)
     check_request(request, models, sampler.config)
+    if request.long:
+        raise ValueError(f"{request.frames} frames span {request.windows.count(request.frames)} windows of "
+                         f"{request.windows.window}; generate them with ltx2_core.long_video.generate_long")
     encoder = models.prompt_encoder
     positive, negative = distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
     audio = encode_request_audio(request, models)

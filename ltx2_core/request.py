@@ -120,7 +120,7 @@ class Request:
     @property
     def long(self) -> bool:
         """Whether the clip spans more than one window (`ltx2_core.long_video.generate_long` samples it)."""
-        return self.windows is not None and self.windows.count(self.frames) > 1
+        return self.windows is not None and self.frames > self.windows.window
 
     def check_windows(self) -> None:
         """A long clip: windows that can cut it, and nothing the windows cannot continue (a retake, sound for a

@@ -29,6 +29,7 @@ from ltx2_core.conditioning.video import VideoCondition
 from ltx2_core.demo.models import demo_models
 from ltx2_core.geometry import audio_latent_length, audio_positions, latent_shape, video_positions
 from ltx2_core.long_video import continuation, generate_long, plan_windows, sample_windows, window_request
+from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.pipeline import encode_request, generate, sample_request
 from ltx2_core.request import Request
 from ltx2_core.stages import decode
@@ -38,6 +39,18 @@ SIZE, FPS = 64, 24.0
 # three windows of 33 frames (5 latent frames) sharing 16 (2 latent frames): each adds 2 latent frames
 LONG = Windows(33, 16)
 FRAMES = 33 + 2 * 16  # 65
+
+
+class NoSampler:
+    """A sampler that fails the test when a stage reaches it."""
+
+    config, device = TransformerConfig.tiny("2.0"), torch.device("cpu")
+
+    def __call__(self, *args, **kwargs):
+        pytest.fail("a stage was sampled")
+
+
+NO_SAMPLER = NoSampler()
 SLACK = 0.05  # a join's measure may lie 5 % outside the within-window range (docs/video_in/long_video.md)
 
 
@@ -168,9 +181,12 @@ def test_generate_refuses_a_long_request_and_generate_long_runs_a_short_one(mode
     (Windows(9, 8), "8k\\+1 ≥ 17"),
     (Windows(33, 16, ("a", " ")), "non-empty"),
 ])
-def test_bad_windows_are_refused_with_the_fix(windows, match):
+def test_bad_windows_are_refused_with_the_fix(windows, match, models):
     with pytest.raises(ValueError, match=match):
         _request(windows=windows).check()
+    for run in (generate, generate_long):  # before any model work
+        with pytest.raises(ValueError, match=match):
+            run(_request(windows=windows), models._replace(transformer=None), sampler=NO_SAMPLER)
 
 
 @pytest.mark.parametrize("settings, match", [
