@@ -3,7 +3,8 @@
 The entry points (what the ComfyUI nodes and the command line call):
 
 * a whole generation: `ModelFiles(...).load(device, dtype)` -> `Models`; `generate(Request(...), models)` ->
-  `Generation` (frames, waveform, rates) with `.save(path)`;
+  `Generation` (frames, waveform, rates) with `.save(path)`; a clip longer than one window:
+  `generate_long(Request(frames=frames_for(seconds, fps), windows=Windows(window, overlap, prompts)), models)`;
 * each model on its own, from the official single-file checkpoint: `load_transformer`, `load_prompt_encoder`,
   `load_video_decoder`, `load_video_encoder`, `load_audio_decoder`, `load_vocoder`, `load_upsampler`, `load_lora`
   (and `fused_loras` to apply one for a while);
@@ -31,12 +32,14 @@ from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.upsampler import upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.model_files import ModelFiles
+from ltx2_core.long_video import generate_long
 from ltx2_core.pipeline import Generation, Models, generate
 from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, MODES, Request
 from ltx2_core.releases import ModelVersion
 from ltx2_core.sampling import GuidanceParams
 from ltx2_core.model.decoders import Decoders
 from ltx2_core.types import TextEmbeddings
+from ltx2_core.windows import Windows, frames_for
 
 __all__ = [
     "DEFAULT_NEGATIVE_PROMPT",
@@ -57,10 +60,13 @@ __all__ = [
     "TextEmbeddings",
     "TilingConfig",
     "TransformerConfig",
+    "Windows",
     "decode_audio",
     "decode_video",
+    "frames_for",
     "fused_loras",
     "generate",
+    "generate_long",
     "load_audio_decoder",
     "load_lora",
     "load_prompt_encoder",

@@ -22,6 +22,10 @@ run; ATTENTION below 1 and a MASK video weigh the attention between the control 
 sound) with the prompt and keeps the rest, as Lightricks' `RetakePipeline`: the clip is the file's, one stage
 (one-stage: guided; distilled: 8 steps, no guidance); --keep-video or --keep-audio keeps that stream whole. The mp4
 written carries both streams through a VAE round trip (kept parts included), as the reference returns them.
+--duration SECONDS makes a clip of any length: longer than one --window (8k+1 frames, default 121) it is sampled as
+windows sharing --overlap frames (a multiple of 8, default 24), each holding the previous one's last frames of video
+and sound, with --window-prompt giving window by window prompts; the windows are joined and decoded as one clip
+(docs/video_in/long_video.md).
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ from ltx2_core.sampling.guidance import active_passes
 from ltx2_core.sampling import GuidanceParams
 from ltx2_core.stages import AUDIO_SUFFIXES
 from ltx2_core.video_io import video_info
+from ltx2_core.long_video import generate_long
+from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW, Windows, frames_for
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -155,6 +161,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     d.add_argument("--sp", type=values.positive_int, default=1,
                    help="Ulysses sequence parallelism over the video tokens")
     d.add_argument("--tp", type=values.positive_int, default=1, help="tensor parallelism (divides the weights)")
+    w = p.add_argument_group("long video: a clip longer than one window, as overlapping windows that continue each "
+                             "other (video and sound)")
+    w.add_argument("--duration", type=float, metavar="SECONDS",
+                   help="the clip's length (instead of --frames): the fewest 8k+1 frames lasting SECONDS at --fps; "
+                        "longer than one --window it is sampled window by window, each holding the previous one's "
+                        "last --overlap frames of video and sound, and decoded as one clip")
+    w.add_argument("--window", type=int, metavar="FRAMES",
+                   help=f"pixel frames per window, 8k+1 ≥ 17 (default {DEFAULT_WINDOW}: 5 s at 24 fps; the "
+                        "memory plan says how long a window the device allows)")
+    w.add_argument("--overlap", type=int, metavar="FRAMES",
+                   help=f"pixel frames neighbouring windows share, a multiple of 8 below the window by more than 8 "
+                        f"(default {DEFAULT_OVERLAP}: 1 s at 24 fps)")
+    w.add_argument("--window-prompt", action="append", default=[], metavar="TEXT",
+                   help="the prompt of the next window (repeatable, in order; the last repeats for the rest; "
+                        "default: --prompt for every window)")
     p.add_argument("--audio-only", action="store_true",
                    help="text to audio: the sound of --frames at --fps alone, no video (one-stage, one GPU); "
                         "written as .wav (default ltx2_output.wav), .flac, .m4a or .mp4 by --output's suffix")
@@ -178,6 +199,24 @@ def control_conditions(args: argparse.Namespace) -> tuple[ControlCondition, ...]
     factor = reference_downscale_factor([path for path, _ in args.lora])
     return tuple(control._replace(downscale=factor) for control in args.control)
 def build_request(args: argparse.Namespace) -> Request:
+    request = _one_request(args)
+    if args.duration is None:
+        if args.window is not None or args.overlap is not None or args.window_prompt:
+            raise ValueError("--window, --overlap and --window-prompt cut a long clip: give its length with "
+                             "--duration SECONDS, or drop them")
+        return request
+    return replace(request, frames=frames_for(args.duration, request.fps), windows=Windows(
+        DEFAULT_WINDOW if args.window is None else args.window,
+        DEFAULT_OVERLAP if args.overlap is None else args.overlap, tuple(args.window_prompt)))
+
+
+def _one_request(args: argparse.Namespace) -> Request:
+    if args.duration is not None:
+        for flag, given in (("--frames", args.frames), ("--retake", args.retake), ("--video", args.video)):
+            if given is not None:
+                raise ValueError(f"--duration makes a long clip window by window and {flag} is given: give "
+                                 f"--duration or {flag}" + (" (a file's clip is sampled in one window)"
+                                                            if flag != "--frames" else ""))
     if (args.keep_video or args.keep_audio) and args.retake is None:
         raise ValueError("--keep-video and --keep-audio go with --retake (what of the retaken clip to keep); drop "
                          "them or add --retake")
@@ -307,7 +346,8 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
                          "support; add --memory resident")
     config = files.transformer_config()
     budget = int(args.memory_budget * GB) if args.memory_budget else None
-    return files.plan(args.device, frames=request.frames, height=request.height, width=request.width,
+    frames = min(request.frames, request.windows.window) if request.windows is not None else request.frames
+    return files.plan(args.device, frames=frames, height=request.height, width=request.width,
                       passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                       fps=request.fps, images=len(request.images) + encoded_frames(request), dtype=DTYPES[args.dtype] if args.dtype else None,
                       memory=args.memory, budget=budget, source=None if budget else f"free on {args.device}")
@@ -386,11 +426,15 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
         compile_blocks(models.transformer)
     what = (f"text to audio, {request.seconds:.2f} s" if request.audio_only else
             f"{request.mode}, {request.width}x{request.height}, {request.frames} frames at {request.fps:g} fps")
+    if request.long:
+        what += (f" in {request.windows.count(request.frames)} windows of {request.windows.window} frames sharing "
+                 f"{request.windows.overlap}")
     say(f"loaded in {time.perf_counter() - start:.1f} s; {what}, seed {request.seed}")
     progress = None if args.no_progress or not launch.is_main() else ProgressBars()
     try:
         passes_per_forward = args.passes_per_forward or (plan.passes_per_forward if plan is not None else None)
-        return generate(request, models, progress, cuda_graphs=args.cuda_graphs,
+        run_request = generate_long if request.windows is not None else generate
+        return run_request(request, models, progress, cuda_graphs=args.cuda_graphs,
                         passes_per_forward=passes_per_forward, distribution=distribution,
                         tiling=plan.tiling() if plan is not None else TilingConfig())
     finally:

@@ -42,7 +42,7 @@ the prompt embeddings, the latents after the last step of each stage and the dec
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import NamedTuple, Protocol
 
@@ -52,6 +52,7 @@ from ltx2_core.compile import CudaGraphStep
 from ltx2_core.audio_io import Waveform
 from ltx2_core.conditioning import (
     AudioCondition,
+    Condition,
     EncodedAudio,
     EncodedVideo,
     encode_audio_condition,
@@ -250,6 +251,9 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner)
     check_request(request, models, sampler.config)
+    if request.long:
+        raise ValueError(f"{request.frames} frames span {request.windows.count(request.frames)} windows of "
+                         f"{request.windows.window}; generate them with ltx2_core.long_video.generate_long")
     encoder = models.prompt_encoder
     positive, negative = distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
     audio = encode_request_audio(request, models)
@@ -324,13 +328,18 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
                    progress: StageProgress | None = None, *, sampler: StageSampler | None = None,
                    audio: tuple[EncodedAudio, Waveform] | None = None,
                    video: EncodedVideo | None = None,
-                   retake: tuple[EncodedVideo, EncodedAudio | None] | None = None) -> tuple[AVLatent, torch.Generator]:
+                   retake: tuple[EncodedVideo, EncodedAudio | None] | None = None,
+                   held: Sequence[Sequence[Condition]] = (),
+                   stage_latents: list[AVLatent] | None = None) -> tuple[AVLatent, torch.Generator]:
     """Every sampling stage of a request (by `sampler`, default: `models.transformer` here) and the x2 upsampling
     between them (here): the final latent and the generator, whose state the decoder's noise continues from.
     `audio`: the request's sound as `encode_request_audio` gives it (None: encoded here when the request has one);
     it is held in every stage. `video`: the request's video as `encode_request_video` gives it (None: encoded here
     when the request has one); held (frozen at strength 1) in its one stage. `retake`: the request's retake as
-    `encode_request_retake` gives it (None: encoded here when the request has one), held outside its span."""
+    `encode_request_retake` gives it (None: encoded here when the request has one), held outside its span.
+    `held`: more conditions per stage (stage 1's, stage 2's; a long video's window holds the previous window's last
+    frames of that stage, `ltx2_core.long_video`). `stage_latents`: when given, each stage's sampled latent is
+    appended to it (what the next window holds)."""
     sampler = sampler or LocalSampler(models.transformer)
     if audio is None:
         audio = encode_request_audio(request, models)
@@ -338,8 +347,8 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
         video = encode_request_video(request, models)
     if retake is None:
         retake = encode_request_retake(request, models)
-    held = ((audio[0],) if audio is not None else ()) + ((video,) if video is not None else ())
-    held += tuple(c for c in retake or () if c is not None)
+    kept = ((audio[0],) if audio is not None else ()) + ((video,) if video is not None else ())
+    kept += tuple(c for c in retake or () if c is not None)
     video_guidance, audio_guidance = guidance_for(request, sampler.config)
     generator = torch.Generator(sampler.device).manual_seed(request.seed)
     scale = 2 if request.two_stage else 1
@@ -354,22 +363,28 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
         sigmas = ltx2_sigmas(request.steps or default_steps(sampler.config.version))
     # the images at each stage's size (the reference re-reads and re-encodes them at full size for stage 2)
     conditions = [*encode_conditions(request.images, models.video_encoder, request.height // scale,
-                                     request.width // scale), *held,
+                                     request.width // scale), *kept,
                   *(encode_control(control, models.video_encoder, request.frames, *request.control_size())
-                    for control in request.controls)]  # appended after the images, as the reference
+                    for control in request.controls),  # appended after the images, as the reference
+                  *(held[0] if held else ())]
     stage = Stage(sigmas, "stage 1" if scale == 2 else "denoise",
                   video_guidance=None if request.audio_only else video_guidance,
                   audio_guidance=audio_guidance, loras=models.ic_loras, conditions=conditions,
                   ancestral_seed=ancestral_seed(request, sampler.config))
     negative = uncond_contexts(positive, negative, audio_guidance, held=audio is not None)
     latent = sampler(positive, negative, latent, stage, generator, progress=_stage(progress, stage.name))
+    if stage_latents is not None:
+        stage_latents.append(latent)
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)
         loras = ((models.distilled_lora, 1.0),) if request.mode == "two-stage" else ()
-        conditions = [*encode_conditions(request.images, models.video_encoder, request.height, request.width), *held]
+        conditions = [*encode_conditions(request.images, models.video_encoder, request.height, request.width), *kept,
+                      *(held[1] if len(held) > 1 else ())]
         stage = Stage(sigma_table(STAGE2_SIGMAS), "stage 2", noise_scale=STAGE2_SIGMAS[0], loras=loras,
                       conditions=conditions)
         latent = sampler(positive, None, latent, stage, generator, progress=_stage(progress, stage.name))
+        if stage_latents is not None:
+            stage_latents.append(latent)
     return latent, generator
 
 

@@ -1,5 +1,6 @@
 """One generation as the pipelines take it (`Request`): the prompt, the clip, the mode, the guidance and what
-conditions it (images, a sound, control videos, a video to add sound to or to retake), with every check that needs
+conditions it (images, a sound, control videos, a video to add sound to or to retake) or how a long clip is cut into
+windows, with every check that needs
 no model (`Request.check`, run before any model work; `ltx2_core.pipeline.check_request` adds the model's)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ltx2_core.conditioning.retake import Retake
 from ltx2_core.geometry import check_video_size, is_frame_count
 from ltx2_core.sampling import DISTILLED_SIGMAS, GuidanceParams
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
+from ltx2_core.windows import Windows
 
 MODES = ("one-stage", "two-stage", "distilled")
 DEFAULT_NEGATIVE_PROMPT = RELEASES[DEFAULT_VERSION].negative_prompt  # 2.0's and 2.3's; 2.5 adds five tags
@@ -55,6 +57,9 @@ class Request:
     controls: tuple[ControlCondition, ...] = ()
     # regenerate a time span of a video file (and its sound): width, height, frames and fps must be the file's
     retake: Retake | None = None
+    # a clip longer than one window, sampled as overlapping windows (`ltx2_core.long_video.generate_long`): `frames`
+    # is then the whole clip's; None: one window of `frames`
+    windows: Windows | None = None
 
     @property
     def seconds(self) -> float:
@@ -80,6 +85,8 @@ class Request:
             raise ValueError("the prompt is empty; describe the video (and its sound) to generate")
         if not isinstance(self.audio_only, bool):
             raise ValueError(f"audio_only must be True or False, got {self.audio_only!r}")
+        if self.windows is not None:  # first: what windows cannot continue is named before a file is read
+            self.check_windows()
         if self.video_input is not None:  # first: the file's own faults are named before the clip's size
             self.check_video_input()
         if self.retake is not None:
@@ -109,6 +116,38 @@ class Request:
                 raise ValueError(f"audio must be an AudioCondition (a file or waveform, start, strength), got "
                                  f"{type(self.audio).__name__}")
             self.audio.check(self.seconds)
+
+    @property
+    def long(self) -> bool:
+        """Whether the clip spans more than one window (`ltx2_core.long_video.generate_long` samples it)."""
+        return self.windows is not None and self.frames > self.windows.window
+
+    def check_windows(self) -> None:
+        """A long clip: windows that can cut it, and nothing the windows cannot continue (a retake, sound for a
+        video, text to audio, an input sound, control videos; images only in the first window)."""
+        if not isinstance(self.windows, Windows):
+            raise ValueError(f"windows must be a Windows (window, overlap, prompts), got {type(self.windows).__name__}")
+        refused = {"audio_only": "a long clip is video with sound; for a long sound alone use text to audio with "
+                                 "more frames, or drop audio_only",
+                   "retake": "a retake regenerates a span of its own file in one window; drop the windows "
+                             "(duration) or the retake",
+                   "video_input": "sound for a video is sampled over the file in one window; drop the windows "
+                                  "(duration) or the video_input",
+                   "audio": "a long clip generates its own sound window by window; drop the input audio, or "
+                            "generate one window of the sound's length",
+                   "controls": "control videos guide one window; drop them, or drop the windows (duration)"}
+        for name, fix in refused.items():
+            if getattr(self, name):
+                raise ValueError(f"windows (a long clip) with {name}: {fix}")
+        if isinstance(self.frames, bool) or not isinstance(self.frames, int) or not is_frame_count(self.frames):
+            raise ValueError(f"frames must be 8k+1 (the whole clip's), got {self.frames!r}; "
+                             "windows.frames_for(seconds, fps) gives them for a duration")
+        self.windows.check(self.frames, self.fps if isinstance(self.fps, (int, float)) and self.fps > 0 else 24.0)
+        first = min(self.frames, self.windows.window)
+        for image in self.images:
+            if isinstance(image, ImageCondition) and isinstance(image.frame, int) and image.frame >= first:
+                raise ValueError(f"an image at frame {image.frame}: a long clip holds images in its first window "
+                                 f"only (frames 0..{first - 1}); move it there or drop it")
 
     def control_size(self) -> tuple[int, int]:
         """The (height, width) of the stage the controls guide: stage 1's (half size when two-stage), as the

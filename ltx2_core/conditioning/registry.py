@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from ltx2_core.conditioning.audio import EncodedAudio
+from ltx2_core.conditioning.continuation import Continuation
 from ltx2_core.conditioning.control import EncodedControl
 from ltx2_core.conditioning.images import EncodedImage
 from ltx2_core.conditioning.video import EncodedVideo
@@ -22,6 +23,7 @@ CONDITIONS: dict[str, type[Condition]] = {
     "audio": EncodedAudio,  # an encoded sound held over the clip (audio-to-video)
     "video": EncodedVideo,  # an encoded video held over the clip (video-to-audio: sound for a silent video)
     "control": EncodedControl,  # an encoded control video guiding through an IC-LoRA (appended tokens)
+    "continuation": Continuation,  # the previous window's last latent frames held in place (long video)
 }
 
 

@@ -49,6 +49,7 @@ TEXT_TOKENS = 1024  # the connectors' output length of the releases
 # v, the attention output, the feed-forward's 4·D hidden state and its GELU): fake-tensor accounting of the released
 # models at 768x512x121 measures 2.3 GB for 2.3 with 4 passes, which this puts at 2.8 GB (bench/memory_plan.py)
 LIVE_WIDTHS = 12
+SP_WIDTHS = 4  # sequence parallel: the all-to-all's received q, k, v (stacked) and the output's, per local token
 # the text side, per text token of the batch and width: the projected contexts kept for the run, the caption
 # projection's intermediates, a block's text keys and values (dominant at small sizes: 1,024 text tokens)
 TEXT_WIDTHS = 8
@@ -106,13 +107,19 @@ def tokens(frames: int, height: int, width: int, fps: float = 24.0) -> tuple[int
 
 
 def activation_bytes(config: TransformerConfig, frames: int, height: int, width: int, batch: int,
-                     dtype: torch.dtype = torch.bfloat16, fps: float = 24.0) -> int:
-    """The estimated peak of one forward's activations for `batch` passes (see the module docstring)."""
+                     dtype: torch.dtype = torch.bfloat16, fps: float = 24.0, sp: int = 1) -> int:
+    """The estimated peak of one forward's activations for `batch` passes (see the module docstring). `sp`: one
+    rank's share under Ulysses sequence parallelism (`parallel.sequence_parallel`): its 1/sp of the video tokens,
+    plus the all-to-all copies of q, k, v and the attention output (SP_WIDTHS) and the video keys and values of
+    every rank gathered for the video->audio attention (at the audio width)."""
     size = torch.finfo(dtype).bits // 8
     video, audio = tokens(frames, height, width, fps)
+    everyone, video = video, -(-video // sp)
     live = batch * (video * config.video.width + audio * config.audio.width) * LIVE_WIDTHS * size
     text = batch * TEXT_TOKENS * (config.video.width + config.audio.width) * TEXT_WIDTHS * size
     rope = 2 * 2 * (video * config.video.width + audio * config.audio.width) * 4  # cos/sin tables, self and cross
+    if sp > 1:
+        live += batch * (video * config.video.width * SP_WIDTHS + 2 * everyone * config.audio.width) * size
     return live + text + rope
 
 
@@ -215,7 +222,7 @@ def plan_memory(config: TransformerConfig, weights: WeightBytes, free: int, fram
                 passes: int, *, fps: float = 24.0, dtype: torch.dtype = torch.bfloat16,
                 fp8_available: bool = False, decoders: int = 0, tile_bytes_512: int = 0,
                 side: SideBytes = SideBytes(), ram: int | None = None, mappable: bool = False,
-                stream_all: bool = False, source: str = "free", decode_base: int = 0) -> MemoryPlan:
+                stream_all: bool = False, source: str = "free", decode_base: int = 0, sp: int = 1) -> MemoryPlan:
     """The plan for a request (see the module docstring); MemoryPlanError with the smallest change when none fits.
     `fp8_available`: whether the weights are bf16 and could be quantised (suggested when it would fit); `decoders`:
     the VAE and vocoder bytes on the same device; `tile_bytes_512`: a 512 px decode tile's activations
@@ -224,9 +231,10 @@ def plan_memory(config: TransformerConfig, weights: WeightBytes, free: int, fram
     not planned); `mappable`: the streamed weights are kept in their files' dtype, so they can be read from the
     memory-mapped files instead of pinned copies; `stream_all`: every block streamed (`--memory stream`); `source`:
     what `free` is, for the messages ("free", or "budget" when the user gave it); `decode_base`: what decoding holds
-    besides its tiles (`sizes.diffusion_decode_bytes` for LTX-2.5's diffusion decoder)."""
+    besides its tiles (`sizes.diffusion_decode_bytes` for LTX-2.5's diffusion decoder); `sp`: one rank's plan under
+    sequence parallelism of degree `sp` (its share of the activations, `activation_bytes`)."""
     context = _Context(config, weights, free, frames, height, width, fps, dtype, fp8_available, decoders, side,
-                       source, decode_base, tile_bytes_512)
+                       source, decode_base, tile_bytes_512, sp)
     plan = _sampling_plan(context, passes, stream_all)
     plan = plan._replace(free=free, decoders=decoders, tile_bytes_512=tile_bytes_512, side=side, source=source,
                          decode_base=decode_base)
@@ -269,6 +277,7 @@ class _Context(NamedTuple):
     source: str
     decode_base: int = 0
     tile_bytes_512: int = 0
+    sp: int = 1
 
     def decoding(self, height: int | None = None, width: int | None = None) -> int:
         """The diffusion decoder's smallest decode (its video-sized tensors scale with the size, its tiles with the
@@ -301,7 +310,7 @@ def _sampling_plan(c: _Context, passes: int, stream_all: bool) -> MemoryPlan:
     floor = max(c.side.encoding, c.side.conditioning, c.side.upsampling, c.decoding())  # the other stages' peaks
     kv = text_kv_bytes(c.config, passes, c.dtype)
     for batch in sorted({passes, *(b for b in (2, 1) if b < passes)}, reverse=True):
-        activations = activation_bytes(c.config, c.frames, c.height, c.width, batch, c.dtype, c.fps)
+        activations = activation_bytes(c.config, c.frames, c.height, c.width, batch, c.dtype, c.fps, c.sp)
         for cache in ((True, False) if kv and not stream_all else (False,)):  # the cache goes before any block
             working = max(activations + (kv if cache else 0), floor)
             if not stream_all and budget - weights.non_block - working >= weights.per_block * weights.blocks:
@@ -376,11 +385,11 @@ def _smallest_change(c: _Context) -> str:
 
     def need(weights: WeightBytes, height: int, width: int) -> int:
         return weights.non_block + 2 * weights.per_block + max(
-            activation_bytes(c.config, c.frames, height, width, 1, c.dtype, c.fps), c.side.encoding,
+            activation_bytes(c.config, c.frames, height, width, 1, c.dtype, c.fps, c.sp), c.side.encoding,
             c.side.conditioning, c.side.upsampling, c.decoding(height, width))
 
     w = c.weights
-    acts = activation_bytes(c.config, c.frames, c.height, c.width, 1, c.dtype, c.fps)
+    acts = activation_bytes(c.config, c.frames, c.height, c.width, 1, c.dtype, c.fps, c.sp)
     working = (f"activations {size(acts)}" if acts >= floor else
                f"the largest visiting stage {size(floor)} (more than sampling's activations {size(acts)})")
     message = (f"{c.budget()}; {size(max(usable, 0))} is left, with every block streamed and one pass per "

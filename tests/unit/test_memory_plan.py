@@ -189,3 +189,17 @@ def test_an_impossible_ltx25_request_names_the_smallest_change():
                     **decode)
     with pytest.raises(MemoryPlanError, match="; 384x256 fits"):
         plan_memory(config, transformer_weight_bytes(config, fp8=True), int(4.5e9), 121, 512, 768, 4, **decode)
+
+
+def test_a_sequence_parallel_rank_holds_its_share_of_the_video_activations():
+    """sp divides the video tokens' activations; the audio, the text and the gathered video keys and values of the
+    video->audio attention are not divided, so each doubling buys less than twice the window."""
+    from ltx2_core.memory.plan import activation_bytes
+
+    config = RELEASED["2.3"]
+    one, two, eight = (activation_bytes(config, 721, 512, 768, 1, sp=sp) for sp in (1, 2, 8))
+    assert activation_bytes(config, 721, 512, 768, 1) == one  # the default is one device
+    assert one / 2 < two < one and two / 4 < eight < two / 2
+    weights = transformer_weight_bytes(config, fp8=True)
+    plans = [plan_memory(config, weights, 80 * 10**9, 2401, 512, 768, 1, sp=sp) for sp in (1, 4)]
+    assert plans[1].activations < plans[0].activations / 2
