@@ -9,6 +9,7 @@ completed (a query, not a wait), so previews lag one step and the host stays ahe
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -75,12 +76,15 @@ class LatentPreview:
 
 class StagePreviews:
     """The sampler's per-step previews across a generation's stages: a two-stage run samples at half size first,
-    so each stage's latent size has its own LatentPreview (told apart by the token count)."""
+    so each stage's latent size has its own LatentPreview (told apart by the token count). `frames`: the clip's
+    pixel frames, or each window's (a long clip's windows, the last one shorter)."""
 
-    def __init__(self, projection: tuple[torch.Tensor, torch.Tensor], frames: int, height: int, width: int) -> None:
+    def __init__(self, projection: tuple[torch.Tensor, torch.Tensor], frames: int | Sequence[int], height: int,
+                 width: int) -> None:
         self.projection = projection
-        latent_frames = latent_shape(frames, height, width)[0]
+        counts = {latent_shape(f, height, width)[0] for f in ((frames,) if isinstance(frames, int) else frames)}
         self.sizes = sorted({(latent_frames * (height // s) * (width // s), latent_frames, height // s, width // s)
+                             for latent_frames in counts
                              for s in (VIDEO_SPACE_SCALE, 2 * VIDEO_SPACE_SCALE) if height // s and width // s})
         self.previews = {size[0]: LatentPreview(projection, *size[1:]) for size in self.sizes}
         self.current: LatentPreview | None = None

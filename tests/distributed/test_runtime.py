@@ -400,3 +400,21 @@ def test_a_control_and_its_ic_lora_reach_the_workers_in_stage_one(tmp_path, layo
     torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
     without_lora = generate(request, models._replace(ic_loras=()))
     assert (without_lora.frames - want.frames).abs().max() > 5e-4  # 5x the tolerance: without it the test fails
+
+
+def test_a_long_clip_on_workers_equals_one_process():
+    """A long clip's windows through the controller (the node's path with a multi-GPU layout): each window's held
+    video and audio latents travel with its stage, the same clip as one process."""
+    from ltx2_core import Windows, generate_long
+    from ltx2_core.runtime import WorkerSampler
+
+    models = demo_models("2.0")
+    request = replace(REQUEST, width=64, height=64, frames=41, windows=Windows(25, 8, ("a train", "a boat")))
+    want = generate_long(request, models)
+    controller = Controller(FILES, ParallelConfig(sp=2), threads=1)
+    try:
+        got = generate_long(request, models._replace(transformer=None), sampler=WorkerSampler(controller))
+    finally:
+        controller.shutdown()
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)

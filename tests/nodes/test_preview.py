@@ -78,3 +78,16 @@ def test_the_generate_node_feeds_a_preview_to_every_step_of_every_stage_inside_c
     assert [(done, steps) for done, steps, _ in shown] == [(1, 2), (2, 2), (1, 3), (2, 3), (3, 3)]
     sizes = [None if image is None else image.shape for _, _, image in shown]
     assert sizes == [(1, 2, 3)] * 2 + [(2, 4, 3)] * 3  # half size first, then the refined full size
+
+
+def test_the_long_video_node_previews_every_step_of_every_window_at_its_size(monkeypatch, loaded):
+    """The last window is shorter (fewer tokens): its previews still show the full-size picture, not a half-size
+    reading of its tokens."""
+    model, encoder, _, _ = loaded
+    shown = []
+    monkeypatch.setattr(bridge, "IN_COMFYUI", True)
+    monkeypatch.setattr(bridge, "progress_bar", lambda total, node_id, preview: lambda done, steps: shown.append(
+        (done, steps, preview and preview())))
+    NODES["LTX2GenerateLong"]().generate(model, encoder, "a cat", "blurry", "one-stage", 64, 64, 2.0, 24.0, 25, 8,
+                                         3, 2, unique_id="9")  # 49 frames: windows of 25, 25 and 17 frames
+    assert len(shown) == 3 * 2 and all(image is not None and image.shape == (2, 2, 3) for _, _, image in shown)

@@ -1,0 +1,112 @@
+"""A clip longer than one sampling window, with its sound: overlapping windows that continue each other's video
+and audio (ltx2_core.long_video), decoded once."""
+
+from __future__ import annotations
+
+from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, Windows, frames_for, load_lora
+from ltx2_core.conditioning.images import ImageCondition
+from ltx2_core.loader.lora import split_ic_loras
+from ltx2_core.long_video import generate_long
+from ltx2_core.model.upsampler import LatentUpsampler
+from ltx2_core.preview import StagePreviews, rgb_projection
+from ltx2_core.releases import RELEASED_STEPS
+from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW
+
+from . import bridge
+from .decode import comfy_outputs
+from .generate import NO_LORA, StageBars, _check_request
+from .handles import MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
+from .images import IMAGES
+from .sampling import MAX_FRAMES, MAX_SEED, frames_problem
+from .validation import stated_limits
+
+MAX_SECONDS = 600.0
+
+
+class LTX2GenerateLong:
+    DESCRIPTION = ("A long clip with its sound (e.g. 20 s): overlapping windows, each holding the previous window's "
+                   "last frames of video AND audio, so picture and sound run on across the joins; decoded once. "
+                   "One prompt, or one per window.")
+    CATEGORY = "LTX-2/generate"
+    RETURN_TYPES = ("IMAGE", "AUDIO", "FLOAT")
+    RETURN_NAMES = ("images", "audio", "fps")
+    OUTPUT_TOOLTIPS = ("the whole clip's frames", "the whole clip's sound", "its frame rate")
+    FUNCTION = "generate"
+
+    @classmethod
+    def INPUT_TYPES(cls):
+        return {
+            "required": {
+                "model": (MODEL, {"tooltip": "the LTX-2 model (with its LoRAs)"}),
+                "text_encoder": (TEXT_ENCODER, {"tooltip": "from LTX2 Text Encoder Loader"}),
+                "prompt": ("STRING", {"multiline": True, "default": "", "tooltip": "what to see and hear (every "
+                                      "window's, unless window_prompts gives them)"}),
+                "negative_prompt": ("STRING", {"multiline": True, "default": DEFAULT_NEGATIVE_PROMPT,
+                                               "tooltip": "what to avoid (used by CFG)"}),
+                "mode": (list(MODES), {"default": "one-stage", "tooltip": "each window's pipeline: one-stage, "
+                                       "two-stage (upsampler + distilled LoRA) or distilled (upsampler)"}),
+                "width": ("INT", {"default": 768, "min": 32, "max": 8192, "step": 32, "tooltip": "pixels, a multiple "
+                                  "of 32 (64 for two-stage and distilled)"}),
+                "height": ("INT", {"default": 512, "min": 32, "max": 8192, "step": 32, "tooltip": "pixels, a "
+                                   "multiple of 32 (64 for two-stage and distilled)"}),
+                "duration": ("FLOAT", {"default": 20.0, "min": 0.05, "max": MAX_SECONDS, "step": 0.5,
+                                       "tooltip": "seconds of clip (the fewest 8k+1 frames lasting that long)"}),
+                "fps": ("FLOAT", {"default": 24.0, "min": 1.0, "max": 120.0, "step": 0.01, "tooltip": "frame rate"}),
+                "window": ("INT", {"default": DEFAULT_WINDOW, "min": 17, "max": MAX_FRAMES, "step": 8,
+                                   "tooltip": "pixel frames sampled at once, 8k+1 (121 = 5 s at 24 fps); longer "
+                                              "windows need more memory and make fewer joins"}),
+                "overlap": ("INT", {"default": DEFAULT_OVERLAP, "min": 8, "max": MAX_FRAMES, "step": 8,
+                                    "tooltip": "pixel frames neighbouring windows share, a multiple of 8, at most "
+                                               "window - 9 (24 = 1 s at 24 fps)"}),
+                "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True,
+                                 "tooltip": "the noise seed (window n uses seed + n)"}),
+                "steps": ("INT", {"default": 0, "min": 0, "max": 200, "tooltip": "stage-1 steps; 0: the release's "
+                                  f"({RELEASED_STEPS})"}),
+            },
+            "optional": {
+                "window_prompts": ("STRING", {"multiline": True, "default": "",
+                                              "tooltip": "one prompt per line, for window 1, 2, ... in order (the "
+                                                         "last repeats); empty: the prompt for every window"}),
+                "upsampler": (UPSAMPLER, {"tooltip": "the x2 latent upsampler (two-stage and distilled)"}),
+                "distilled_lora": ([NO_LORA] + bridge.file_options("loras"), {
+                    "default": NO_LORA, "tooltip": "ltx-2-*-distilled-lora-384.safetensors for the two-stage "
+                                                   "refinement (models/loras)"}),
+                "images": (IMAGES, {"tooltip": "images held at frames of the first window (LTX-2 Image "
+                                    "Condition): start the clip from a picture"}),
+            },
+            "hidden": {"unique_id": "UNIQUE_ID"},
+        }
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, window: int | None = None):
+        """The window alone (ComfyUI checks the ranges); the rest is checked first thing when the node runs."""
+        return stated_limits(cls, "window", window) or frames_problem(window) or True
+
+    def generate(self, model: ModelHandle, text_encoder: PromptEncoder, prompt: str, negative_prompt: str,
+                 mode: str, width: int, height: int, duration: float, fps: float, window: int, overlap: int,
+                 seed: int, steps: int, window_prompts: str = "", upsampler: LatentUpsampler | None = None,
+                 distilled_lora: str = NO_LORA, images: tuple[ImageCondition, ...] = (),
+                 unique_id: str | None = None):
+        frames = frames_for(duration, fps)
+        prompts = tuple(line.strip() for line in (window_prompts or "").splitlines() if line.strip())
+        windows = Windows(window, overlap, prompts)
+        windows.check(frames, fps)
+        prompt = prompt if prompt.strip() or not prompts else prompts[0]  # the window prompts may stand alone
+        images = _check_request(prompt, negative_prompt, mode, width, height, frames, distilled_lora, images)
+        request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
+                          images=images, windows=windows)
+        request.check()  # the windows, and what they cannot continue, before the model is touched
+        model = model.check_loaded()
+        if problem := model.host.memory_problem(min(frames, window), height, width, fps):
+            raise ValueError(problem + "; or shorten the window")
+        lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
+        every_stage, ic_loras = split_ic_loras(model.loras)
+        models = Models(model.host.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder,
+                        None, ic_loras)
+        window_frames = sorted({w.frames for w in windows.plan(frames, fps, prompt)})  # the last may be shorter
+        previews = (StagePreviews(rgb_projection(model.decoders.video), window_frames, height, width)
+                    if bridge.IN_COMFYUI else None)
+        with model.host.sampler(every_stage, previews=previews, should_stop=bridge.interrupt_requested) as \
+                (sampler, ready), bridge.interrupts():
+            return comfy_outputs(generate_long(request, models, StageBars(unique_id, ready), sampler=sampler,
+                                               tiling=model.host.tiling()))
