@@ -100,6 +100,7 @@ class Guide(NamedTuple):
     frames: torch.Tensor
     strength: float = 1.0
     attention_strength: float = 1.0
+    attention_mask: torch.Tensor | None = None  # ComfyUI's MASK (F, H, W) in [0, 1]: where the control is attended
 
 
 NO_IC_LORA = ("a video guide steers the generation through an IC-LoRA (depth, pose, edges), and this model has no "
@@ -116,7 +117,7 @@ def control_conditions(guides: tuple[Guide, ...], model: ModelHandle, fps: float
         raise ValueError(NO_IC_LORA)
     factor = reference_downscale_factor([lora.path for lora, _ in model.loras if lora.path is not None])
     return tuple(ControlCondition(VideoFrames(guide.frames, float(fps)), guide.strength, factor,
-                                  guide.attention_strength) for guide in guides)
+                                  guide.attention_strength, guide.attention_mask) for guide in guides)
 
 
 class Parallel(NamedTuple):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ltx2_core.conditioning.control import ControlCondition
 from ltx2_core.conditioning.retake import Retake
 from ltx2_core.loader.lora import DOWNSCALE_KEY
 from ltx2_core.video_io import VideoFrames
@@ -36,16 +37,21 @@ class LTX2VideoGuide:
                                               "model denoise them with the rest, loosening the control"}),
             "attention_strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01,
                                              "tooltip": "how strongly the generated tokens attend to the control's "
-                                                        "(the reference's conditioning attention strength); this "
-                                                        "version takes 1 only"}),
+                                                        "(the reference's conditioning attention strength): below 1 "
+                                                        "the control steers more gently"}),
         }, "optional": {
             "guides": (GUIDES, {"tooltip": "earlier guides to add this one to"}),
+            "attention_mask": ("MASK", {"tooltip": "where the control is attended (1) or ignored (0), per pixel "
+                                        "and frame (e.g. Image To Mask of a mask video; its first frames as the "
+                                        "clip's), times attention_strength"}),
         }}
 
     def add(self, images: torch.Tensor, strength: float = 1.0, attention_strength: float = 1.0,
-            guides: tuple[Guide, ...] = ()):
+            guides: tuple[Guide, ...] = (), attention_mask: torch.Tensor | None = None):
         VideoFrames(images, 24.0).info()  # shape, empty batch, dtype, range: refused now (the rate is unused)
-        return (tuple(guides) + (Guide(images, float(strength), float(attention_strength)),),)
+        if attention_mask is not None:  # its kind and range now; its frames once the clip's are known
+            ControlCondition("", attention_mask=attention_mask).check_mask(1)
+        return (tuple(guides) + (Guide(images, float(strength), float(attention_strength), attention_mask),),)
 
 
 class LTX2Retake:

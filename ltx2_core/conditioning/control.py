@@ -27,6 +27,7 @@ self-attention scores (`ConditionedStream.append`).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -91,10 +92,12 @@ class ControlCondition(NamedTuple):
                              f"least as many frames as the clip (its first {frames} are used): give a longer control "
                              f"video or generate {max(1, (info.frames - 1) // 8 * 8 + 1)} frames")
         read_video(self.video, 32, 32, frames=frames)  # every frame used decodes
-        self._check_mask(frames)
+        self.check_mask(frames)
         return info
 
-    def _check_mask(self, frames: int) -> None:
+    def check_mask(self, frames: int) -> None:
+        """The attention mask (if any) can weight a clip of `frames` frames: a decodable file of enough frames, or a
+        float tensor in [0, 1] whose frames group into the clip's latent frames; ValueError naming the fix."""
         mask = self.attention_mask
         if mask is None:
             return
@@ -116,7 +119,7 @@ class ControlCondition(NamedTuple):
                              f"[{float(mask.min()):g}, {float(mask.max()):g}]; scale it, e.g. mask / 255 for 8-bit "
                              "pixels")
         latent = latent_shape(frames, VIDEO_SPACE_SCALE, VIDEO_SPACE_SCALE)[0]
-        count = mask.shape[0]
+        count = min(mask.shape[0], frames)  # a longer mask: its first `frames` frames, as a file's
         if latent > 1 and (count < 2 or (count - 1) % (latent - 1)):
             raise ValueError(f"{what} has {count} frames, which do not fall into the clip's {latent} latent frames "
                              f"(the first alone, then groups of equal size); give {frames} frames, one per frame of "
@@ -133,14 +136,14 @@ def mask_pixels(condition: ControlCondition, frames: int, height: int, width: in
     """The control's attention mask as (1, 1, F, H, W) fp32 in [0, 1] on the CPU, or None without one: a file's
     first `frames` frames at height × width (resized and cropped as the control video), the mean of its channels
     mapped from [-1, 1] to [0, 1] (the reference's `_load_mask_video`, which reads it in bf16; here fp32); a
-    tensor's channels averaged, its own size kept."""
+    tensor's first `frames` frames (all when fewer), its channels averaged, its own size kept."""
     mask = condition.attention_mask
     if mask is None:
         return None
     if isinstance(mask, (str, os.PathLike)):
         pixels = read_video(mask, height, width, frames=frames).mean(dim=1, keepdim=True)
         return ((pixels + 1.0) / 2.0).clamp(0.0, 1.0)
-    mask = mask.detach().to("cpu", torch.float32)
+    mask = mask[:frames].detach().to("cpu", torch.float32)  # a longer mask: its first `frames`, as a file's
     return (mask.mean(dim=-1) if mask.dim() == 4 else mask)[None, None]
 
 

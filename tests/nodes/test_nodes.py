@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nodes import NODE_CLASS_MAPPINGS as NODES
 from support.node_calls import node
 
 

@@ -132,10 +132,6 @@ def test_control_frames_fewer_than_the_clip_are_refused_saying_how_many(loaded, 
     (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)  # 96 / 2 = 48: not a multiple of 32
     with pytest.raises(ValueError, match=r"1/2 of the 96x64 stage.*multiples of 64"):
         node("LTX2Sampler", ic_lora, conditioning, latent, 4, 2, "ltx2", guides=guides)
-    (weak,) = node("LTX2VideoGuide", _frames(9), 1.0, 0.5)  # lifted by the attention-mask work
-    with pytest.raises(ValueError, match=r"attention strength other than 1"):
-        node("LTX2Sampler", ic_lora, conditioning, node("LTX2EmptyLatent", 128, 64, 9, 24.0)[0], 4, 2, "ltx2",
-             guides=weak)
 
 
 @pytest.mark.parametrize("images, match", [
@@ -173,3 +169,27 @@ def test_a_retake_keeping_everything_or_in_two_stages_is_refused(loaded):
     with pytest.raises(ValueError, match=r"a retake runs one stage"):
         node("LTX2Generate", model, encoder, "a", negative_prompt="", mode="two-stage", width=128, height=64,
              frames=9, fps=24.0, seed=1, steps=2, retake=retake)
+
+
+def test_a_guide_with_an_attention_strength_and_mask_runs_as_the_pipeline(loaded, ic_lora):
+    """Attention strength 0.5 and a ComfyUI MASK (longer than the clip: its first frames used, as a file's): the
+    sampler equals the pipeline's request with the same control; a bad mask is refused when the node runs."""
+    _, encoder, conditioning, guidance = loaded
+    depth = _frames(9)
+    mask = torch.zeros(13, 64, 128)
+    mask[:, :, :64] = 1.0  # attend to the left half only
+    (guides,) = node("LTX2VideoGuide", depth, 1.0, 0.5, attention_mask=mask)
+    (latent,) = node("LTX2EmptyLatent", 128, 64, 9, 24.0)
+    (out,) = node("LTX2Sampler", ic_lora, conditioning, latent, 4, 2, "ltx2", guidance=guidance, guides=guides)
+    control = ControlCondition(VideoFrames(depth, 24.0), 1.0, 2, 0.5, mask[:9])
+    request = Request("a", width=128, height=64, frames=9, steps=2, seed=4, video_guidance=guidance[0],
+                      audio_guidance=guidance[1], controls=(control,))
+    models = Models(ic_lora.host.transformer, encoder, ic_lora.decoders, video_encoder=ic_lora.video_encoder)
+    with ic_lora.host.sampler(ic_lora.loras) as (sampler, _):
+        want, _ = sample_request(request, models, conditioning.positive, conditioning.negative, sampler=sampler)
+    torch.testing.assert_close(out.video, want.video, atol=1e-6, rtol=0)
+    (full,) = node("LTX2VideoGuide", depth, 1.0, 1.0)
+    (unweighted,) = node("LTX2Sampler", ic_lora, conditioning, latent, 4, 2, "ltx2", guidance=guidance, guides=full)
+    assert (unweighted.video - out.video).abs().max() > 1e-4  # the weights act
+    with pytest.raises(ValueError, match=r"values in \[0, 1\]"):
+        node("LTX2VideoGuide", depth, 1.0, 0.5, attention_mask=mask * 2)

@@ -24,7 +24,7 @@ from ltx2_core import TransformerConfig
 from ltx2_core.conditioning import ControlCondition, EncodedControl, condition_video
 from ltx2_core.conditioning.control import control_weights
 from ltx2_core.demo import demo_transformer
-from ltx2_core.geometry import audio_latent_length, latent_shape, patchify_video, video_positions
+from ltx2_core.geometry import audio_latent_length, latent_shape, video_positions
 from ltx2_core.loader.transformer import load_transformer
 from ltx2_core.sampling import ltx2_sigmas
 from ltx2_core.sampling.guidance import default_guidance
