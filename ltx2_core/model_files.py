@@ -65,6 +65,9 @@ class ModelFiles:
     fp8: str = "auto"  # the transformer's weights: see quant.policy.FP8_MODES
     vae: str | None = None  # LTX-2.5's video VAE file (either decoder); with a bundle, replaces its video VAE
     audio_vae: str | None = None  # LTX-2.5's audio VAE file (audio decoder + vocoder); with a bundle, replaces them
+    # an IC-LoRA run (control videos): every LoRA guides stage 1 only, as the reference's ICLoraPipeline, whose
+    # stage 2 refines without its LoRAs, also those that state no reference_downscale_factor (the factor is then 1)
+    controls: bool = False
 
     @property
     def label(self) -> str:
@@ -320,7 +323,10 @@ class ModelFiles:
     def split_loras(self) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:
         """(the LoRAs fused at load, the IC-LoRAs): an IC-LoRA, a file whose metadata states a
         reference_downscale_factor, is fused around the first stage only (`Models.ic_loras`), as the reference's
-        ICLoraPipeline refines stage 2 without it; every other LoRA stays fused in every stage. Headers only."""
+        ICLoraPipeline refines stage 2 without it; every other LoRA stays fused in every stage, unless `controls` (an
+        IC-LoRA run: every LoRA is the pipeline's, stage 1 only). Headers only."""
+        if self.controls:
+            return (), tuple(self.loras)
         ic = tuple((path, strength) for path, strength in self.loras if lora_reference_scale(path) is not None)
         return tuple(lora for lora in self.loras if lora not in ic), ic
 

@@ -111,7 +111,7 @@ class LTX2Generate:
             raise ValueError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
         # sampled by the host's sampler; the transformer (None on workers) only checks the distilled LoRA's shapes
-        every_stage, ic_loras = split_ic_loras(model.loras)  # an IC-LoRA guides stage 1 only, as the reference
+        every_stage, ic_loras = split_ic_loras(model.loras, bool(guides))  # stage 1 only, as the reference
         models = Models(model.host.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder,
                         audio_encoder, ic_loras)
         previews = (StagePreviews(rgb_projection(model.decoders.video), frames, height, width)

@@ -231,10 +231,13 @@ def reference_downscale_factor(paths: Sequence[str | os.PathLike]) -> int:
     return factor
 
 
-def split_ic_loras(loras: Sequence[tuple[Lora, float]]) -> tuple[tuple[tuple[Lora, float], ...],
-                                                                 tuple[tuple[Lora, float], ...]]:
+def split_ic_loras(loras: Sequence[tuple[Lora, float]], controls: bool = False
+                   ) -> tuple[tuple[tuple[Lora, float], ...], tuple[tuple[Lora, float], ...]]:
     """(the LoRAs for every stage, the IC-LoRAs for the first stage only) of loaded LoRAs: an IC-LoRA is a file
     whose metadata states a reference_downscale_factor (the reference's ICLoraPipeline refines stage 2 without it);
-    a LoRA read from no file counts as a plain one. Headers only."""
+    a LoRA read from no file counts as a plain one. `controls` (a run with control videos): every LoRA is the
+    IC-LoRA pipeline's, stage 1 only, as the reference's (`ModelFiles.controls`). Headers only."""
+    if controls:
+        return (), tuple(loras)
     ic = tuple(pair for pair in loras if pair[0].path is not None and lora_reference_scale(pair[0].path) is not None)
     return tuple(pair for pair in loras if not any(pair is other for other in ic)), ic

@@ -84,3 +84,34 @@ def test_model_files_keep_the_ic_lora_out_of_the_load_time_fusion(tmp_path, tiny
     only_plain = ModelFiles(str(tiny_checkpoints["2.0"]), str(gemma_files[0]), loras=((str(plain), 0.7),)).load()
     want = only_plain.transformer.state_dict()
     assert all(torch.equal(tensor, want[name]) for name, tensor in models.transformer.state_dict().items())
+
+
+def test_a_run_with_controls_keeps_every_lora_to_stage_one(tmp_path, tiny_checkpoints, gemma_files, monkeypatch):
+    """With control videos every LoRA is the IC-LoRA pipeline's (the reference refines stage 2 without them), also an
+    IC-LoRA stating no factor (factor 1): nothing is fused at load; the command line sets it from --control."""
+    import ltx2_core.__main__ as cli
+    from ltx2_core.loader.lora import load_lora, split_ic_loras
+
+    bare = write_lora(tmp_path / "canny.safetensors", 2)  # an IC-LoRA without metadata
+    files = ModelFiles(str(tiny_checkpoints["2.0"]), str(gemma_files[0]), loras=((str(bare), 0.8),), controls=True)
+    assert files.split_loras() == ((), ((str(bare), 0.8),))
+    models = files.load()
+    assert [(lora.path, strength) for lora, strength in models.ic_loras] == [(str(bare), 0.8)]
+    unfused = ModelFiles(str(tiny_checkpoints["2.0"]), str(gemma_files[0])).load().transformer.state_dict()
+    assert all(torch.equal(tensor, unfused[name]) for name, tensor in models.transformer.state_dict().items())
+    pair = (load_lora(bare), 0.8)
+    assert split_ic_loras([pair]) == ((pair,), ()) and split_ic_loras([pair], controls=True) == ((), (pair,))
+
+    seen = []
+
+    def stop(args, request, files):
+        seen.append(files)
+        raise ValueError("stopped before model work")
+
+    monkeypatch.setattr(cli, "check_early", stop)
+    video = write_video(tmp_path / "edges.mp4")
+    flags = ["generate", "--checkpoint", str(tiny_checkpoints["2.0"]), "--text-encoder", str(gemma_files[0]),
+             "--width", "64", "--height", "64", "--frames", "9", "--lora", f"{bare}:0.8", "--output",
+             str(tmp_path / "out.mp4")]
+    assert cli.main([*flags, "--control", str(video)]) == 2 and cli.main(flags) == 2
+    assert [files.controls for files in seen] == [True, False]
