@@ -3,21 +3,20 @@ and audio (ltx2_core.long_video), decoded once."""
 
 from __future__ import annotations
 
-from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Request, Windows, frames_for, load_lora
+from ltx2_core import Models, PromptEncoder, Request, Windows, frames_for, load_lora
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.loader.lora import split_ic_loras
 from ltx2_core.long_video import generate_long
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.preview import StagePreviews, rgb_projection
-from ltx2_core.releases import RELEASED_STEPS
 from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW
 
 from . import bridge
 from .decode import comfy_outputs
-from .generate import NO_LORA, StageBars, _check_request
-from .handles import MODEL, TEXT_ENCODER, UPSAMPLER, ModelHandle
+from .generate import NO_LORA, LTX2Generate, StageBars, _check_request
+from .handles import ModelHandle
 from .images import IMAGES
-from .sampling import MAX_FRAMES, MAX_SEED, frames_problem
+from .sampling import MAX_FRAMES, frames_problem
 from .validation import stated_limits
 
 MAX_SECONDS = 600.0
@@ -35,42 +34,34 @@ class LTX2GenerateLong:
 
     @classmethod
     def INPUT_TYPES(cls):
+        """The generate node's inputs (the same tooltips and limits) with duration, window and overlap in place of
+        frames, and the window prompts."""
+        base = LTX2Generate.INPUT_TYPES()
+        same, optional = base["required"], base["optional"]
         return {
             "required": {
-                "model": (MODEL, {"tooltip": "the LTX-2 model (with its LoRAs)"}),
-                "text_encoder": (TEXT_ENCODER, {"tooltip": "from LTX2 Text Encoder Loader"}),
+                "model": same["model"], "text_encoder": same["text_encoder"],
                 "prompt": ("STRING", {"multiline": True, "default": "", "tooltip": "what to see and hear (every "
                                       "window's, unless window_prompts gives them)"}),
-                "negative_prompt": ("STRING", {"multiline": True, "default": DEFAULT_NEGATIVE_PROMPT,
-                                               "tooltip": "what to avoid (used by CFG)"}),
-                "mode": (list(MODES), {"default": "one-stage", "tooltip": "each window's pipeline: one-stage, "
-                                       "two-stage (upsampler + distilled LoRA) or distilled (upsampler)"}),
-                "width": ("INT", {"default": 768, "min": 32, "max": 8192, "step": 32, "tooltip": "pixels, a multiple "
-                                  "of 32 (64 for two-stage and distilled)"}),
-                "height": ("INT", {"default": 512, "min": 32, "max": 8192, "step": 32, "tooltip": "pixels, a "
-                                   "multiple of 32 (64 for two-stage and distilled)"}),
+                "negative_prompt": same["negative_prompt"], "mode": same["mode"], "width": same["width"],
+                "height": same["height"],
                 "duration": ("FLOAT", {"default": 20.0, "min": 0.05, "max": MAX_SECONDS, "step": 0.5,
                                        "tooltip": "seconds of clip (the fewest 8k+1 frames lasting that long)"}),
-                "fps": ("FLOAT", {"default": 24.0, "min": 1.0, "max": 120.0, "step": 0.01, "tooltip": "frame rate"}),
+                "fps": same["fps"],
                 "window": ("INT", {"default": DEFAULT_WINDOW, "min": 17, "max": MAX_FRAMES, "step": 8,
                                    "tooltip": "pixel frames sampled at once, 8k+1 (121 = 5 s at 24 fps); longer "
                                               "windows need more memory and make fewer joins"}),
                 "overlap": ("INT", {"default": DEFAULT_OVERLAP, "min": 8, "max": MAX_FRAMES, "step": 8,
                                     "tooltip": "pixel frames neighbouring windows share, a multiple of 8, at most "
                                                "window - 9 (24 = 1 s at 24 fps)"}),
-                "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True,
-                                 "tooltip": "the noise seed (window n uses seed + n)"}),
-                "steps": ("INT", {"default": 0, "min": 0, "max": 200, "tooltip": "stage-1 steps; 0: the release's "
-                                  f"({RELEASED_STEPS})"}),
+                "seed": ("INT", same["seed"][1] | {"tooltip": "the noise seed (window n uses seed + n)"}),
+                "steps": same["steps"],
             },
             "optional": {
                 "window_prompts": ("STRING", {"multiline": True, "default": "",
                                               "tooltip": "one prompt per line, for window 1, 2, ... in order (the "
                                                          "last repeats); empty: the prompt for every window"}),
-                "upsampler": (UPSAMPLER, {"tooltip": "the x2 latent upsampler (two-stage and distilled)"}),
-                "distilled_lora": ([NO_LORA] + bridge.file_options("loras"), {
-                    "default": NO_LORA, "tooltip": "ltx-2-*-distilled-lora-384.safetensors for the two-stage "
-                                                   "refinement (models/loras)"}),
+                "upsampler": optional["upsampler"], "distilled_lora": optional["distilled_lora"],
                 "images": (IMAGES, {"tooltip": "images held at frames of the first window (LTX-2 Image "
                                     "Condition): start the clip from a picture"}),
             },
