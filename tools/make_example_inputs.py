@@ -22,6 +22,7 @@ control example is tested with (example_workflows/loras). The same files every r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -39,6 +40,21 @@ VOWELS = {"a": ((730, 1090, 2440), (90, 110, 170)), "e": ((530, 1840, 2480), (60
           "i": ((270, 2290, 3010), (50, 90, 150)), "o": ((570, 840, 2410), (70, 80, 160)),
           "u": ((300, 870, 2240), (50, 80, 140))}
 
+
+
+@contextlib.contextmanager
+def _atomic(path: Path):
+    """A temporary file beside `path` to write to; it becomes `path` (readable by all) only when the block ends
+    without an error, and is removed otherwise: nothing half-written is left behind."""
+    handle, temporary = tempfile.mkstemp(suffix=path.suffix, dir=path.parent)
+    os.close(handle)
+    try:
+        yield temporary
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
 
 def voice(rate: int = 16000, seconds: float = SECONDS, seed: int = 24) -> np.ndarray:
     """(1, S) float32 in [-1, 1]: vowels by additive synthesis (each harmonic of the pitch weighted by the formant
@@ -178,9 +194,7 @@ def write_video(path: Path, frames: np.ndarray, fps: int = FPS, sound: np.ndarra
     written atomically."""
     import av
 
-    handle, temporary = tempfile.mkstemp(suffix=path.suffix, dir=path.parent)
-    os.close(handle)
-    try:
+    with _atomic(path) as temporary:
         with av.open(temporary, "w", format="mp4") as container:
             stream = container.add_stream("libx264", rate=fps, options={"crf": "23", "preset": "medium"})
             stream.width, stream.height, stream.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
@@ -201,11 +215,6 @@ def write_video(path: Path, frames: np.ndarray, fps: int = FPS, sound: np.ndarra
                     container.mux(packet)
                 for packet in audio.encode(None):
                     container.mux(packet)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 def write_ic_lora(path: Path, downscale: int = 2, seed: int = 25) -> None:
@@ -222,15 +231,8 @@ def write_ic_lora(path: Path, downscale: int = 2, seed: int = 25) -> None:
     for target, pair in lora.pairs.items():
         stem = "diffusion_model." + target[: -len(".weight")]
         tensors[stem + ".lora_A.weight"], tensors[stem + ".lora_B.weight"] = pair.down, pair.up
-    handle, temporary = tempfile.mkstemp(suffix=".safetensors", dir=path.parent)
-    os.close(handle)
-    try:
+    with _atomic(path) as temporary:
         save_file(tensors, temporary, metadata={"reference_downscale_factor": str(downscale)})
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 def write_audio(path: Path, samples: np.ndarray, rate: int) -> None:
@@ -240,9 +242,7 @@ def write_audio(path: Path, samples: np.ndarray, rate: int) -> None:
     codec = {".wav": "pcm_s16le", ".flac": "flac"}[path.suffix]
     pcm = np.round(np.clip(samples, -1, 1) * 32767).astype(np.int16)
     layout = {1: "mono", 2: "stereo"}[pcm.shape[0]]
-    handle, temporary = tempfile.mkstemp(suffix=path.suffix, dir=path.parent)
-    os.close(handle)
-    try:
+    with _atomic(path) as temporary:
         with av.open(temporary, "w") as container:
             stream = container.add_stream(codec, rate=rate, layout=layout)
             stream.format = "s16"
@@ -254,22 +254,14 @@ def write_audio(path: Path, samples: np.ndarray, rate: int) -> None:
                     container.mux(packet)
             for packet in stream.encode(None):
                 container.mux(packet)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
 
 
 def main(folder: Path = FOLDER) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     write_audio(folder / "ltx2_example_voice.wav", voice(), 16000)
     write_audio(folder / "ltx2_example_song.flac", song(), 32000)
-    handle, temporary = tempfile.mkstemp(suffix=".png", dir=folder)
-    os.close(handle)
-    portrait().save(temporary, format="PNG", optimize=True)
-    os.chmod(temporary, 0o644)
-    os.replace(temporary, folder / "ltx2_example_portrait.png")
+    with _atomic(folder / "ltx2_example_portrait.png") as temporary:
+        portrait().save(temporary, format="PNG", optimize=True)
     write_video(folder / "ltx2_example_depth.mp4", depth_frames())
     write_video(folder / "ltx2_example_retake.mp4", retake_frames(), sound=voice(seconds=RETAKE_FRAMES / FPS + 0.1))
     loras = folder.parent / "loras"
