@@ -1,0 +1,67 @@
+"""Our torch dequantisation of every ggml type equals the `gguf` package's numpy dequantisation (≤ 1e-6)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+gguf = pytest.importorskip("gguf")
+
+from ltx2_core.quant.gguf_types import TYPES, dequantize  # noqa: E402
+
+BLOCKS = 24
+# byte offsets of each block type's fp16 scales (d, dmin), set to finite values in random blocks
+F16_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,), "Q2_K": (80, 82),
+              "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
+
+
+def _random_blocks(name: str, rng: np.random.Generator) -> np.ndarray:
+    """BLOCKS random blocks of a block type as bytes (BLOCKS, type_size), their fp16 scales in ±[1e-3, 2]."""
+    kind = next(t for t in TYPES.values() if t.name == name)
+    blocks = rng.integers(0, 256, size=(BLOCKS, kind.type_size), dtype=np.uint8)
+    for offset in F16_FIELDS[name]:
+        scale = (rng.uniform(1e-3, 2, BLOCKS) * rng.choice([-1, 1], BLOCKS)).astype(np.float16)
+        blocks[:, offset:offset + 2] = scale.view(np.uint8).reshape(BLOCKS, 2)
+    return blocks
+
+
+def _compare(raw: np.ndarray, qtype: "gguf.GGMLQuantizationType", shape: tuple[int, ...]) -> None:
+    expected = gguf.quants.dequantize(raw, qtype).reshape(shape)
+    kind = TYPES[int(qtype)]
+    ours = dequantize(torch.from_numpy(raw.view(np.uint8).copy()), kind, shape, torch.float32)
+    assert ours.shape == shape
+    assert np.isfinite(expected).all()
+    np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(F16_FIELDS))
+def test_random_blocks_match_gguf(name: str) -> None:
+    rng = np.random.default_rng(sum(map(ord, name)))
+    qtype = gguf.GGMLQuantizationType[name]
+    kind = TYPES[int(qtype)]
+    raw = _random_blocks(name, rng).reshape(4, -1)
+    _compare(raw, qtype, (4, BLOCKS // 4 * kind.block_size))
+
+
+@pytest.mark.parametrize("name", sorted(F16_FIELDS) + ["F16", "BF16", "F32"])
+def test_quantised_weights_match_gguf(name: str) -> None:
+    """Blocks made by gguf's own quantize from a weight matrix (for the types it quantises)."""
+    qtype = gguf.GGMLQuantizationType[name]
+    weights = np.random.default_rng(0).standard_normal((3, 512)).astype(np.float32)
+    try:
+        raw = gguf.quants.quantize(weights, qtype)
+    except NotImplementedError:
+        pytest.skip(f"the gguf package has no quantize for {name} (random blocks cover it)")
+    _compare(raw, qtype, (3, 512))
+    if TYPES[int(qtype)].quantised:  # and the round trip is close to the weights: the test can tell types apart
+        error = np.abs(gguf.quants.dequantize(raw, qtype) - weights).mean()
+        assert 0 < error < 0.5
+
+
+def test_every_named_type_is_known() -> None:
+    named = {"F32", "F16", "BF16", "Q8_0", "Q6_K", "Q5_K", "Q5_0", "Q5_1", "Q4_K", "Q4_0", "Q4_1", "Q3_K", "Q2_K"}
+    assert named == {t.name for t in TYPES.values()}
+    for kind in TYPES.values():
+        assert gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(kind.id)] == (kind.block_size, kind.type_size)
+        assert gguf.GGMLQuantizationType(kind.id).name == kind.name
