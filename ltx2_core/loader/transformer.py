@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 
 from ltx2_core.model.transformer.config import TransformerConfig
+from ltx2_core.loader.gguf_file import is_gguf, load_gguf_transformer
 from ltx2_core.loader.checkpoint import check_tensors, transformer_config, transformer_keys
 from ltx2_core.loader.layouts import transformer_layout
 from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora, shard_lora
@@ -41,8 +42,15 @@ def load_transformer(
     `FP8Linear`, see `quant.files` for the layouts) and a bf16 file's in `dtype`; "quantize" also quantises a bf16
     file's block linears to fp8 (half the weight memory); "dequantize" turns a quantised file's weights into
     `dtype` (default bf16).
+    A `.gguf` path loads through `loader.gguf_file` (its block-type linears kept quantised).
     """
     check_mode(fp8)
+    file_path = path.path if isinstance(path, Source) else path
+    if is_gguf(file_path):
+        if loras or parallelize is not None or fp8 != "auto":
+            raise ValueError(f"{path}: a GGUF transformer loads without LoRAs, tensor parallelism or an fp8 mode "
+                             "(first increment); use the safetensors checkpoint for those")
+        return load_gguf_transformer(file_path, config, device=device, dtype=dtype)
     source = component_source(path, Component.TRANSFORMER)
     file = read_header(source.path)
     layout = transformer_layout(file, source.prefix)

@@ -14,9 +14,10 @@ from torch import nn
 from ltx2_core.loader.safetensors_file import SafetensorsFile
 from ltx2_core.quant.format import WeightFormat
 from ltx2_core.quant.fp8 import FP8_FORMAT
+from ltx2_core.quant.gguf import GGUF_FORMAT
 from ltx2_core.quant.nvfp4 import NVFP4_FORMAT
 
-FORMATS: tuple[WeightFormat, ...] = (FP8_FORMAT, NVFP4_FORMAT)
+FORMATS: tuple[WeightFormat, ...] = (FP8_FORMAT, NVFP4_FORMAT, GGUF_FORMAT)
 
 
 class QuantModule(NamedTuple):

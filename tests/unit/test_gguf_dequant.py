@@ -9,21 +9,14 @@ import torch
 gguf = pytest.importorskip("gguf")
 
 from ltx2_core.quant.gguf_types import TYPES, dequantize  # noqa: E402
+from support.gguf_blocks import F16_FIELDS, random_blocks  # noqa: E402
 
 BLOCKS = 24
-# byte offsets of each block type's fp16 scales (d, dmin), set to finite values in random blocks
-F16_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,), "Q2_K": (80, 82),
-              "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
 
 
 def _random_blocks(name: str, rng: np.random.Generator) -> np.ndarray:
-    """BLOCKS random blocks of a block type as bytes (BLOCKS, type_size), their fp16 scales in ±[1e-3, 2]."""
     kind = next(t for t in TYPES.values() if t.name == name)
-    blocks = rng.integers(0, 256, size=(BLOCKS, kind.type_size), dtype=np.uint8)
-    for offset in F16_FIELDS[name]:
-        scale = (rng.uniform(1e-3, 2, BLOCKS) * rng.choice([-1, 1], BLOCKS)).astype(np.float16)
-        blocks[:, offset:offset + 2] = scale.view(np.uint8).reshape(BLOCKS, 2)
-    return blocks
+    return random_blocks(name, BLOCKS, kind.type_size, rng)
 
 
 def _compare(raw: np.ndarray, qtype: "gguf.GGMLQuantizationType", shape: tuple[int, ...]) -> None:

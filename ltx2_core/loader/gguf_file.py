@@ -1,0 +1,213 @@
+"""LTX-2 transformers in GGUF files (the layout of ComfyUI-GGUF's conversions, `docs/small_cards/gguf.md`), read
+with the `gguf` package's `GGUFReader` and loaded with their block-type linears kept quantised (`quant.gguf`).
+
+Layout: `general.architecture` "ltxv" (or none); the DiT's tensors under the official names with or without
+`model.diffusion_model.` (the text connectors, when present, belong to the text path); shapes in ggml order (the
+torch shape reversed) unless a `comfy.gguf.orig_shape.<name>` field gives the torch shape; 1-D tensors and the
+AdaLN tables in F32. The config comes from a `config` field (the safetensors metadata's JSON) when the file has
+one, else from the shapes, the release told by the key set. Everything is checked before any model is built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from ltx2_core.errors import (CheckpointError, ConfigError, CorruptCheckpointError, KeyMismatchError,
+                              UnsupportedQuantizationError)
+from ltx2_core.loader.checkpoint import check_tensors, transformer_keys
+from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.model.transformer.config import VIDEO_DEFAULTS, StreamConfig, TransformerConfig
+from ltx2_core.quant.gguf import GGUFLinear
+from ltx2_core.quant.gguf_types import TYPES, GgmlType, dequantize
+from ltx2_core.releases import RELEASES, ModelVersion
+
+PREFIX = "model.diffusion_model."
+ARCHITECTURES = ("ltxv", None)  # ComfyUI-GGUF's name for LTX video models; none in sd.cpp-style files
+_TEXT_ARCHITECTURES = ("llama", "gemma", "gemma2", "gemma3", "gemma4", "t5", "t5encoder", "qwen2", "qwen2vl", "qwen3")
+_TEXT_KEYS = ("token_embd.weight", "blk.0.", "model.embed_tokens.weight", "encoder.block.0.")
+_NUMBER = re.compile(r"\.\d+\.")
+FIX = "use an LTX-2 transformer GGUF (e.g. a ComfyUI-GGUF conversion of ltx-2.3-22b-dev) or the safetensors checkpoint"
+
+
+class GgufTensor(NamedTuple):
+    """One tensor of the file: its ggml type, torch shape and stored bytes (uint8, a view of the mapped file)."""
+
+    kind: GgmlType
+    shape: tuple[int, ...]
+    data: np.ndarray
+
+
+class GgufFile(NamedTuple):
+    path: Path
+    architecture: str | None
+    fields: dict[str, Any]  # the string and number fields
+    tensors: dict[str, GgufTensor]  # by the name in the file
+
+
+def is_gguf(path: str | os.PathLike) -> bool:
+    """Whether `path` names a GGUF file (by its suffix)."""
+    return str(path).lower().endswith(".gguf")
+
+
+def read_gguf(path: str | os.PathLike) -> GgufFile:
+    """The fields and tensor table of a GGUF file (no tensor read); CorruptCheckpointError for a truncated or
+    damaged file, UnsupportedQuantizationError naming a ggml type this package does not dequantise."""
+    import gguf  # only here: the rest of the package runs without it
+
+    path = Path(path)
+    try:
+        reader = gguf.GGUFReader(path)
+    except Exception as exc:  # the reader's errors for damaged files are ValueError, KeyError, IndexError...
+        if "GGMLQuantizationType" in str(exc):
+            raise UnsupportedQuantizationError(f"{path}: a tensor of an unknown ggml type ({exc}); {_TYPES_FIX}") \
+                from exc
+        raise CorruptCheckpointError(f"{path}: not a readable GGUF file ({type(exc).__name__}: {exc}); it is "
+                                     "truncated or damaged: download it again") from exc
+    fields = {}
+    for name, field in reader.fields.items():
+        if len(field.types) == 1 and field.types[0] == gguf.GGUFValueType.STRING:
+            fields[name] = bytes(field.parts[field.data[-1]]).decode("utf-8", "replace")
+        elif len(field.types) == 1 and field.types[0] != gguf.GGUFValueType.ARRAY:
+            fields[name] = field.parts[field.data[-1]].tolist()[0]
+        elif name.startswith(_ORIG_SHAPE):
+            fields[name] = tuple(int(field.parts[i][0]) for i in field.data)
+    tensors, end = {}, 0
+    for t in reader.tensors:
+        kind = TYPES.get(int(t.tensor_type))
+        if kind is None:
+            raise UnsupportedQuantizationError(f"{path}: tensor {t.name!r} is stored as "
+                                               f"{t.tensor_type.name}, which this package does not dequantise; "
+                                               f"{_TYPES_FIX}")
+        shape = fields.get(_ORIG_SHAPE + t.name) or tuple(int(n) for n in reversed(t.shape.tolist()))
+        count = int(np.prod(shape))
+        data = np.asarray(t.data).reshape(-1).view(np.uint8)
+        if data.size != kind.row_bytes(count) or count % kind.block_size:
+            raise CorruptCheckpointError(f"{path}: tensor {t.name!r} has {data.size} bytes where {kind.name} "
+                                         f"{list(shape)} needs {kind.row_bytes(count)}; the file is truncated or "
+                                         "damaged: download it again")
+        end = max(end, int(t.data_offset) + data.size)
+        tensors[t.name] = GgufTensor(kind, shape, data)
+    if end > os.path.getsize(path):
+        raise CorruptCheckpointError(f"{path}: the tensors end at byte {end} but the file has "
+                                     f"{os.path.getsize(path)}; it is truncated: download it again")
+    return GgufFile(path, fields.get("general.architecture"), fields, tensors)
+
+
+_ORIG_SHAPE = "comfy.gguf.orig_shape."
+_TYPES_FIX = ("use a GGUF of F16, BF16, Q8_0, Q6_K, Q5_K, Q5_0, Q5_1, Q4_K, Q4_0, Q4_1, Q3_K or Q2_K weights")
+
+
+def transformer_tensors(file: GgufFile) -> dict[str, str]:
+    """Model key -> file key of the DiT tensors; CheckpointError naming what the file is when it is not an LTX-2
+    transformer (another model family, a text encoder)."""
+    names = list(file.tensors)
+    arch = file.architecture
+    if arch in _TEXT_ARCHITECTURES or any(n.startswith(_TEXT_KEYS) for n in names):
+        raise CheckpointError(f"{file.path}: a text encoder GGUF (architecture {arch!r}), where the transformer "
+                              "goes; give the transformer GGUF as the checkpoint and the Gemma text encoder "
+                              "(safetensors) as the text encoder")
+    if arch not in ARCHITECTURES:
+        raise CheckpointError(f"{file.path}: a GGUF of another model family (architecture {arch!r}); {FIX}")
+    prefix = PREFIX if any(n.startswith(PREFIX) for n in names) else ""
+    keys = transformer_keys(names, prefix)
+    if not any(k.startswith("transformer_blocks.") and ".audio_attn1." in k for k in keys):
+        raise CheckpointError(f"{file.path}: a GGUF of another model family (no LTX-2 audio-video transformer "
+                              f"blocks, e.g. {', '.join(names[:3])}); {FIX}")
+    return keys
+
+
+def gguf_config(file: GgufFile, keys: dict[str, str]) -> TransformerConfig:
+    """The config from the file's `config` field when present, else from the shapes (see the module docstring)."""
+    raw = file.fields.get("config")
+    if raw is not None:
+        try:
+            return TransformerConfig.from_metadata(json.loads(raw)["transformer"], file.fields.get("model_version"))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{file.path}: the 'config' field does not describe an LTX-2 transformer ({exc}); "
+                              f"{FIX}") from exc
+    version = _release(file, keys)
+    release = RELEASES[version]
+    shape = {k: file.tensors[v].shape for k, v in keys.items()}
+    video_width = shape["transformer_blocks.0.attn1.to_q.weight"][0]
+    audio_width = shape["transformer_blocks.0.audio_attn1.to_q.weight"][0]
+    gate = shape.get("transformer_blocks.0.attn1.to_gate_logits.weight")
+    heads = gate[0] if gate is not None else VIDEO_DEFAULTS.heads  # without gates the shapes do not tell the heads
+    caption = shape.get("caption_projection.linear_1.weight")
+    stream = {}
+    for name, width, pre in (("video", video_width, ""), ("audio", audio_width, "audio_")):
+        if width % heads:
+            raise ConfigError(f"{file.path}: width {width} of the {name} stream is not a multiple of {heads} heads; "
+                              f"add the 'config' field or {FIX}")
+        stream[name] = StreamConfig(heads=heads, head_dim=width // heads, context_dim=width,
+                                    in_channels=shape[f"{pre}patchify_proj.weight"][1],
+                                    out_channels=shape[f"{pre}proj_out.weight"][0],
+                                    max_pos=VIDEO_DEFAULTS.max_pos if name == "video" else (20,))
+    blocks = {int(k.split(".")[1]) for k in keys if k.startswith("transformer_blocks.")}
+    config = TransformerConfig(
+        version=version, video=stream["video"], audio=stream["audio"], num_layers=len(blocks),
+        caption_channels=None if caption is None else caption[1], gated_attention=release.gated_attention,
+        cross_attention_adaln=release.cross_attention_adaln, ff_bias=release.ff_bias[0],
+        audio_ff_bias=release.ff_bias[1], prompt_adaln=release.prompt_adaln,
+        own_timestep_cross_modulation=release.own_timestep_cross_modulation)
+    config.validate()
+    return config
+
+
+def _release(file: GgufFile, keys: dict[str, str]) -> ModelVersion:
+    """The release whose DiT has exactly this key set (block numbers aside)."""
+    found = {_NUMBER.sub(".N.", k) for k in keys}
+    for version in ModelVersion:
+        with torch.device("meta"):
+            names = LTX2Transformer(TransformerConfig.tiny(version, num_layers=1)).state_dict()
+        if {_NUMBER.sub(".N.", k) for k in names} == found:
+            return version
+    raise KeyMismatchError(f"{file.path}: its tensor names match no LTX-2 release (2.0, 2.3, 2.5); the file is "
+                           f"incomplete or of another variant; {FIX}")
+
+
+def load_gguf_transformer(path: str | os.PathLike, config: TransformerConfig | None = None, *,
+                          device: torch.device | str = "cpu", dtype: torch.dtype | None = None) -> LTX2Transformer:
+    """The DiT of a GGUF file: linears stored in a block type become `GGUFLinear`s (kept quantised on `device`),
+    the other tensors are dequantised into `dtype` (default bf16), as is the compute of the quantised ones."""
+    file = read_gguf(path)
+    keys = transformer_tensors(file)
+    config = config or gguf_config(file, keys)
+    with torch.device("meta"):
+        model = LTX2Transformer(config)
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    shapes = {k: file.tensors[v].shape for k, v in keys.items()}
+    check_tensors(_Shapes(file.path, {keys[k]: _Entry(s) for k, s in shapes.items()}), keys, expected,
+                  component="transformer")
+    linears = {name: m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    state = {}
+    for key, file_key in keys.items():
+        tensor = file.tensors[file_key]
+        data = torch.from_numpy(tensor.data.copy()).to(device)
+        module = key.rsplit(".", 1)[0]
+        if tensor.kind.quantised and key.endswith(".weight") and module in linears:
+            layer = GGUFLinear.like(linears[module], tensor.kind)
+            parent, _, child = module.rpartition(".")
+            setattr(model.get_submodule(parent) if parent else model, child, layer)
+            state[key] = data.view(tensor.shape[0], -1)
+        else:
+            state[key] = dequantize(data, tensor.kind, tensor.shape, dtype or torch.bfloat16)
+    model.load_state_dict(state, strict=True, assign=True)
+    return model.eval()
+
+
+class _Entry(NamedTuple):
+    shape: tuple[int, ...]
+
+
+class _Shapes(NamedTuple):
+    """What `check_tensors` reads of a file: its path and each tensor's shape."""
+
+    path: Path
+    tensors: dict[str, _Entry]

@@ -1,0 +1,168 @@
+"""GGUF transformer files in ComfyUI-GGUF's layout: loaded with block-type linears kept quantised, the forward equal
+to the model of the dequantised weights; bad files refused before any model work, naming the file and the fix."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+gguf = pytest.importorskip("gguf")
+
+from ltx2_core import TransformerConfig, load_transformer  # noqa: E402
+from ltx2_core.demo import demo_inputs, demo_transformer  # noqa: E402
+from ltx2_core.errors import CheckpointError, CorruptCheckpointError, UnsupportedQuantizationError  # noqa: E402
+from ltx2_core.loader import gguf_file  # noqa: E402
+from ltx2_core.quant.gguf import GGUF_FORMAT, GGUFLinear  # noqa: E402
+from ltx2_core.quant.registry import quantised_modules  # noqa: E402
+from support.gguf_blocks import random_blocks  # noqa: E402
+
+T = gguf.GGMLQuantizationType
+
+
+def _type_for(name: str, value: torch.Tensor, quant: T) -> T:
+    """The public conversions' choice: block types for 2-D weights whose rows are whole blocks, F32 for 1-D tensors
+    and the AdaLN tables, F16 for other 2-D weights."""
+    if value.ndim == 1 or "scale_shift_table" in name:
+        return T.F32
+    if value.ndim == 2 and value.shape[1] % gguf.GGML_QUANT_SIZES[quant][0] == 0:
+        return quant
+    if value.ndim == 2 and value.shape[1] % 32 == 0:
+        return T.Q8_0
+    return T.F16
+
+
+def write_gguf(path, state: dict[str, torch.Tensor], quant: T = T.Q4_K, arch: str | None = "ltxv",
+               prefix: str = "", fields: dict[str, str] | None = None) -> dict[str, T]:
+    """`state` as a GGUF (names under `prefix`, ggml shapes); -> the type of each tensor."""
+    writer = gguf.GGUFWriter(path, arch)
+    for key, value in (fields or {}).items():
+        writer.add_string(key, value)
+    types = {}
+    for name, value in state.items():
+        kind = _type_for(name, value, quant)
+        data = value.detach().float().numpy()
+        writer.add_tensor(prefix + name, _quantize(data, kind), raw_dtype=kind)
+        types[name] = kind
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return types
+
+
+def _quantize(data: np.ndarray, kind: T) -> np.ndarray:
+    """gguf's own quantisation, or random blocks of small scales for the types it cannot quantise (K types)."""
+    if kind == T.F32:
+        return data
+    try:
+        return gguf.quants.quantize(data, kind)
+    except NotImplementedError:
+        block, size = gguf.GGML_QUANT_SIZES[kind]
+        count = data.size // block
+        rng = np.random.default_rng(count)
+        return random_blocks(kind.name, count, size, rng, top=0.01).reshape(data.shape[0], -1)
+
+
+def _dequantised(path) -> dict[str, torch.Tensor]:
+    """Each tensor of the file as the gguf package dequantises it, in torch shapes."""
+    reader = gguf.GGUFReader(path)
+    return {t.name: torch.from_numpy(gguf.quants.dequantize(t.data, t.tensor_type).copy()).reshape(
+        tuple(int(n) for n in reversed(t.shape.tolist()))) for t in reader.tensors}
+
+
+@pytest.mark.parametrize("version, quant, prefix", [("2.3", T.Q4_K, ""), ("2.5", T.Q8_0, gguf_file.PREFIX),
+                                                    ("2.3", T.Q5_0, "")])
+def test_a_gguf_transformer_keeps_its_blocks_and_runs_as_the_dequantised_model(tmp_path, version, quant, prefix):
+    config = TransformerConfig.tiny(version)
+    source = demo_transformer(config)
+    path = tmp_path / "ltx-tiny.gguf"
+    types = write_gguf(path, source.state_dict(), quant, prefix=prefix)
+    model = load_transformer(path, dtype=torch.float32)
+    assert model.config == config  # inferred from the shapes and the key set (the file has no config)
+    layers = quantised_modules(model)
+    blocky = {n[: -len(".weight")] for n, t in types.items() if t not in (T.F32, T.F16)}
+    assert set(layers) == blocky and blocky and all(q.format is GGUF_FORMAT for q in layers.values())
+    assert all(m.weight.dtype == torch.uint8 for m in model.modules() if isinstance(m, GGUFLinear))
+    assert {m.kind.name for m in model.modules() if isinstance(m, GGUFLinear)} >= {quant.name}
+    reference = demo_transformer(config)
+    reference.load_state_dict({k[len(prefix):]: v for k, v in _dequantised(path).items()})
+    inputs = demo_inputs(model, text_tokens=7)
+    for got, want in zip(model(*inputs), reference(*inputs)):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    error = max((a - b).abs().max() for a, b in zip(reference(*inputs), source(*inputs)))
+    assert error > 0  # the file's weights are quantised: the comparison above is not with the source weights
+
+
+def test_a_gguf_without_gates_takes_its_config_from_the_config_field(tmp_path):
+    config = TransformerConfig.tiny("2.0")
+    metadata = {"num_attention_heads": 2, "attention_head_dim": 8, "cross_attention_dim": 16,
+                "audio_num_attention_heads": 2, "audio_attention_head_dim": 4, "audio_cross_attention_dim": 8,
+                "num_layers": 3, "caption_channels": 12, "rope_type": "split", "frequencies_precision": "float64",
+                "av_ca_timestep_scale_multiplier": 1000}
+    path = tmp_path / "ltx-2.0.gguf"
+    write_gguf(path, demo_transformer(config).state_dict(), T.Q8_0,
+               fields={"config": json.dumps({"transformer": metadata}), "model_version": "2.0.0"})
+    model = load_transformer(path, dtype=torch.float32)
+    assert model.config == config
+    assert quantised_modules(model)
+
+
+def _refused(path, error, *words):
+    with pytest.raises(error) as caught:
+        load_transformer(path)
+    message = str(caught.value)
+    assert str(path) in message, message
+    for word in words:
+        assert word in message, message
+
+
+def test_bad_gguf_files_are_refused_naming_the_file_the_problem_and_the_fix(tmp_path, monkeypatch):
+    built = []
+    monkeypatch.setattr(gguf_file, "LTX2Transformer", lambda *a: built.append(a))  # no model work on refusal
+    state = demo_transformer(TransformerConfig.tiny("2.3")).state_dict()
+    good = tmp_path / "good.gguf"
+    write_gguf(good, state, T.Q8_0)
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size - 1000])
+    _refused(truncated, CorruptCheckpointError, "truncated", "download it again")
+    header_only = tmp_path / "header-only.gguf"
+    header_only.write_bytes(good.read_bytes()[:200])
+    _refused(header_only, CorruptCheckpointError, "download it again")
+
+    flux = tmp_path / "flux1-dev-Q4_K.gguf"
+    write_gguf(flux, {"double_blocks.0.img_attn.proj.weight": torch.randn(32, 64), "img_in.bias": torch.randn(32)},
+               arch="flux")
+    _refused(flux, CheckpointError, "another model family", "'flux'", "LTX-2 transformer GGUF")
+    wan = tmp_path / "wan-no-arch.gguf"  # sd.cpp style: no architecture, the key set tells
+    write_gguf(wan, {"blocks.0.self_attn.norm_q.weight": torch.randn(32), "head.modulation": torch.randn(2, 32)},
+               arch=None)
+    _refused(wan, CheckpointError, "another model family", "LTX-2 transformer GGUF")
+
+    text = tmp_path / "gemma-3-12b-it-Q4_K_M.gguf"
+    write_gguf(text, {"token_embd.weight": torch.randn(8, 64), "blk.0.attn_q.weight": torch.randn(64, 64)},
+               arch="gemma3")
+    _refused(text, CheckpointError, "text encoder", "text encoder (safetensors)")
+
+    unknown = tmp_path / "iq2.gguf"
+    writer = gguf.GGUFWriter(unknown, "ltxv")
+    size = gguf.GGML_QUANT_SIZES[T.IQ2_XXS]
+    writer.add_tensor("transformer_blocks.0.attn1.to_q.weight", np.zeros((16, size[1]), np.uint8),
+                      raw_dtype=T.IQ2_XXS)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    _refused(unknown, UnsupportedQuantizationError, "IQ2_XXS", "does not dequantise", "Q8_0")
+
+    raw = bytearray(good.read_bytes())  # a type id no ggml version defines, in the first tensor's entry
+    name = next(iter(state)).encode()
+    at = raw.index(name) + len(name)
+    dims = int.from_bytes(raw[at:at + 4], "little")
+    raw[at + 4 + 8 * dims: at + 8 + 8 * dims] = (200).to_bytes(4, "little")
+    odd = tmp_path / "odd-type.gguf"
+    odd.write_bytes(bytes(raw))
+    _refused(odd, UnsupportedQuantizationError, "unknown ggml type", "Q8_0")
+    assert not built
