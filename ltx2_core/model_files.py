@@ -30,6 +30,7 @@ from ltx2_core.loader import (
     load_vocoder,
 )
 from ltx2_core.errors import CheckpointError, LTX2Error
+from ltx2_core.loader.gguf_file import gguf_transformer_config, is_gguf
 from ltx2_core.loader.lora import lora_reference_scale
 from ltx2_core.loader.file_kinds import FileKind, check_file_kind, check_same_release, file_kind
 from ltx2_core.loader.release_folder import RELEASE_FILES, find_release_files
@@ -210,6 +211,8 @@ class ModelFiles:
             return TransformerConfig.tiny(self.version)
         if os.path.isdir(self.checkpoint):
             return self.resolved().transformer_config()
+        if is_gguf(self.checkpoint):
+            return gguf_transformer_config(self.checkpoint)
         return transformer_config(read_header(self.checkpoint))
 
     def load_transformer(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,

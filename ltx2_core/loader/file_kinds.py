@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from ltx2_core.errors import CheckpointError
+from ltx2_core.loader.gguf_file import gguf_transformer_config, is_gguf
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header
 
 # kind -> the ComfyUI models folder it belongs in
@@ -64,7 +65,10 @@ class FileKind(NamedTuple):
 
 
 def file_kind(path: str | os.PathLike) -> FileKind:
-    """The kind of the safetensors file at `path` (headers only; CheckpointError for a file that is not one)."""
+    """The kind of the safetensors file at `path` (headers only; CheckpointError for a file that is not one); a
+    `.gguf` file is a transformer (`loader.gguf_file`; CheckpointError naming any other GGUF)."""
+    if is_gguf(path):
+        return FileKind("transformer", gguf_transformer_config(path).version.value, "GGUF")
     return kind_of(read_header(path, "model file"))
 
 

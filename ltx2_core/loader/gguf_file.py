@@ -172,6 +172,13 @@ def _release(file: GgufFile, keys: dict[str, str]) -> ModelVersion:
                            f"incomplete or of another variant; {FIX}")
 
 
+def gguf_transformer_config(path: str | os.PathLike) -> TransformerConfig:
+    """The DiT config of a GGUF transformer file, every check of `load_gguf_transformer` but the shapes done (no
+    tensor read)."""
+    file = read_gguf(path)
+    return gguf_config(file, transformer_tensors(file))
+
+
 def load_gguf_transformer(path: str | os.PathLike, config: TransformerConfig | None = None, *,
                           device: torch.device | str = "cpu", dtype: torch.dtype | None = None) -> LTX2Transformer:
     """The DiT of a GGUF file: linears stored in a block type become `GGUFLinear`s (kept quantised on `device`),

@@ -10,6 +10,7 @@ from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.checkpoint import config_metadata, transformer_config
 from ltx2_core.loader.file_kinds import check_file_kind, file_kind
 from ltx2_core.loader.gemma_files import find_gemma
+from ltx2_core.loader.gguf_file import gguf_transformer_config, is_gguf
 from ltx2_core.loader.lora import LoraError
 from ltx2_core.loader.safetensors_file import read_header
 from ltx2_core.loader.sources import DECODING, SECTIONS
@@ -26,6 +27,12 @@ def check_kind(path: str | os.PathLike, kind: str) -> None:
     """CheckpointError (or a subclass) naming what is wrong when `path` is not a `kind` file (one of KINDS)."""
     if kind == "text encoder":
         find_gemma(path)
+        return
+    if is_gguf(path):
+        config = gguf_transformer_config(path)  # names a GGUF of another family or a text encoder
+        if kind != "transformer":
+            raise CheckpointError(f"{path}: an LTX-{config.version.value} transformer GGUF, not a {kind}; load it "
+                                  "from diffusion_models as the transformer, with its VAE files")
         return
     file = read_header(path, kind)
     if kind == "checkpoint":

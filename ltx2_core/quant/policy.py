@@ -56,6 +56,8 @@ def stores_quantised(mode: str, checkpoint: str | os.PathLike | None) -> bool:
     the demo model), read from the header alone: what the memory plan counts (`weight_bytes`)."""
     if mode == "quantize":
         return True
+    if checkpoint is not None and str(checkpoint).lower().endswith(".gguf"):  # block types, planned as fp8's bytes
+        return mode == "auto"
     return mode == "auto" and checkpoint is not None and registry.detect(read_header(checkpoint)) is not None
 
 

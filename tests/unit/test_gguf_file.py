@@ -166,3 +166,25 @@ def test_bad_gguf_files_are_refused_naming_the_file_the_problem_and_the_fix(tmp_
     odd.write_bytes(bytes(raw))
     _refused(odd, UnsupportedQuantizationError, "unknown ggml type", "Q8_0")
     assert not built
+
+
+def test_model_files_take_a_gguf_as_the_transformer_and_identify_tells_it(tmp_path):
+    from ltx2_core.loader.file_kinds import file_kind
+    from ltx2_core.loader.identify import check_kind
+    from ltx2_core.model_files import ModelFiles
+
+    config = TransformerConfig.tiny("2.3")
+    path = tmp_path / "ltx-2.3-tiny-Q8_0.gguf"
+    write_gguf(path, demo_transformer(config).state_dict(), T.Q8_0)
+    assert file_kind(path) == ("transformer", "2.3", "GGUF")
+    check_kind(path, "transformer")
+    with pytest.raises(CheckpointError, match="not a checkpoint; load it from diffusion_models"):
+        check_kind(path, "checkpoint")
+    files = ModelFiles(checkpoint=str(path))
+    assert files.split and files.transformer_config() == config  # the VAEs and text encoder: separate files
+    model = files.load_transformer(dtype=torch.float32)
+    assert quantised_modules(model) and model.config == config
+    flux = tmp_path / "flux.gguf"
+    write_gguf(flux, {"double_blocks.0.img_attn.proj.weight": torch.randn(32, 64)}, arch="flux")
+    with pytest.raises(CheckpointError, match="another model family"):
+        check_kind(flux, "transformer")
