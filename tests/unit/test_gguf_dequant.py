@@ -58,3 +58,14 @@ def test_every_named_type_is_known() -> None:
     for kind in TYPES.values():
         assert gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(kind.id)] == (kind.block_size, kind.type_size)
         assert gguf.GGMLQuantizationType(kind.id).name == kind.name
+
+
+@pytest.mark.parametrize("name", sorted(F16_FIELDS) + ["F16", "BF16", "F32"])
+def test_the_layer_dequantises_without_reading_data_on_the_host(name: str) -> None:
+    """A GGUFLinear on the meta device runs: its forward reads no value (no .item(), no sync in the sampler)."""
+    from ltx2_core.quant.gguf import GGUFLinear
+
+    kind = next(t for t in TYPES.values() if t.name == name)
+    layer = GGUFLinear(512, 8, kind, device="meta", dtype=torch.float32)
+    out = layer(torch.empty(2, 3, 512, device="meta", dtype=torch.bfloat16))
+    assert out.shape == (2, 3, 8) and out.dtype == torch.bfloat16
