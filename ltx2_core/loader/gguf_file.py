@@ -19,8 +19,13 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ltx2_core.errors import (CheckpointError, ConfigError, CorruptCheckpointError, KeyMismatchError,
-                              UnsupportedQuantizationError)
+from ltx2_core.errors import (
+    CheckpointError,
+    ConfigError,
+    CorruptCheckpointError,
+    KeyMismatchError,
+    UnsupportedQuantizationError,
+)
 from ltx2_core.loader.checkpoint import check_tensors, transformer_keys
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.transformer.config import VIDEO_DEFAULTS, StreamConfig, TransformerConfig

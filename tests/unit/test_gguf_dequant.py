@@ -8,8 +8,9 @@ import torch
 
 gguf = pytest.importorskip("gguf")
 
-from ltx2_core.quant.gguf_types import TYPES, dequantize  # noqa: E402
-from support.gguf_blocks import F16_FIELDS, random_blocks  # noqa: E402
+from support.gguf_blocks import F16_FIELDS, random_blocks
+
+from ltx2_core.quant.gguf_types import TYPES, dequantize
 
 BLOCKS = 24
 
@@ -19,7 +20,7 @@ def _random_blocks(name: str, rng: np.random.Generator) -> np.ndarray:
     return random_blocks(name, BLOCKS, kind.type_size, rng)
 
 
-def _compare(raw: np.ndarray, qtype: "gguf.GGMLQuantizationType", shape: tuple[int, ...]) -> None:
+def _compare(raw: np.ndarray, qtype: gguf.GGMLQuantizationType, shape: tuple[int, ...]) -> None:
     expected = gguf.quants.dequantize(raw, qtype).reshape(shape)
     kind = TYPES[int(qtype)]
     ours = dequantize(torch.from_numpy(raw.view(np.uint8).copy()), kind, shape, torch.float32)

@@ -11,13 +11,14 @@ import torch
 
 gguf = pytest.importorskip("gguf")
 
-from ltx2_core import TransformerConfig, load_transformer  # noqa: E402
-from ltx2_core.demo import demo_inputs, demo_transformer  # noqa: E402
-from ltx2_core.errors import CheckpointError, CorruptCheckpointError, UnsupportedQuantizationError  # noqa: E402
-from ltx2_core.loader import gguf_file  # noqa: E402
-from ltx2_core.quant.gguf import GGUF_FORMAT, GGUFLinear  # noqa: E402
-from ltx2_core.quant.registry import quantised_modules  # noqa: E402
-from support.gguf_blocks import random_blocks  # noqa: E402
+from support.gguf_blocks import random_blocks
+
+from ltx2_core import TransformerConfig, load_transformer
+from ltx2_core.demo import demo_inputs, demo_transformer
+from ltx2_core.errors import CheckpointError, CorruptCheckpointError, UnsupportedQuantizationError
+from ltx2_core.loader import gguf_file
+from ltx2_core.quant.gguf import GGUF_FORMAT, GGUFLinear
+from ltx2_core.quant.registry import quantised_modules
 
 T = gguf.GGMLQuantizationType
 
