@@ -3,8 +3,8 @@ dequantised on its device, in torch ops, at each call; `GGUF_FORMAT` is its `Wei
 
 The weight stays the file's bytes (`GGUFLinear.weight`: uint8 (out, bytes per row)), so streaming and offloading
 move the quantised bytes; the forward dequantises to the input's dtype without reading anything on the host (the
-type and shape are Python values). Files come from `loader.gguf_file`; a LoRA is fused by keeping the merged weight
-as an F32 "type" (the file's bytes are not requantised), and tensor parallelism does not cut GGUF layers.
+type and shape are Python values). Files come from `loader.gguf_file`; LoRAs are not fused into GGUF layers yet and
+tensor parallelism does not cut them (both refused naming the safetensors checkpoint).
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from torch import nn
 
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.safetensors_file import SafetensorsFile
-from ltx2_core.quant.gguf_types import TYPES, GgmlType, dequantize
-
-F32 = TYPES[0]
+from ltx2_core.quant.gguf_types import GgmlType, dequantize
 
 
 class GGUFLinear(nn.Module):
@@ -89,9 +87,8 @@ class GgufFormat:
                                            "one GPU, or use the bf16/fp8 safetensors checkpoint with parallel GPUs")
 
     def fuse_(self, module: nn.Module, weight: torch.Tensor) -> None:
-        """The merged weight replaces the blocks as plain F32 (4 bytes a weight: the file's type is not rebuilt)."""
-        module.kind = F32
-        module.weight = nn.Parameter(weight.float().contiguous().view(torch.uint8), requires_grad=False)
+        raise UnsupportedQuantizationError("LoRAs are not fused into GGUF layers yet (the blocks would need "
+                                           "requantising); use the bf16 or fp8 safetensors checkpoint with LoRAs")
 
 
 GGUF_FORMAT = GgufFormat()

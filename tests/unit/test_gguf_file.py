@@ -189,3 +189,17 @@ def test_model_files_take_a_gguf_as_the_transformer_and_identify_tells_it(tmp_pa
     write_gguf(flux, {"double_blocks.0.img_attn.proj.weight": torch.randn(32, 64)}, arch="flux")
     with pytest.raises(CheckpointError, match="another model family"):
         check_kind(flux, "transformer")
+
+
+def test_what_a_gguf_does_not_do_yet_is_refused_naming_the_safetensors_checkpoint(tmp_path):
+    from ltx2_core.errors import UnsupportedQuantizationError
+
+    path = tmp_path / "ltx.gguf"
+    write_gguf(path, demo_transformer(TransformerConfig.tiny("2.3")).state_dict(), T.Q8_0)
+    with pytest.raises(ValueError, match="without LoRAs, tensor parallelism or an fp8 mode"):
+        load_transformer(path, fp8="dequantize")
+    layer = next(m for m in load_transformer(path).modules() if isinstance(m, GGUFLinear))
+    for refused in (lambda: GGUF_FORMAT.fuse_(layer, torch.zeros(layer.out_features, layer.in_features)),
+                    lambda: GGUF_FORMAT.shard_scales(layer)):
+        with pytest.raises(UnsupportedQuantizationError, match="safetensors checkpoint"):
+            refused()
