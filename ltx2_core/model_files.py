@@ -30,7 +30,7 @@ from ltx2_core.loader import (
     load_vocoder,
 )
 from ltx2_core.errors import CheckpointError, LTX2Error
-from ltx2_core.loader.gguf_file import gguf_transformer_config, is_gguf
+from ltx2_core.loader.gguf_file import GGUF_TEXT_PATH, gguf_transformer_config, is_gguf
 from ltx2_core.loader.lora import lora_reference_scale
 from ltx2_core.loader.file_kinds import FileKind, check_file_kind, check_same_release, file_kind
 from ltx2_core.loader.release_folder import RELEASE_FILES, find_release_files
@@ -146,6 +146,8 @@ class ModelFiles:
         """A transformer file of its own (LTX-2.5's; or a 2.0 / 2.3 transformer-only export): its text encoder and
         VAEs are required, every file of its kind and release."""
         name, release = os.path.basename(self.checkpoint), file_kind(self.checkpoint).version or "2.5"
+        if is_gguf(self.checkpoint):
+            raise ValueError(GGUF_TEXT_PATH.format(path=self.checkpoint))
         if release != "2.5" and None in (self.vae, self.audio_vae):
             raise ValueError(f"--checkpoint {name} is an LTX-{release} transformer without the VAEs it needs for "
                              f"decoding; use the full LTX-{release} checkpoint (e.g. ltx-2.3-22b-dev.safetensors), or "

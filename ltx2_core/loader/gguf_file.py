@@ -38,6 +38,10 @@ ARCHITECTURES = ("ltxv", None)  # ComfyUI-GGUF's name for LTX video models; none
 _TEXT_ARCHITECTURES = ("llama", "gemma", "gemma2", "gemma3", "gemma4", "t5", "t5encoder", "qwen2", "qwen2vl", "qwen3")
 _TEXT_KEYS = ("token_embd.weight", "blk.0.", "model.embed_tokens.weight", "encoder.block.0.")
 _NUMBER = re.compile(r"\.\d+\.")
+# a full generation needs the text connectors, which this increment does not read from GGUF files
+GGUF_TEXT_PATH = ("{path}: a GGUF transformer loads (load_transformer, ModelFiles.load_transformer), but its text "
+                  "connectors are not read from GGUF files yet, so a generation cannot use it; use the safetensors "
+                  "checkpoint (e.g. ltx-2.3-22b-dev-fp8.safetensors) for a generation")
 FIX = "use an LTX-2 transformer GGUF (e.g. a ComfyUI-GGUF conversion of ltx-2.3-22b-dev) or the safetensors checkpoint"
 
 

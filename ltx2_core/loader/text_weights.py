@@ -19,6 +19,7 @@ from ltx2_core.loader.checkpoint import check_tensors, config_metadata, transfor
 from ltx2_core.loader.components import prefixed_keys, union_view
 from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 from ltx2_core.loader.gemma_files import GemmaSource, find_gemma, load_gemma
+from ltx2_core.loader.gguf_file import GGUF_TEXT_PATH, is_gguf
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.loader.sources import SECTIONS, Component, Source, Sources
 from ltx2_core.model.text.encoder import PromptEncoder, check_prompt_length
@@ -140,6 +141,9 @@ class _Projection(NamedTuple):
 def _projection_on_meta(sources: Sources, gemma: GemmaSource) -> _Projection:
     """The projection built on `meta` and its key maps (with the linears a file stores in fp8, e.g. ComfyUI's
     fp8_scaled connectors), validated against the files (nothing read yet)."""
+    for component in (Component.TRANSFORMER, Component.TEXT_PROJECTION, Component.TEXT_CONNECTORS):
+        if is_gguf(sources[component].path):
+            raise CheckpointError(GGUF_TEXT_PATH.format(path=sources[component].path))
     headers = {path: read_header(path) for path in dict.fromkeys(
         sources[component].path for component in (Component.TRANSFORMER, Component.TEXT_PROJECTION,
                                                   Component.TEXT_CONNECTORS))}

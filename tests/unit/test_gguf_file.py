@@ -185,6 +185,9 @@ def test_model_files_take_a_gguf_as_the_transformer_and_identify_tells_it(tmp_pa
     assert files.split and files.transformer_config() == config  # the VAEs and text encoder: separate files
     model = files.load_transformer(dtype=torch.float32)
     assert quantised_modules(model) and model.config == config
+    with pytest.raises(ValueError, match="text connectors are not read from GGUF files yet") as caught:
+        files.check("one-stage")  # a generation's pre-flight refuses what it could not finish
+    assert str(path) in str(caught.value)
     flux = tmp_path / "flux.gguf"
     write_gguf(flux, {"double_blocks.0.img_attn.proj.weight": torch.randn(32, 64)}, arch="flux")
     with pytest.raises(CheckpointError, match="another model family"):
