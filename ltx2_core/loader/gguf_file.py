@@ -37,6 +37,8 @@ PREFIX = "model.diffusion_model."
 ARCHITECTURES = ("ltxv", None)  # ComfyUI-GGUF's name for LTX video models; none in sd.cpp-style files
 _TEXT_ARCHITECTURES = ("llama", "gemma", "gemma2", "gemma3", "gemma4", "t5", "t5encoder", "qwen2", "qwen2vl", "qwen3")
 _TEXT_KEYS = ("token_embd.weight", "blk.0.", "model.embed_tokens.weight", "encoder.block.0.")
+# a bundle's other components, when a conversion kept them beside the bare DiT names: not the transformer's
+_BESIDE_DIT = ("text_embedding_projection.", "vae.", "audio_vae.", "vocoder.")
 _NUMBER = re.compile(r"\.\d+\.")
 # a full generation needs the text connectors, which this increment does not read from GGUF files
 GGUF_TEXT_PATH = ("{path}: a GGUF transformer loads (load_transformer, ModelFiles.load_transformer), but its text "
@@ -125,7 +127,7 @@ def transformer_tensors(file: GgufFile) -> dict[str, str]:
     if arch not in ARCHITECTURES:
         raise CheckpointError(f"{file.path}: a GGUF of another model family (architecture {arch!r}); {FIX}")
     prefix = PREFIX if any(n.startswith(PREFIX) for n in names) else ""
-    keys = transformer_keys(names, prefix)
+    keys = {k: v for k, v in transformer_keys(names, prefix).items() if not k.startswith(_BESIDE_DIT)}
     if not any(k.startswith("transformer_blocks.") and ".audio_attn1." in k for k in keys):
         raise CheckpointError(f"{file.path}: a GGUF of another model family (no LTX-2 audio-video transformer "
                               f"blocks, e.g. {', '.join(names[:3])}); {FIX}")

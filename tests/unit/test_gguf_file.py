@@ -80,16 +80,18 @@ def test_a_gguf_transformer_keeps_its_blocks_and_runs_as_the_dequantised_model(t
     config = TransformerConfig.tiny(version)
     source = demo_transformer(config)
     path = tmp_path / "ltx-tiny.gguf"
-    types = write_gguf(path, source.state_dict(), quant, prefix=prefix)
+    beside = {"vae.decoder.conv_in.conv.bias": torch.randn(32), "text_embedding_projection.x.weight": torch.randn(8, 32)}
+    types = write_gguf(path, source.state_dict() | beside, quant, prefix=prefix)  # a bundle's other parts beside
     model = load_transformer(path, dtype=torch.float32)
     assert model.config == config  # inferred from the shapes and the key set (the file has no config)
     layers = quantised_modules(model)
-    blocky = {n[: -len(".weight")] for n, t in types.items() if t not in (T.F32, T.F16)}
+    blocky = {n[: -len(".weight")] for n, t in types.items() if t not in (T.F32, T.F16) and n not in beside}
     assert set(layers) == blocky and blocky and all(q.format is GGUF_FORMAT for q in layers.values())
     assert all(m.weight.dtype == torch.uint8 for m in model.modules() if isinstance(m, GGUFLinear))
     assert {m.kind.name for m in model.modules() if isinstance(m, GGUFLinear)} >= {quant.name}
     reference = demo_transformer(config)
-    reference.load_state_dict({k[len(prefix):]: v for k, v in _dequantised(path).items()})
+    weights = {k[len(prefix):]: v for k, v in _dequantised(path).items()}
+    reference.load_state_dict({k: v for k, v in weights.items() if k not in beside})
     inputs = demo_inputs(model, text_tokens=7)
     for got, want in zip(model(*inputs), reference(*inputs)):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
