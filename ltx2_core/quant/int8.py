@@ -25,7 +25,9 @@ from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.safetensors_file import SafetensorsFile
 from ltx2_core.quant import kitchen
 
-CONVROT_GROUPS = (16, 64, 256)  # ComfyUI's default is 256; powers of 4 (regular Hadamard matrices)
+# regular Hadamard sizes (powers of 4); ComfyUI's default is 256, and quantisers pick the largest that divides a
+# layer's inputs (musubi-tuner#1025), so a file may mix them
+CONVROT_GROUPS = (4, 16, 64, 256, 1024)
 
 
 @functools.cache
@@ -84,7 +86,7 @@ class Int8Format:
     def __init__(self, rows: bool, convrot: int = 0) -> None:
         self.rows, self.convrot = rows or bool(convrot), convrot
         self.label = f"int8 ConvRot/{convrot}" if convrot else "int8 rowwise" if rows else "int8 tensorwise"
-        self.loads = "ComfyUI's " + ("int8 ConvRot (groups of 16, 64 or 256)" if convrot else self.label) + \
+        self.loads = "ComfyUI's " + ("int8 ConvRot (groups of 4 to 1024)" if convrot else self.label) + \
             " through comfy-kitchen"
 
     def declares(self, conf: Mapping, scale_shape: tuple[int, ...] | None) -> bool:

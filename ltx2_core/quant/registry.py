@@ -68,7 +68,12 @@ def quantised_modules(model: nn.Module) -> dict[str, QuantModule]:
 
 
 def detect(file: SafetensorsFile) -> WeightFormat | None:
-    """The format a file's weights are stored in, from the header's dtypes alone (the formats recognised by dtype;
-    marked-only ones need the per-layer plan of `quant.files`); None: no quantised weight."""
+    """The format a file's weights are stored in, from the header alone: a format recognised by dtype, else (a file
+    with ComfyUI's per-layer markers or `_quantization_metadata`) the first marked-only transformer format of a stored
+    dtype; None: no quantised weight. What the memory plan counts; the per-layer plan is `quant.files`'."""
     dtypes = {entry.dtype for entry in file.tensors.values()}
-    return next((f for f in FORMATS if f.by_dtype and f.dtype in dtypes), None)
+    found = next((f for f in FORMATS if f.by_dtype and f.dtype in dtypes), None)
+    marked = "_quantization_metadata" in file.metadata or any(k.endswith(".comfy_quant") for k in file.tensors)
+    if found is None and marked:
+        found = next((f for f in FORMATS if not f.by_dtype and not f.weight_only and f.dtype in dtypes), None)
+    return found

@@ -21,12 +21,12 @@ from ltx2_core.quant.fp8 import FP8_FORMAT
 from ltx2_core.quant.int8 import INT8_CONVROT, INT8_ROWWISE, INT8_TENSORWISE
 from ltx2_core.quant.mxfp8 import MXFP8_FORMAT
 from ltx2_core.quant.nvfp4 import NVFP4_FORMAT
-from ltx2_core.quant.policy import BLOCK_LINEARS
+from ltx2_core.quant.policy import BLOCK_LINEARS, stores_quantised
 
 ck = pytest.importorskip("comfy_kitchen")
 eager = ck.backends.eager.quantization  # the reference: comfy-kitchen's portable kernels, called directly
 PREFIX = "model.diffusion_model."
-CONVROT16 = INT8_CONVROT[0]
+CONVROT16 = next(f for f in INT8_CONVROT if f.convrot == 16)
 
 
 def _quantise(fmt: str, w: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict, torch.Tensor]:
@@ -113,8 +113,9 @@ def test_a_lora_update_is_requantised_in_the_format(fmt):
 
 
 def test_other_int8_variants_are_refused_naming_them():
-    assert registry.declared({"format": "int8_tensorwise", "convrot": True, "convrot_groupsize": 1024}, (8, 1)) \
-        is None
+    assert registry.declared({"format": "int8_tensorwise", "convrot": True, "convrot_groupsize": 32}, (8, 1)) \
+        is None  # not a regular Hadamard size
+    assert registry.declared({"format": "int8_tensorwise", "params": {"convrot": True}}, (8, 1)).convrot == 256
     assert registry.declared({"format": "int8_tensorwise"}, (8, 1)) is INT8_ROWWISE
     assert registry.declared({"format": "int8_tensorwise"}, ()) is INT8_TENSORWISE
 
@@ -151,6 +152,7 @@ def _comfy_file(source, path, fmt: str, header: bool = False):
 def test_a_comfyui_quantised_transformer_loads_and_runs_as_its_dequantised_twin(tiny_checkpoints, tmp_path, fmt,
                                                                                  header):
     path, twin, layers = _comfy_file(tiny_checkpoints["2.0"], tmp_path / f"{fmt}.safetensors", fmt, header)
+    assert stores_quantised("auto", path)  # the memory plan counts the file's linears at a byte a weight
     model = load_transformer(path, dtype=torch.float32)
     found = {name: q.format for name, q in registry.quantised_modules(model).items()}
     assert set(found) == layers and set(found.values()) == {FORMATS[fmt]}
