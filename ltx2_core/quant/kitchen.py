@@ -18,6 +18,16 @@ try:
 except ImportError:  # an install without it: fp8/nvfp4 fall back to our own dequantisation
     ck = None
 
+
+def _cuda_major() -> int:
+    return int(str(torch.version.cuda).split(".")[0]) if torch.version.cuda else 0
+
+
+if ck is not None and _cuda_major() < 13:
+    # as ComfyUI's comfy/quant_ops.py does: comfy-kitchen's CUDA kernels are built for CUDA 13 (its Triton and
+    # eager backends still serve)
+    ck.registry.disable("cuda")
+
 OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what comfy-kitchen dequantises to
 
 

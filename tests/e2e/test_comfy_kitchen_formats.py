@@ -82,7 +82,7 @@ def test_a_transformer_quantised_by_comfyuis_own_quantiser_loads_and_runs_as_com
     comfyui, python = _comfyui()
     out, twin = tmp_path / f"{fmt}.safetensors", tmp_path / f"{fmt}-dequantised.safetensors"
     run = subprocess.run([str(python), "-c", QUANTISE, str(comfyui), fmt, str(tiny_checkpoints["2.0"]), str(out),
-                          str(twin)], capture_output=True, text=True, timeout=300, cwd=str(comfyui))
+                          str(twin)], capture_output=True, text=True, timeout=300, cwd=str(comfyui), check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     model = load_transformer(out, dtype=torch.float32)
     formats = {q.format.label for q in registry.quantised_modules(model).values()}

@@ -100,6 +100,22 @@ def test_the_int8_matmul_path_is_kitchens_int8_linear(fmt):
     assert (layer(x) - exact).abs().max() < 0.02 * exact.abs().max()
 
 
+@pytest.mark.parametrize("matmul", [False, True])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_no_forward_reads_a_tensor_on_the_host(fmt, matmul, monkeypatch):
+    """The sampler never waits on the device: no .item(), bool(), .tolist() or .numpy() of a tensor per call."""
+    gen = torch.Generator().manual_seed(3)
+    layer, _ = _layer(fmt, torch.randn(40, 64, generator=gen) * 0.05, torch.zeros(40), matmul=matmul)
+    x = torch.randn(2, 64, generator=gen)
+
+    def host_read(*args, **kwargs):
+        raise AssertionError("a host read in the forward")
+
+    for name in ("item", "__bool__", "tolist", "numpy", "__float__", "__int__"):
+        monkeypatch.setattr(torch.Tensor, name, host_read)
+    layer(x)
+
+
 @pytest.mark.parametrize("fmt", ["int8_tensorwise", "int8_rowwise", "mxfp8"])
 def test_a_lora_update_is_requantised_in_the_format(fmt):
     gen = torch.Generator().manual_seed(2)
