@@ -37,8 +37,8 @@ def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """q · scale in `dtype`: through comfy-kitchen (ComfyUI's kernels) where it covers `dtype`, else in fp32."""
-    if kitchen.covers(dtype):
+    """q · scale in `dtype` (multiplied in fp32): through comfy-kitchen (ComfyUI's kernels) where installed."""
+    if kitchen.available():
         return kitchen.dequantize_fp8(q, scale, dtype)
     return (q.float() * scale.float()).to(dtype)
 

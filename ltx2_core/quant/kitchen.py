@@ -28,7 +28,7 @@ if ck is not None and _cuda_major() < 13:
     # eager backends still serve)
     ck.registry.disable("cuda")
 
-OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what comfy-kitchen dequantises to
+OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what comfy-kitchen's int8_linear returns
 
 
 def available(function: str | None = None) -> bool:
@@ -36,11 +36,6 @@ def available(function: str | None = None) -> bool:
     if ck is None:
         return False
     return function is None or hasattr(ck, function) or hasattr(torch.ops.comfy_kitchen, function)
-
-
-def covers(dtype: torch.dtype) -> bool:
-    """Whether comfy-kitchen dequantises to `dtype` here (else the caller keeps its own code)."""
-    return ck is not None and dtype in OUT_DTYPES
 
 
 def require(label: str, function: str | None = None) -> None:
@@ -54,19 +49,22 @@ def require(label: str, function: str | None = None) -> None:
 
 
 def dequantize_fp8(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """fp8 (any shape) · per-tensor fp32 `scale` -> `dtype` (comfy-kitchen multiplies in `dtype`)."""
-    return ck.dequantize_per_tensor_fp8(q, scale.float(), output_type=dtype)
+    """fp8 (any shape) · per-tensor fp32 `scale` -> `dtype`, multiplied in fp32 then rounded once (comfy-kitchen
+    multiplies in its output dtype, which in bf16 would round the scale itself first)."""
+    return ck.dequantize_per_tensor_fp8(q, scale.float(), output_type=torch.float32).to(dtype)
 
 
 def dequantize_nvfp4(packed: torch.Tensor, block_scales: torch.Tensor, tensor_scale: torch.Tensor,
                      dtype: torch.dtype) -> torch.Tensor:
-    """uint8 (rows16, cols16/2) with swizzled fp8 block scales and an fp32 tensor scale -> (rows16, cols16)."""
-    return ck.dequantize_nvfp4(packed, tensor_scale.float(), block_scales, output_type=dtype)
+    """uint8 (rows16, cols16/2) with swizzled fp8 block scales and an fp32 tensor scale -> (rows16, cols16) in
+    `dtype`, computed in fp32 then rounded once."""
+    return ck.dequantize_nvfp4(packed, tensor_scale.float(), block_scales, output_type=torch.float32).to(dtype)
 
 
 def dequantize_mxfp8(q: torch.Tensor, block_scales: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """fp8 (rows32, cols32) with swizzled E8M0 block scales (one per 32 columns) -> (rows32, cols32) in `dtype`."""
-    return ck.dequantize_mxfp8(q, block_scales.view(torch.float8_e8m0fnu), output_type=dtype)
+    """fp8 (rows32, cols32) with swizzled E8M0 block scales (one per 32 columns) -> (rows32, cols32) in `dtype`,
+    computed in fp32 then rounded once."""
+    return ck.dequantize_mxfp8(q, block_scales.view(torch.float8_e8m0fnu), output_type=torch.float32).to(dtype)
 
 
 def dequantize_int8(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype, convrot: int = 0) -> torch.Tensor:

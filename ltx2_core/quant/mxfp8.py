@@ -58,9 +58,8 @@ class MXFP8Linear(nn.Linear):
                    device=linear.weight.device, dtype=None if bias is None else bias.dtype)
 
     def dequantized(self, dtype: torch.dtype) -> torch.Tensor:
-        w = kitchen.dequantize_mxfp8(self.weight, self.weight_scale, dtype if dtype in kitchen.OUT_DTYPES
-                                     else torch.float32)
-        return w[: self.out_features, : self.in_features].to(dtype)
+        return kitchen.dequantize_mxfp8(self.weight, self.weight_scale, dtype)[: self.out_features,
+                                                                               : self.in_features]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.to(x.dtype)

@@ -65,8 +65,8 @@ def unpack(weight: torch.Tensor) -> torch.Tensor:
 def dequantize_nvfp4(weight: torch.Tensor, block_scales: torch.Tensor, tensor_scale: torch.Tensor,
                      out_features: int, in_features: int, dtype: torch.dtype) -> torch.Tensor:
     """The stored (rows16, cols16/2) bytes -> the (out, in) weight in `dtype`: through comfy-kitchen (ComfyUI's
-    kernels) where it covers `dtype`, else with this module's own unpacking (the same values)."""
-    if kitchen.covers(dtype):
+    kernels) where installed, else with this module's own unpacking (the same values, both in fp32)."""
+    if kitchen.available():
         return kitchen.dequantize_nvfp4(weight, block_scales, tensor_scale, dtype)[:out_features, :in_features]
     codes = unpack(weight)  # (rows16, cols16)
     values = _e2m1(weight.device)[codes.long()]

@@ -178,3 +178,27 @@ def test_a_comfyui_quantised_transformer_loads_and_runs_as_its_dequantised_twin(
     inputs = demo_inputs(model, text_tokens=7)
     for got, want in zip(model(*inputs), reference(*inputs)):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_bf16_dequantisation_rounds_once_as_before():
+    """comfy-kitchen multiplies in its output dtype; asked for fp32 and rounded once, fp8 and nvfp4 keep this
+    package's values (a bf16 scale would bias a whole matrix by up to 0.4 %)."""
+    from ltx2_core.quant.fp8 import dequantize, quantize
+
+    w = torch.randn(40, 64, generator=torch.Generator().manual_seed(4)) * 0.05
+    q, scale = quantize(w)
+    assert torch.equal(dequantize(q, scale, torch.bfloat16), (q.float() * scale).to(torch.bfloat16))
+
+
+def test_without_comfy_kitchen_fp8_falls_back_and_int8_names_the_fix(monkeypatch):
+    from ltx2_core.errors import UnsupportedQuantizationError
+    from ltx2_core.quant import kitchen
+    from ltx2_core.quant.fp8 import dequantize, quantize
+
+    w = torch.randn(8, 16, generator=torch.Generator().manual_seed(5))
+    q, scale = quantize(w)
+    with_kitchen = dequantize(q, scale, torch.float32)
+    monkeypatch.setattr(kitchen, "ck", None)
+    torch.testing.assert_close(dequantize(q, scale, torch.float32), with_kitchen, atol=0, rtol=0)
+    with pytest.raises(UnsupportedQuantizationError, match="pip install"):
+        INT8_TENSORWISE.layer(nn.Linear(16, 8), {"weight_scale"})
