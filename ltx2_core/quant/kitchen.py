@@ -4,7 +4,8 @@ one elsewhere, so the formats here compute through the same code as ComfyUI.
 
 Without comfy-kitchen, fp8 and nvfp4 dequantise with this package's own code (`fp8.dequantize`,
 `nvfp4.dequantize_nvfp4`); the formats only comfy-kitchen computes (int8, MXFP8) are refused at load naming the fix
-(`require`). Every call here is device work only: no host read of a tensor (the sampler stays sync-free).
+(`require`). Every call here is device work only: no host read of a tensor (the sampler stays sync-free). Which
+backends comfy-kitchen may use is left to it (inside ComfyUI, to ComfyUI's settings).
 """
 
 from __future__ import annotations
@@ -17,16 +18,6 @@ try:
     import comfy_kitchen as ck
 except ImportError:  # an install without it: fp8/nvfp4 fall back to our own dequantisation
     ck = None
-
-
-def _cuda_major() -> int:
-    return int(str(torch.version.cuda).split(".")[0]) if torch.version.cuda else 0
-
-
-if ck is not None and _cuda_major() < 13:
-    # as ComfyUI's comfy/quant_ops.py does: comfy-kitchen's CUDA kernels are built for CUDA 13 (its Triton and
-    # eager backends still serve)
-    ck.registry.disable("cuda")
 
 OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what comfy-kitchen's int8_linear returns
 
