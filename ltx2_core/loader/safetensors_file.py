@@ -19,10 +19,10 @@ from typing import NamedTuple
 import torch
 from safetensors import safe_open
 
-from ltx2_core.errors import CheckpointError, CorruptCheckpointError, NotSafetensorsError, UnsupportedQuantizationError
+from ltx2_core.errors import CheckpointError, CorruptCheckpointError, NotSafetensorsError
 
 DTYPE_BYTES = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
     "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
 }
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
@@ -126,11 +126,6 @@ def _entry(path: Path, name: str, info: object, data_bytes: int) -> TensorEntry:
         dtype, shape, (start, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
     except (TypeError, KeyError, ValueError) as exc:
         raise CorruptCheckpointError(f"{path}: header entry {name!r} is malformed ({info!r})") from exc
-    if dtype == "F8_E8M0":  # a dtype this reader cannot size; the formats that load are listed by ltx2_core.quant
-        raise UnsupportedQuantizationError(
-            f"{path}: tensor {name!r} is F8_E8M0, the block scales of MXFP8: this package does not load MXFP8 "
-            "(F8_E8M0 block scales) files; its fp8 is float8_e4m3fn with per-tensor scales (the official *-fp8 "
-            "files, ComfyUI's fp8_scaled). Use the official bf16 or fp8 checkpoint instead")
     if dtype not in DTYPE_BYTES:
         raise CorruptCheckpointError(f"{path}: tensor {name!r} has unknown dtype {dtype!r}")
     if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):

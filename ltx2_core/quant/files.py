@@ -10,8 +10,10 @@ The layouts LTX-2 files come in:
 * fp8 weights without a scale (a plain cast): scale 1.
 
 A layer is in a format when it is marked so, or (formats recognised by dtype) when its weight has the format's dtype.
-Other formats (mxfp8, float8_e5m2, int8, nvfp4 outside text encoders) are refused naming the ones that load; GGUF
-files are not safetensors and are refused by the header check.
+ComfyUI's int8 (tensorwise, rowwise, ConvRot; all marked "int8_tensorwise", told apart by the scale's shape and the
+marker's "convrot") and mxfp8 layers are marked per layer and load through comfy-kitchen (`quant.int8`,
+`quant.mxfp8`). Other formats (float8_e5m2, unmarked int8, nvfp4 outside text encoders) are refused naming the ones
+that load; GGUF files are not safetensors and are refused by the header check.
 """
 
 from __future__ import annotations
@@ -68,9 +70,14 @@ def read_formats(file: SafetensorsFile, keys: Mapping[str, str], weight_only: bo
     for key in [k for k in keys if k.endswith(".comfy_quant")]:
         del keys[key]
     allowed = [f for f in registry.FORMATS if weight_only or not f.weight_only]
-    marked = {layer: fmt for layer, name in declared.items() for fmt in allowed if fmt.name == name}
+    marked = {}
+    for layer, conf in declared.items():
+        scale = keys.get(f"{layer}.weight_scale")
+        fmt = registry.declared(conf, None if scale is None else file.tensors[scale].shape, allowed)
+        if fmt is not None:
+            marked[layer] = fmt
     by_dtype = {fmt.dtype: fmt for fmt in reversed(allowed) if fmt.by_dtype}
-    refused = {layer: name for layer, name in declared.items() if layer not in marked}
+    refused = {layer: _described(conf) for layer, conf in declared.items() if layer not in marked}
     formats = {layer: fmt for layer, fmt in marked.items() if not fmt.by_dtype}  # planned as declared
     for key, file_key in keys.items():
         if not key.endswith(".weight"):
@@ -97,24 +104,37 @@ def read_formats(file: SafetensorsFile, keys: Mapping[str, str], weight_only: bo
     return StoredFormats(layers, keys)
 
 
-def _declared_formats(file: SafetensorsFile, keys: Mapping[str, str]) -> dict[str, str]:
-    """Layer -> format, from the `comfy_quant` tensors (read here: a few bytes each) and the header's metadata."""
+def _described(conf: Mapping) -> str:
+    """A declared format as the refusal names it, e.g. "int8_tensorwise (convrot)"."""
+    extra = [key for key in ("convrot",) if conf.get(key)]
+    return str(conf.get("format")) + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _declared_formats(file: SafetensorsFile, keys: Mapping[str, str]) -> dict[str, dict]:
+    """Layer -> its `comfy_quant` entry ({"format": ..., ...}), from the `comfy_quant` tensors (read here: a few
+    bytes each) and the header's metadata."""
     formats = {}
     header = file.metadata.get("_quantization_metadata")
     if header:
         try:
             layers = json.loads(header).get("layers", {})
-            formats |= {name.removeprefix("model.diffusion_model."): str(entry.get("format")) for name, entry in
+            formats |= {name.removeprefix("model.diffusion_model."): _entry(entry) for name, entry in
                         layers.items()}
         except (ValueError, AttributeError) as exc:
             raise UnsupportedQuantizationError(f"{file.path}: unreadable _quantization_metadata ({exc})")
     marked = {k: fk for k, fk in keys.items() if k.endswith(".comfy_quant")}
     for key, tensor in read_tensors(file, marked).items():
         try:
-            formats[key[: -len(".comfy_quant")]] = str(json.loads(tensor.numpy().tobytes()).get("format"))
+            formats[key[: -len(".comfy_quant")]] = _entry(json.loads(tensor.numpy().tobytes()))
         except (ValueError, AttributeError) as exc:
             raise UnsupportedQuantizationError(f"{file.path}: {marked[key]} is not the JSON ComfyUI writes ({exc})")
     return formats
+
+
+def _entry(entry: object) -> dict:
+    if not isinstance(entry, dict):
+        raise AttributeError(f"a layer entry is {type(entry).__name__}, not a JSON object")  # noqa: TRY004 (caught)
+    return entry
 
 
 def install_layers(model: nn.Module, stored: StoredFormats, path: object, *, matmul: bool | None = None

@@ -5,7 +5,9 @@ A format is one way a checkpoint stores a linear layer: `<layer>.weight` in the 
 it the format's scale tensors (`<layer>.weight_scale`, ...), declared per layer by ComfyUI's `comfy_quant` marker or
 the header's `_quantization_metadata` (under the format's `name`), or recognised by the weight's dtype alone. The
 formats this package loads are listed in `quant.registry.FORMATS`; a new one is one module implementing
-`WeightFormat` plus one line there.
+`WeightFormat` plus one line there. Formats sharing one declared name (ComfyUI's int8 variants, all
+"int8_tensorwise") also define `declares(conf, scale_shape) -> bool`: whether a layer marked with the JSON `conf`
+and a stored `weight_scale` of `scale_shape` is theirs (`registry.declared`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ layout of the official LTX-2 fp8 checkpoints and of ComfyUI's fp8_scaled files; 
 `FP8Linear` keeps its weight in fp8 (half the bytes of bf16). Its forward multiplies on fp8 tensor cores
 (`torch._scaled_mm`: the input quantised per tensor with the file's `input_scale`, or with amax/448 computed on the
 device, never read on the host) where the device has them (CUDA compute capability ≥ 8.9) and both matrix sides are
-multiples of 16; elsewhere (CPU, Ampere, odd shapes) it dequantises the weight for that one call. A LoRA is fused by
+multiples of 16; elsewhere (CPU, Ampere, odd shapes) it dequantises the weight for that one call (through comfy-kitchen,
+ComfyUI's kernel library, where installed: `quant.kitchen`). A LoRA is fused by
 dequantising, adding the update and quantising again with a fresh scale; under tensor parallelism a rank keeps its
 slice of the weight in fp8 and the per-tensor scales whole.
 """
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.loader.safetensors_file import SafetensorsFile
+from ltx2_core.quant import kitchen
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max  # 448
@@ -35,6 +37,9 @@ def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """q · scale in `dtype` (multiplied in fp32): through comfy-kitchen (ComfyUI's kernels) where installed."""
+    if kitchen.available():
+        return kitchen.dequantize_fp8(q, scale, dtype)
     return (q.float() * scale.float()).to(dtype)
 
 
@@ -130,7 +135,7 @@ class Fp8Format:
 
     def owns(self, module: nn.Module) -> bool:
         return isinstance(getattr(module, "weight", None), torch.Tensor) and module.weight.dtype == FP8 \
-            and getattr(module, "weight_scale", None) is not None
+            and getattr(module, "weight_scale", None) is not None and module.weight_scale.dim() == 0  # not MXFP8
 
     def dequantize(self, module: nn.Module, dtype: torch.dtype) -> torch.Tensor:
         return dequantize(module.weight, module.weight_scale, dtype)

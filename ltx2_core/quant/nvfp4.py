@@ -25,6 +25,7 @@ from torch import nn
 
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.safetensors_file import SafetensorsFile
+from ltx2_core.quant import kitchen
 
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 BLOCK = 16
@@ -63,6 +64,10 @@ def unpack(weight: torch.Tensor) -> torch.Tensor:
 
 def dequantize_nvfp4(weight: torch.Tensor, block_scales: torch.Tensor, tensor_scale: torch.Tensor,
                      out_features: int, in_features: int, dtype: torch.dtype) -> torch.Tensor:
+    """The stored (rows16, cols16/2) bytes -> the (out, in) weight in `dtype`: through comfy-kitchen (ComfyUI's
+    kernels) where installed, else with this module's own unpacking (the same values, both in fp32)."""
+    if kitchen.available():
+        return kitchen.dequantize_nvfp4(weight, block_scales, tensor_scale, dtype)[:out_features, :in_features]
     codes = unpack(weight)  # (rows16, cols16)
     values = _e2m1(weight.device)[codes.long()]
     rows, cols = codes.shape

@@ -7,6 +7,7 @@ here, which read `FORMATS` when called.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from torch import nn
@@ -15,9 +16,19 @@ from ltx2_core.loader.safetensors_file import SafetensorsFile
 from ltx2_core.quant.format import WeightFormat
 from ltx2_core.quant.fp8 import FP8_FORMAT
 from ltx2_core.quant.gguf import GGUF_FORMAT
+from ltx2_core.quant.int8 import INT8_CONVROT, INT8_ROWWISE, INT8_TENSORWISE
+from ltx2_core.quant.mxfp8 import MXFP8_FORMAT
 from ltx2_core.quant.nvfp4 import NVFP4_FORMAT
 
-FORMATS: tuple[WeightFormat, ...] = (FP8_FORMAT, NVFP4_FORMAT, GGUF_FORMAT)
+FORMATS: tuple[WeightFormat, ...] = (
+    FP8_FORMAT,
+    NVFP4_FORMAT,
+    INT8_TENSORWISE,
+    INT8_ROWWISE,
+    *INT8_CONVROT,  # one per Hadamard group size
+    MXFP8_FORMAT,
+    GGUF_FORMAT,
+)
 
 
 class QuantModule(NamedTuple):
@@ -29,12 +40,22 @@ class QuantModule(NamedTuple):
 
 def supported() -> str:
     """What loads, for the messages that refuse a file."""
-    return "bf16/fp16/fp32 checkpoints and " + ", and ".join(f.loads for f in FORMATS)
+    return "bf16/fp16/fp32 checkpoints and " + ", and ".join(dict.fromkeys(f.loads for f in FORMATS))
 
 
 def by_name(name: str) -> WeightFormat | None:
     """The format a file declares as `name` (comfy_quant / _quantization_metadata), None when none is loaded."""
     return next((f for f in FORMATS if f.name == name), None)
+
+
+def declared(conf: Mapping, scale_shape: tuple[int, ...] | None = None,
+             formats: Iterable[WeightFormat] | None = None) -> WeightFormat | None:
+    """The format of a layer a file marks with the `comfy_quant` entry `conf` (e.g. {"format": "int8_tensorwise",
+    "convrot": true}) and whose `weight_scale` has `scale_shape` (from the header; None: none stored): the first of
+    `formats` (default FORMATS) with that name whose optional `declares(conf, scale_shape)` agrees."""
+    name = str(conf.get("format"))
+    return next((f for f in (FORMATS if formats is None else formats) if f.name == name
+                 and getattr(f, "declares", lambda c, s: True)(conf, scale_shape)), None)
 
 
 def format_of(module: nn.Module) -> WeightFormat | None:
@@ -49,7 +70,12 @@ def quantised_modules(model: nn.Module) -> dict[str, QuantModule]:
 
 
 def detect(file: SafetensorsFile) -> WeightFormat | None:
-    """The format a file's weights are stored in, from the header's dtypes alone (the formats recognised by dtype;
-    marked-only ones need the per-layer plan of `quant.files`); None: no quantised weight."""
+    """The format a file's weights are stored in, from the header alone: a format recognised by dtype, else (a file
+    with ComfyUI's per-layer markers or `_quantization_metadata`) the first marked-only transformer format of a stored
+    dtype; None: no quantised weight. What the memory plan counts; the per-layer plan is `quant.files`'."""
     dtypes = {entry.dtype for entry in file.tensors.values()}
-    return next((f for f in FORMATS if f.by_dtype and f.dtype in dtypes), None)
+    found = next((f for f in FORMATS if f.by_dtype and f.dtype in dtypes), None)
+    marked = "_quantization_metadata" in file.metadata or any(k.endswith(".comfy_quant") for k in file.tensors)
+    if found is None and marked:
+        found = next((f for f in FORMATS if not f.by_dtype and not f.weight_only and f.dtype in dtypes), None)
+    return found

@@ -15,7 +15,6 @@ from ltx2_core import TransformerConfig, load_lora, load_transformer
 from ltx2_core.demo import demo_inputs, demo_transformer
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.lora import fuse_loras, fused_loras
-from ltx2_core.loader.safetensors_file import read_header
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.quant.fp8 import FP8, FP8Linear, dequantize, fp8_modules, quantize
 from ltx2_core.sampling import GuidanceParams, ltx2_sigmas
@@ -149,23 +148,6 @@ def test_formats_this_package_does_not_run_are_refused_naming_the_ones_it_does(t
     with pytest.raises(UnsupportedQuantizationError, match=message) as error:
         load_transformer(path)
     assert "float8_e4m3fn" in str(error.value) and "official" in str(error.value)
-
-
-def test_mxfp8_is_refused_from_the_header_naming_the_format_and_what_loads(fp8_files, tmp_path):
-    def to_mxfp8(tensors):  # e4m3 weights with one power-of-two F8_E8M0 scale per 32 inputs, as ComfyUI's mxfp8
-        for key in [k for k in tensors if k.endswith(".comfy_quant")]:
-            stem = key[: -len(".comfy_quant")]
-            weight = tensors[stem + ".weight"]
-            tensors[stem + ".weight_scale"] = torch.ones(weight.shape[0], max(1, weight.shape[1] // 32),
-                                                         dtype=torch.float8_e8m0fnu)
-            tensors[key] = torch.tensor(list(json.dumps({"format": "mxfp8"}).encode()), dtype=torch.uint8)
-
-    path = _rewrite(fp8_files["comfyui"], tmp_path / "mxfp8.safetensors", to_mxfp8)
-    with pytest.raises(UnsupportedQuantizationError, match=r"MXFP8 \(F8_E8M0 block scales\)") as error:
-        read_header(path)  # the first thing any load does
-    assert "float8_e4m3fn with per-tensor scales" in str(error.value) and "bf16" in str(error.value)
-    with pytest.raises(UnsupportedQuantizationError, match="MXFP8"):
-        load_transformer(path)
 
 
 def test_quantize_at_load_with_tensor_parallelism_is_refused_before_reading(tiny_checkpoints):

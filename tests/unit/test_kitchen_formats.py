@@ -1,0 +1,204 @@
+"""ComfyUI's quantised formats through comfy-kitchen: each format's layer keeps the quantised bytes and its output
+equals comfy-kitchen's eager reference (dequantise, then F.linear); a tiny transformer quantised the way ComfyUI's
+quantiser writes each format (comfy-kitchen's quantize functions, the `comfy_quant` / `_quantization_metadata`
+layout of comfy/ops.py and comfy/utils.py) loads through our loader and runs as its dequantised twin."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors import safe_open
+from safetensors.torch import save_file
+from torch import nn
+
+from ltx2_core import load_transformer
+from ltx2_core.demo import demo_inputs
+from ltx2_core.quant import registry
+from ltx2_core.quant.fp8 import FP8_FORMAT
+from ltx2_core.quant.int8 import INT8_CONVROT, INT8_ROWWISE, INT8_TENSORWISE
+from ltx2_core.quant.mxfp8 import MXFP8_FORMAT
+from ltx2_core.quant.nvfp4 import NVFP4_FORMAT
+from ltx2_core.quant.policy import BLOCK_LINEARS, stores_quantised
+
+ck = pytest.importorskip("comfy_kitchen")
+eager = ck.backends.eager.quantization  # the reference: comfy-kitchen's portable kernels, called directly
+PREFIX = "model.diffusion_model."
+CONVROT16 = next(f for f in INT8_CONVROT if f.convrot == 16)
+
+
+def _quantise(fmt: str, w: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict, torch.Tensor]:
+    """(the tensors beside nothing but `.weight` + scales, the comfy_quant entry, comfy-kitchen's eager dequantised
+    (out, in) fp32 weight) of `w` (out, in) as ComfyUI's quantiser stores format `fmt`."""
+    out, cols = w.shape
+    if fmt in ("int8_tensorwise", "int8_rowwise"):
+        q, s = (eager.quantize_int8_tensorwise if fmt == "int8_tensorwise" else eager.quantize_int8_rowwise)(w)
+        return {"weight": q, "weight_scale": s}, {"format": "int8_tensorwise"}, eager.dequantize_int8_simple(q, s)
+    if fmt == "int8_convrot":
+        q, s = eager.quantize_int8_convrot_weight(w, 16)
+        ref = eager.dequantize_int8_convrot_weight(q, s, 16)
+        return {"weight": q, "weight_scale": s}, {"format": "int8_tensorwise", "convrot": True,
+                                                  "convrot_groupsize": 16}, ref
+    if fmt == "mxfp8":
+        q, s = eager.quantize_mxfp8(w, pad_32x=out % 32 != 0 or cols % 32 != 0)
+        return {"weight": q, "weight_scale": s}, {"format": "mxfp8"}, \
+            eager.dequantize_mxfp8(q, s, torch.float32)[:out, :cols]
+    if fmt == "nvfp4":
+        ts = (w.abs().amax() / (6 * 448)).float()
+        q, s = eager.quantize_nvfp4(w, ts, pad_16x=True)
+        return {"weight": q, "weight_scale": s, "weight_scale_2": ts}, {"format": "nvfp4"}, \
+            eager.dequantize_nvfp4(q, ts, s, torch.float32)[:out, :cols]
+    scale = (w.abs().amax() / 448).float()
+    q = eager.quantize_per_tensor_fp8(w, scale)
+    return {"weight": q, "weight_scale": scale}, {"format": "float8_e4m3fn"}, \
+        eager.dequantize_per_tensor_fp8(q, scale, torch.float32)
+
+
+FORMATS = {"int8_tensorwise": INT8_TENSORWISE, "int8_rowwise": INT8_ROWWISE, "int8_convrot": CONVROT16,
+           "mxfp8": MXFP8_FORMAT, "nvfp4": NVFP4_FORMAT, "float8_e4m3fn": FP8_FORMAT}
+STORED = {"int8_tensorwise": torch.int8, "int8_rowwise": torch.int8, "int8_convrot": torch.int8,
+          "mxfp8": torch.float8_e4m3fn, "nvfp4": torch.uint8, "float8_e4m3fn": torch.float8_e4m3fn}
+
+
+def _layer(fmt: str, w: torch.Tensor, bias: torch.Tensor, matmul: bool | None = False):
+    tensors, conf, ref = _quantise(fmt, w)
+    shape = tuple(tensors["weight_scale"].shape)
+    assert registry.declared(conf, shape) is FORMATS[fmt]  # detected from the marker and the scale's shape
+    linear = nn.Linear(w.shape[1], w.shape[0])
+    layer = FORMATS[fmt].layer(linear, set(tensors) - {"weight"}, matmul)
+    layer.load_state_dict({**tensors, "bias": bias}, strict=True, assign=True)
+    return layer, ref
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_each_formats_layer_equals_kitchens_eager_reference(fmt):
+    gen = torch.Generator().manual_seed(0)
+    w, bias = torch.randn(40, 64, generator=gen) * 0.05, torch.randn(40, generator=gen)
+    layer, ref = _layer(fmt, w, bias)
+    assert layer.weight.dtype == STORED[fmt] and registry.format_of(layer) is FORMATS[fmt]
+    x = torch.randn(3, 5, 64, generator=gen)
+    # the same dequantisation (comfy-kitchen's, dispatched to its eager kernel on the CPU), one fp32 matmul
+    torch.testing.assert_close(layer(x), F.linear(x, ref, bias), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(FORMATS[fmt].dequantize(layer, torch.float32), ref, atol=0, rtol=0)
+    error = (ref - w).abs().max() / w.abs().max()  # a real quantisation of w (4-bit nvfp4 the coarsest), not a copy
+    assert 0 < error < 0.2
+
+
+@pytest.mark.parametrize("fmt", ["int8_tensorwise", "int8_rowwise", "int8_convrot"])
+def test_the_int8_matmul_path_is_kitchens_int8_linear(fmt):
+    """matmul=True (what CUDA devices pick): the activations quantised per row, int8 products, as ComfyUI runs."""
+    gen = torch.Generator().manual_seed(1)
+    w, bias = torch.randn(40, 64, generator=gen) * 0.05, torch.randn(40, generator=gen)
+    layer, ref = _layer(fmt, w, bias, matmul=True)
+    x = torch.randn(2, 7, 64, generator=gen)
+    convrot = {"convrot": True, "convrot_groupsize": 16} if fmt == "int8_convrot" else {}
+    want = eager.int8_linear(x, layer.weight, layer.weight_scale.float(), bias, torch.float32, **convrot)
+    torch.testing.assert_close(layer(x), want, atol=1e-6, rtol=1e-6)
+    exact = F.linear(x, ref, bias)  # within the activations' int8 rounding of the dequantised product
+    assert (layer(x) - exact).abs().max() < 0.02 * exact.abs().max()
+
+
+@pytest.mark.parametrize("matmul", [False, True])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_no_forward_reads_a_tensor_on_the_host(fmt, matmul, monkeypatch):
+    """The sampler never waits on the device: no .item(), bool(), .tolist() or .numpy() of a tensor per call."""
+    gen = torch.Generator().manual_seed(3)
+    layer, _ = _layer(fmt, torch.randn(40, 64, generator=gen) * 0.05, torch.zeros(40), matmul=matmul)
+    x = torch.randn(2, 64, generator=gen)
+
+    def host_read(*args, **kwargs):
+        raise AssertionError("a host read in the forward")
+
+    for name in ("item", "__bool__", "tolist", "numpy", "__float__", "__int__"):
+        monkeypatch.setattr(torch.Tensor, name, host_read)
+    layer(x)
+
+
+@pytest.mark.parametrize("fmt", ["int8_tensorwise", "int8_rowwise", "mxfp8"])
+def test_a_lora_update_is_requantised_in_the_format(fmt):
+    gen = torch.Generator().manual_seed(2)
+    w = torch.randn(40, 64, generator=gen) * 0.05
+    layer, ref = _layer(fmt, w, torch.zeros(40))
+    update = ref + 0.01 * torch.randn(40, 64, generator=gen)
+    FORMATS[fmt].fuse_(layer, update)
+    assert layer.weight.dtype == STORED[fmt]
+    got = FORMATS[fmt].dequantize(layer, torch.float32)
+    assert (got - update).abs().max() < 0.05 * update.abs().max()
+
+
+def test_other_int8_variants_are_refused_naming_them():
+    assert registry.declared({"format": "int8_tensorwise", "convrot": True, "convrot_groupsize": 32}, (8, 1)) \
+        is None  # not a regular Hadamard size
+    assert registry.declared({"format": "int8_tensorwise", "params": {"convrot": True}}, (8, 1)).convrot == 256
+    assert registry.declared({"format": "int8_tensorwise"}, (8, 1)) is INT8_ROWWISE
+    assert registry.declared({"format": "int8_tensorwise"}, ()) is INT8_TENSORWISE
+
+
+def _comfy_file(source, path, fmt: str, header: bool = False):
+    """`source` with the policy's block linears in `fmt` as ComfyUI writes them (each marked by a `comfy_quant`
+    uint8 JSON tensor, or with `header` by the `_quantization_metadata` header entry), and its dequantised twin."""
+    with safe_open(str(source), framework="pt") as f:
+        tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, dict(f.metadata())  # noqa: SIM118
+    twin, layers = dict(tensors), {}
+    stems = sorted(k[: -len(".weight")] for k in tensors if k.startswith(PREFIX + "transformer_blocks.")
+                   and k.endswith(".weight") and k[: -len(".weight")].endswith(BLOCK_LINEARS))
+    for stem in stems:
+        w = tensors[stem + ".weight"].float()
+        if fmt == "int8_convrot" and w.shape[1] % 16:
+            continue  # ComfyUI's quantiser leaves the layers a group does not divide in full precision
+        quantised, conf, ref = _quantise(fmt, w)
+        tensors |= {f"{stem}.{k}": v.contiguous() for k, v in quantised.items()}
+        twin[stem + ".weight"] = ref.contiguous().to(tensors[stem + ".bias"].dtype if stem + ".bias" in tensors else w.dtype)
+        layers[stem] = conf
+        if not header:
+            tensors[stem + ".comfy_quant"] = torch.tensor(list(json.dumps(conf).encode("utf-8")), dtype=torch.uint8)
+    if header:
+        metadata["_quantization_metadata"] = json.dumps({"format_version": "1.0", "layers": layers})
+    save_file(tensors, str(path), metadata=metadata)
+    save_file(twin, str(path.with_name("twin-" + path.name)),
+              metadata={k: v for k, v in metadata.items() if k != "_quantization_metadata"})
+    return path, path.with_name("twin-" + path.name), {s[len(PREFIX):] for s in layers}
+
+
+@pytest.mark.parametrize("fmt, header", [("int8_tensorwise", False), ("int8_rowwise", False),
+                                         ("int8_convrot", False), ("mxfp8", False), ("int8_tensorwise", True),
+                                         ("mxfp8", True)])
+def test_a_comfyui_quantised_transformer_loads_and_runs_as_its_dequantised_twin(tiny_checkpoints, tmp_path, fmt,
+                                                                                 header):
+    path, twin, layers = _comfy_file(tiny_checkpoints["2.0"], tmp_path / f"{fmt}.safetensors", fmt, header)
+    assert stores_quantised("auto", path)  # the memory plan counts the file's linears at a byte a weight
+    model = load_transformer(path, dtype=torch.float32)
+    found = {name: q.format for name, q in registry.quantised_modules(model).items()}
+    assert set(found) == layers and set(found.values()) == {FORMATS[fmt]}
+    assert all(m.weight.dtype == STORED[fmt] for m, _ in registry.quantised_modules(model).values())
+    reference = load_transformer(twin, dtype=torch.float32)
+    assert not registry.quantised_modules(reference)
+    inputs = demo_inputs(model, text_tokens=7)
+    for got, want in zip(model(*inputs), reference(*inputs)):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_bf16_dequantisation_rounds_once_as_before():
+    """comfy-kitchen multiplies in its output dtype; asked for fp32 and rounded once, fp8 and nvfp4 keep this
+    package's values (a bf16 scale would bias a whole matrix by up to 0.4 %)."""
+    from ltx2_core.quant.fp8 import dequantize, quantize
+
+    w = torch.randn(40, 64, generator=torch.Generator().manual_seed(4)) * 0.05
+    q, scale = quantize(w)
+    assert torch.equal(dequantize(q, scale, torch.bfloat16), (q.float() * scale).to(torch.bfloat16))
+
+
+def test_without_comfy_kitchen_fp8_falls_back_and_int8_names_the_fix(monkeypatch):
+    from ltx2_core.errors import UnsupportedQuantizationError
+    from ltx2_core.quant import kitchen
+    from ltx2_core.quant.fp8 import dequantize, quantize
+
+    w = torch.randn(8, 16, generator=torch.Generator().manual_seed(5))
+    q, scale = quantize(w)
+    with_kitchen = dequantize(q, scale, torch.float32)
+    monkeypatch.setattr(kitchen, "ck", None)
+    torch.testing.assert_close(dequantize(q, scale, torch.float32), with_kitchen, atol=0, rtol=0)
+    with pytest.raises(UnsupportedQuantizationError, match="pip install"):
+        INT8_TENSORWISE.layer(nn.Linear(16, 8), {"weight_scale"})
