@@ -23,7 +23,7 @@ ROOMS = (
     ("demo", ("demo",)),
     ("assembly", ("model_files", "parallel")),
     ("hosts", ("hosts", "runtime")),
-    ("entry points", ("__main__", "cli_values", "")),
+    ("entry points", ("__main__", "cli_args", "cli_values", "")),
 )
 
 

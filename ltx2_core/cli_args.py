@@ -1,0 +1,138 @@
+"""The command line's options (`python -m ltx2_core generate --help`): the parser alone, its values read by
+`cli_values`; `ltx2_core.__main__` turns them into a request and runs it."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from ltx2_core import cli_values as values
+from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF
+from ltx2_core.quant.policy import FP8_MODES
+from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
+from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, MODES
+from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m ltx2_core generate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--prompt", default="A cat walks along the beach at sunset while waves roll in.")
+    p.add_argument("--negative-prompt", help="default: the release's (LTX-2.5 adds five tags in front of "
+                   f"LTX-2's and 2.3's: {DEFAULT_NEGATIVE_PROMPT[:40]}…)")
+    p.add_argument("--mode", choices=MODES, default="one-stage")
+    p.add_argument("--width", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")
+    p.add_argument("--height", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")
+    p.add_argument("--frames", type=int, help="pixel frames, 8k+1 (default 121; demo 17)")
+    p.add_argument("--fps", type=float, help="frames per second (default 24; with --video: the file's)")
+    p.add_argument("--steps", type=int, help=f"stage-1 steps (default {RELEASED_STEPS}; distilled: 8)")
+    p.add_argument("--seed", type=int, default=0)
+    g = p.add_argument_group("guidance (default: the release's values; cfg/modality 1 and stg/rescale 0 switch off)")
+    for flag, help_text in (("cfg", "classifier-free guidance scale"), ("stg", "spatio-temporal guidance scale"),
+                            ("rescale", "rescale of the guided prediction (0..1)"),
+                            ("modality", "modality-isolation (a2v / v2a) guidance scale")):
+        g.add_argument(f"--{flag}", type=float, help=f"video {help_text}")
+        g.add_argument(f"--audio-{flag}", type=float, help=f"audio {help_text}")
+    g.add_argument("--stg-blocks", type=values.stg_blocks, help="video STG blocks, e.g. 29 or 28,29")
+    g.add_argument("--audio-stg-blocks", type=values.stg_blocks, help="audio STG blocks")
+    m = p.add_argument_group("model files (default: the tiny random-weight demo model)")
+    m.add_argument("--checkpoint", help="official LTX-2 / LTX-2.3 .safetensors (dev; distilled for --mode "
+                   "distilled); or LTX-2.5's transformer ltx-2.5-22b-{dev,distilled}-transformer-bf16.safetensors "
+                   "(with --text-encoder, --vae, --audio-vae); or a folder holding LTX-2.5's files (ComfyUI's models "
+                   "folder with diffusion_models/ text_encoders/ vae/ latent_upscale_models/ loras/, or one flat "
+                   "folder): each file found by its header, the flags below pick where it holds two")
+    m.add_argument("--text-encoder", help="Gemma 3 12B for LTX-2 / 2.3: gemma_3_12B_it*.safetensors or a Hugging "
+                   "Face folder; LTX-2.5: gemma4-12b-with-proj-ltx-2.5-bf16.safetensors")
+    m.add_argument("--vae", help="LTX-2.5's video VAE: ltx-2.5-video-vae-bf16.safetensors (the diffusion decoder, the "
+                   "release's default quality) or ltx-2.5-video-vae-conv-bf16.safetensors (the convolutional decoder: "
+                   "faster, less memory; its encoder also serves --image); with an LTX-2 / 2.3 checkpoint it replaces "
+                   "the bundled video VAE")
+    m.add_argument("--audio-vae", help="LTX-2.5's audio VAE and vocoder: ltx-2.5-audio-vae-bf16.safetensors; with an "
+                   "LTX-2 / 2.3 checkpoint it replaces the bundled ones")
+    m.add_argument("--upsampler", help="ltx-2-spatial-upscaler-x2-*.safetensors, LTX-2.5: ltx-2.5-latent-spatial-"
+                   "upscaler-x2-bf16-1.0.safetensors (two-stage, distilled)")
+    m.add_argument("--distilled-lora", help="ltx-2-*-distilled-lora-*.safetensors, LTX-2.5: ltx-2.5-22b-distilled-"
+                   "lora-450-bf16.safetensors (two-stage)")
+    m.add_argument("--lora", action="append", default=[], type=values.lora, metavar="PATH[:STRENGTH]",
+                   help="a LoRA to fuse (repeatable; strength default 1)")
+    m.add_argument("--version", choices=[v.value for v in RELEASES], default=DEFAULT_VERSION.value,
+                   help="structure of the demo model")
+    p.add_argument("--image", action="append", default=[], type=values.image, metavar="PATH[:FRAME[:STRENGTH[:CRF]]]",
+                   help="an image held at pixel frame FRAME (default 0: image-to-video; -1: the last frame; others "
+                        "are keyframes) with STRENGTH (default 1) after an H.264 round trip at CRF (default "
+                        f"{DEFAULT_IMAGE_CRF}, 0: none); repeatable")
+    p.add_argument("--audio", type=values.audio, metavar="PATH[:START[:STRENGTH]]",
+                   help="audio-to-video: the sound (any audio file, or a video file's sound track) from START seconds "
+                        "(default 0) for the clip's length, held with STRENGTH (default 1: exactly, as Lightricks' "
+                        "pipeline); the mp4 carries this sound, not a re-decoded copy")
+    p.add_argument("--video", metavar="PATH",
+                   help="sound for a silent video: width, height, frames and fps are taken from the file (sizes "
+                        "multiples of 32, 8k+1 ≥ 9 frames), its frames held while the sound is generated; --mode "
+                        "one-stage (guided) or distilled (8 steps, one stage)")
+    p.add_argument("--control", action="append", default=[], type=values.control, metavar=values.CONTROL_FORM,
+                   help="IC-LoRA control: a depth, pose or edge video (its first --frames frames) guiding the "
+                        "generation with STRENGTH (default 1: its tokens kept clean), through the IC-LoRA given with "
+                        "--lora (encoded at the size its reference_downscale_factor asks for; two-stage: in stage 1, "
+                        "the IC-LoRA fused for stage 1 only); ATTENTION (default 1) weighs the attention between the "
+                        "control and the video (0: none), times MASK, a grayscale video (black 0, white 1; its "
+                        "first --frames frames) of where the control applies; repeatable")
+    p.add_argument("--retake", type=values.span, metavar="PATH:START:END",
+                   help="regenerate [START, END) seconds of a video (its frames and its sound, if any) with the "
+                        "prompt and keep the rest: the clip is the file's (sizes multiples of 32, 8k+1 ≥ 9 frames); "
+                        "--mode one-stage (guided) or distilled (8 steps, one stage)")
+    p.add_argument("--keep-video", action="store_true", help="with --retake: keep the video whole (only the sound "
+                   "of the span is regenerated)")
+    p.add_argument("--keep-audio", action="store_true", help="with --retake: keep the sound whole (only the frames "
+                   "of the span are regenerated)")
+    p.add_argument("--replace-sound", action="store_true",
+                   help="with --video: accept a file that already has sound (the generated sound replaces it)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", choices=sorted(DTYPES), help="default: float32 demo / the file's dtype")
+    p.add_argument("--fp8", choices=FP8_MODES, default="auto",
+                   help="transformer weights: auto keeps an fp8 file in fp8 and a bf16 file in --dtype; quantize: a "
+                        "bf16 file's block linears to fp8 at load; dequantize: an fp8 file to --dtype")
+    p.add_argument("--memory", choices=("auto", "resident", "stream"), default="auto",
+                   help="auto: on CUDA (or with --memory-budget) plan what stays on the device from its free memory "
+                        "and what is held in RAM, streaming the transformer blocks that do not fit; stream: every "
+                        "block streamed (the least device memory); resident: everything on the device")
+    p.add_argument("--memory-budget", type=float, metavar="GB",
+                   help="plan for this much device memory instead of what is free (e.g. to leave room)")
+    p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
+    p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
+    p.add_argument("--passes-per-forward", type=values.positive_int,
+                   help="guidance passes per transformer forward (default: all 4 in one; 1 or 2 need less memory)")
+    d = p.add_argument_group("several GPUs: run under `torchrun --nproc-per-node N` with cfg-parallel·sp·tp = N")
+    d.add_argument("--cfg-parallel", type=values.positive_int, default=1,
+                   help="guidance passes spread over this many ranks (CFG-parallel; --cfg is the guidance scale)")
+    d.add_argument("--sp", type=values.positive_int, default=1,
+                   help="Ulysses sequence parallelism over the video tokens")
+    d.add_argument("--tp", type=values.positive_int, default=1, help="tensor parallelism (divides the weights)")
+    w = p.add_argument_group("long video: a clip longer than one window, as overlapping windows that continue each "
+                             "other (video and sound)")
+    w.add_argument("--duration", type=float, metavar="SECONDS",
+                   help="the clip's length (instead of --frames): the fewest 8k+1 frames lasting SECONDS at --fps; "
+                        "longer than one --window it is sampled window by window, each holding the previous one's "
+                        "last --overlap frames of video and sound, and decoded as one clip")
+    w.add_argument("--window", type=int, metavar="FRAMES",
+                   help=f"pixel frames per window, 8k+1 ≥ 17 (default {DEFAULT_WINDOW}: 5 s at 24 fps; the "
+                        "memory plan says how long a window the device allows)")
+    w.add_argument("--overlap", type=int, metavar="FRAMES",
+                   help=f"pixel frames neighbouring windows share, a multiple of 8 below the window by more than 8 "
+                        f"(default {DEFAULT_OVERLAP}: 1 s at 24 fps)")
+    w.add_argument("--window-prompt", action="append", default=[], metavar="TEXT",
+                   help="the prompt of the next window (repeatable, in order; the last repeats for the rest; "
+                        "default: --prompt for every window)")
+    p.add_argument("--audio-only", action="store_true",
+                   help="text to audio: the sound of --frames at --fps alone, no video (one-stage, one GPU); "
+                        "written as .wav (default ltx2_output.wav), .flac, .m4a or .mp4 by --output's suffix")
+    p.add_argument("--output", help="file to write: an mp4 (default ltx2_output.mp4); with --audio-only .wav, .flac, "
+                                    ".m4a or .mp4")
+    p.add_argument("--tensors", help="also write the decoded frames and waveform (float32) to this .safetensors")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = p.parse_args(argv)
+    if args.output is None:
+        args.output = "ltx2_output.wav" if args.audio_only else "ltx2_output.mp4"
+    return args
