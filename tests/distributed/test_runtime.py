@@ -388,7 +388,7 @@ def test_a_control_and_its_ic_lora_reach_the_workers_in_stage_one(tmp_path, layo
     tokens appended on every rank (sequence parallel splits them with the video's); the IC-LoRA, sent as its file,
     fused around stage 1 only (cut to the shards under tensor parallelism); both dropped before stage 2."""
     from ltx2_core.conditioning import ControlCondition
-    from unit.test_control import write_video
+    from support.control_video import write_video
 
     control = ControlCondition(str(write_video(tmp_path / "depth.mp4", width=128, height=128, frames=9)),
                                strength=0.9, downscale=2)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from support.model_files import write_lora
 from support.reference import import_ltx_pipelines
-from unit.test_control import FRAMES, SIZE, write_video
+from support.control_video import FRAMES, SIZE, write_video
 
 from ltx2_core.conditioning import ControlCondition, encode_control
 from ltx2_core.demo.models import demo_models
