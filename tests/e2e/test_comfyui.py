@@ -155,6 +155,16 @@ def test_an_fp8_checkpoint_runs_the_example_also_streamed_and_quantize_at_load_t
         assert list((tmp_path / name).glob("*.mp4"))
 
 
+def test_a_comfyui_int8_checkpoint_runs_the_example_resident_and_streamed(comfyui, tmp_path):
+    """ComfyUI's own int8 layout (comfy-kitchen's quantiser, `comfy_quant` markers) picked in the loader: its block
+    linears stay int8 and compute through comfy-kitchen, resident or with every block streamed."""
+    small = ["4.width=96", "4.height=64", "4.frames=9", "6.steps=2", f"1.ckpt_name={TINY['int8_checkpoint']}"]
+    for name, settings in (("int8", []), ("int8-streamed", ["1.memory=stream"])):
+        run = client(comfyui, "ltx2_t2v_one_stage", *small, *settings, out=tmp_path / name)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        assert list((tmp_path / name).glob("*.mp4"))
+
+
 @pytest.mark.parametrize("workflow", ["ltx2_t2v_one_stage", "ltx2_t2v_two_gpus"])
 def test_an_interrupt_stops_sampling_and_the_next_prompt_succeeds(comfyui, workflow, tmp_path):
     small = ["4.width=96", "4.height=64", "4.frames=9"]

@@ -5,13 +5,10 @@ layout of comfy/ops.py and comfy/utils.py) loads through our loader and runs as 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
-from safetensors.torch import save_file
+from support.comfy_quant import quantise, write_comfy_quantised
 from torch import nn
 
 from ltx2_core import load_transformer
@@ -21,39 +18,11 @@ from ltx2_core.quant.fp8 import FP8_FORMAT
 from ltx2_core.quant.int8 import INT8_CONVROT, INT8_ROWWISE, INT8_TENSORWISE
 from ltx2_core.quant.mxfp8 import MXFP8_FORMAT
 from ltx2_core.quant.nvfp4 import NVFP4_FORMAT
-from ltx2_core.quant.policy import BLOCK_LINEARS, stores_quantised
+from ltx2_core.quant.policy import stores_quantised
 
 ck = pytest.importorskip("comfy_kitchen")
 eager = ck.backends.eager.quantization  # the reference: comfy-kitchen's portable kernels, called directly
-PREFIX = "model.diffusion_model."
 CONVROT16 = next(f for f in INT8_CONVROT if f.convrot == 16)
-
-
-def _quantise(fmt: str, w: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict, torch.Tensor]:
-    """(the tensors beside nothing but `.weight` + scales, the comfy_quant entry, comfy-kitchen's eager dequantised
-    (out, in) fp32 weight) of `w` (out, in) as ComfyUI's quantiser stores format `fmt`."""
-    out, cols = w.shape
-    if fmt in ("int8_tensorwise", "int8_rowwise"):
-        q, s = (eager.quantize_int8_tensorwise if fmt == "int8_tensorwise" else eager.quantize_int8_rowwise)(w)
-        return {"weight": q, "weight_scale": s}, {"format": "int8_tensorwise"}, eager.dequantize_int8_simple(q, s)
-    if fmt == "int8_convrot":
-        q, s = eager.quantize_int8_convrot_weight(w, 16)
-        ref = eager.dequantize_int8_convrot_weight(q, s, 16)
-        return {"weight": q, "weight_scale": s}, {"format": "int8_tensorwise", "convrot": True,
-                                                  "convrot_groupsize": 16}, ref
-    if fmt == "mxfp8":
-        q, s = eager.quantize_mxfp8(w, pad_32x=out % 32 != 0 or cols % 32 != 0)
-        return {"weight": q, "weight_scale": s}, {"format": "mxfp8"}, \
-            eager.dequantize_mxfp8(q, s, torch.float32)[:out, :cols]
-    if fmt == "nvfp4":
-        ts = (w.abs().amax() / (6 * 448)).float()
-        q, s = eager.quantize_nvfp4(w, ts, pad_16x=True)
-        return {"weight": q, "weight_scale": s, "weight_scale_2": ts}, {"format": "nvfp4"}, \
-            eager.dequantize_nvfp4(q, ts, s, torch.float32)[:out, :cols]
-    scale = (w.abs().amax() / 448).float()
-    q = eager.quantize_per_tensor_fp8(w, scale)
-    return {"weight": q, "weight_scale": scale}, {"format": "float8_e4m3fn"}, \
-        eager.dequantize_per_tensor_fp8(q, scale, torch.float32)
 
 
 FORMATS = {"int8_tensorwise": INT8_TENSORWISE, "int8_rowwise": INT8_ROWWISE, "int8_convrot": CONVROT16,
@@ -63,7 +32,7 @@ STORED = {"int8_tensorwise": torch.int8, "int8_rowwise": torch.int8, "int8_convr
 
 
 def _layer(fmt: str, w: torch.Tensor, bias: torch.Tensor, matmul: bool | None = False):
-    tensors, conf, ref = _quantise(fmt, w)
+    tensors, conf, ref = quantise(fmt, w)
     shape = tuple(tensors["weight_scale"].shape)
     assert registry.declared(conf, shape) is FORMATS[fmt]  # detected from the marker and the scale's shape
     linear = nn.Linear(w.shape[1], w.shape[0])
@@ -136,38 +105,12 @@ def test_other_int8_variants_are_refused_naming_them():
     assert registry.declared({"format": "int8_tensorwise"}, ()) is INT8_TENSORWISE
 
 
-def _comfy_file(source, path, fmt: str, header: bool = False):
-    """`source` with the policy's block linears in `fmt` as ComfyUI writes them (each marked by a `comfy_quant`
-    uint8 JSON tensor, or with `header` by the `_quantization_metadata` header entry), and its dequantised twin."""
-    with safe_open(str(source), framework="pt") as f:
-        tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, dict(f.metadata())  # noqa: SIM118
-    twin, layers = dict(tensors), {}
-    stems = sorted(k[: -len(".weight")] for k in tensors if k.startswith(PREFIX + "transformer_blocks.")
-                   and k.endswith(".weight") and k[: -len(".weight")].endswith(BLOCK_LINEARS))
-    for stem in stems:
-        w = tensors[stem + ".weight"].float()
-        if fmt == "int8_convrot" and w.shape[1] % 16:
-            continue  # ComfyUI's quantiser leaves the layers a group does not divide in full precision
-        quantised, conf, ref = _quantise(fmt, w)
-        tensors |= {f"{stem}.{k}": v.contiguous() for k, v in quantised.items()}
-        twin[stem + ".weight"] = ref.contiguous().to(tensors[stem + ".bias"].dtype if stem + ".bias" in tensors else w.dtype)
-        layers[stem] = conf
-        if not header:
-            tensors[stem + ".comfy_quant"] = torch.tensor(list(json.dumps(conf).encode("utf-8")), dtype=torch.uint8)
-    if header:
-        metadata["_quantization_metadata"] = json.dumps({"format_version": "1.0", "layers": layers})
-    save_file(tensors, str(path), metadata=metadata)
-    save_file(twin, str(path.with_name("twin-" + path.name)),
-              metadata={k: v for k, v in metadata.items() if k != "_quantization_metadata"})
-    return path, path.with_name("twin-" + path.name), {s[len(PREFIX):] for s in layers}
-
-
 @pytest.mark.parametrize("fmt, header", [("int8_tensorwise", False), ("int8_rowwise", False),
                                          ("int8_convrot", False), ("mxfp8", False), ("int8_tensorwise", True),
                                          ("mxfp8", True)])
 def test_a_comfyui_quantised_transformer_loads_and_runs_as_its_dequantised_twin(tiny_checkpoints, tmp_path, fmt,
                                                                                  header):
-    path, twin, layers = _comfy_file(tiny_checkpoints["2.0"], tmp_path / f"{fmt}.safetensors", fmt, header)
+    path, twin, layers = write_comfy_quantised(tiny_checkpoints["2.0"], tmp_path / f"{fmt}.safetensors", fmt, header)
     assert stores_quantised("auto", path)  # the memory plan counts the file's linears at a byte a weight
     model = load_transformer(path, dtype=torch.float32)
     found = {name: q.format for name, q in registry.quantised_modules(model).items()}
