@@ -35,10 +35,13 @@ _QUANTISED_DTYPES = {"F8_E5M2": "float8_e5m2", "I8": "int8", "U8": "packed 4-bit
 
 
 class StoredLayer(NamedTuple):
-    """A quantised linear of a file: its format and which of the format's scales the file stores (suffixes)."""
+    """A quantised linear of a file: its format, which of the format's scales the file stores (suffixes), and
+    whether its marker asks for `full_precision_matrix_mult` (ComfyUI then dequantises rather than multiplying in the
+    format: comfy/ops.py)."""
 
     format: WeightFormat
     present: frozenset[str]
+    full_precision: bool = False
 
 
 class StoredFormats(NamedTuple):
@@ -100,7 +103,9 @@ def read_formats(file: SafetensorsFile, keys: Mapping[str, str], weight_only: bo
     if orphans:
         raise UnsupportedQuantizationError(f"{file.path}: {orphans[0]} scales a weight that is in no format this "
                                            f"package loads; it loads {registry.supported()}")
-    layers = {m: StoredLayer(f, frozenset(s for s in f.scales if f"{m}.{s}" in keys)) for m, f in formats.items()}
+    layers = {m: StoredLayer(f, frozenset(s for s in f.scales if f"{m}.{s}" in keys),
+                             bool(declared.get(m, {}).get("full_precision_matrix_mult", False)))
+              for m, f in formats.items()}
     return StoredFormats(layers, keys)
 
 
@@ -140,14 +145,16 @@ def _entry(entry: object) -> dict:
 def install_layers(model: nn.Module, stored: StoredFormats, path: object, *, matmul: bool | None = None
                    ) -> dict[str, tuple[int, ...]]:
     """On the meta model: each quantised linear of `stored` becomes its format's layer (`matmul` as
-    `WeightFormat.layer`'s); returns the state-dict shapes the file must match (without the scales it may omit)."""
+    `WeightFormat.layer`'s; None and a layer marked `full_precision_matrix_mult`: dequantised per call, as ComfyUI
+    runs it); returns the state-dict shapes the file must match (without the scales it may omit)."""
     modules = dict(model.named_modules())
     for name, layer in stored.layers.items():
         if type(modules.get(name)) is not nn.Linear:
             raise UnsupportedQuantizationError(
                 f"{path}: {name}.weight is {layer.format.name} but {name} is not a linear layer of the model; the "
                 f"file is not a supported {layer.format.label} file")
-        replace_module(model, name, layer.format.layer(modules[name], layer.present, matmul))
+        own = False if matmul is None and layer.full_precision else matmul
+        replace_module(model, name, layer.format.layer(modules[name], layer.present, own))
     omitted = set(default_scales(stored, "meta"))
     return {name: tuple(t.shape) for name, t in model.state_dict().items() if name not in omitted}
 

@@ -50,9 +50,11 @@ def quantise(fmt: str, w: torch.Tensor) -> tuple[dict[str, torch.Tensor], dict, 
         eager.dequantize_per_tensor_fp8(q, scale, torch.float32)
 
 
-def write_comfy_quantised(source: Path, path: Path, fmt: str, header: bool = False) -> tuple[Path, Path, set[str]]:
+def write_comfy_quantised(source: Path, path: Path, fmt: str, header: bool = False,
+                          full_precision: frozenset[str] = frozenset()) -> tuple[Path, Path, set[str]]:
     """`source` with the policy's block linears in `fmt` as ComfyUI writes them (each marked by a `comfy_quant`
-    uint8 JSON tensor, or with `header` by the `_quantization_metadata` header entry), and its dequantised twin."""
+    uint8 JSON tensor, or with `header` by the `_quantization_metadata` header entry), and its dequantised twin; the
+    layers named in `full_precision` (without the DiT's prefix) are marked `full_precision_matrix_mult`."""
     with safe_open(str(source), framework="pt") as f:
         tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, dict(f.metadata())  # noqa: SIM118
     twin, layers = dict(tensors), {}
@@ -63,6 +65,8 @@ def write_comfy_quantised(source: Path, path: Path, fmt: str, header: bool = Fal
         if fmt == "int8_convrot" and w.shape[1] % 16:
             continue  # ComfyUI's quantiser leaves the layers a group does not divide in full precision
         quantised, conf, ref = quantise(fmt, w)
+        if stem.removeprefix(PREFIX) in full_precision:
+            conf = {**conf, "full_precision_matrix_mult": True}
         tensors |= {f"{stem}.{k}": v.contiguous() for k, v in quantised.items()}
         twin[stem + ".weight"] = ref.contiguous().to(tensors[stem + ".bias"].dtype if stem + ".bias" in tensors else w.dtype)
         layers[stem] = conf

@@ -123,6 +123,19 @@ def test_a_comfyui_quantised_transformer_loads_and_runs_as_its_dequantised_twin(
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("header", [False, True])
+def test_a_layer_marked_full_precision_matrix_mult_is_dequantised_per_call(tiny_checkpoints, tmp_path, header):
+    """ComfyUI's `full_precision_matrix_mult` marker: that layer runs dequantised (never the int8 matmul), the
+    others pick by device; a forced choice still wins."""
+    marked = "transformer_blocks.0.attn1.to_q"
+    path, _, layers = write_comfy_quantised(tiny_checkpoints["2.0"], tmp_path / "int8.safetensors", "int8_tensorwise",
+                                            header, full_precision=frozenset({marked}))
+    modules = {name: m for name, (m, _) in registry.quantised_modules(load_transformer(path)).items()}
+    assert set(modules) == layers and marked in modules
+    assert modules[marked].matmul is False
+    assert all(m.matmul is None for name, m in modules.items() if name != marked)
+
+
 def test_bf16_dequantisation_rounds_once_as_before():
     """comfy-kitchen multiplies in its output dtype; asked for fp32 and rounded once, fp8 and nvfp4 keep this
     package's values (a bf16 scale would bias a whole matrix by up to 0.4 %)."""
