@@ -12,7 +12,7 @@ The layouts LTX-2 files come in:
 A layer is in a format when it is marked so, or (formats recognised by dtype) when its weight has the format's dtype.
 ComfyUI's int8 (tensorwise, rowwise, ConvRot; all marked "int8_tensorwise", told apart by the scale's shape and the
 marker's "convrot") and mxfp8 layers are marked per layer and load through comfy-kitchen (`quant.int8`,
-`quant.mxfp8`). Other formats (float8_e5m2, unmarked int8, nvfp4 outside text encoders) are refused naming the ones
+`quant.mxfp8`). Other formats (float8_e5m2, unmarked int8) are refused naming the ones
 that load; GGUF files are not safetensors and are refused by the header check.
 """
 

@@ -10,7 +10,10 @@ backends comfy-kitchen may use is left to it (inside ComfyUI, to ComfyUI's setti
 
 from __future__ import annotations
 
+import functools
+
 import torch
+import torch.nn.functional as F
 
 from ltx2_core.errors import UnsupportedQuantizationError
 
@@ -20,6 +23,14 @@ except ImportError:  # an install without it: fp8/nvfp4 fall back to our own deq
     ck = None
 
 OUT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what comfy-kitchen's int8_linear returns
+FP4_MAX, FP8_MAX = 6.0, 448.0  # the largest E2M1 and E4M3 values: an NVFP4 tensor scale is amax / (6 · 448)
+
+
+@functools.cache
+def blackwell(device: torch.device) -> bool:
+    """Whether `device` multiplies MXFP8 / NVFP4 on tensor cores (NVIDIA compute capability ≥ 10.0, as ComfyUI's
+    `supports_mxfp8_compute` / `supports_nvfp4_compute`)."""
+    return device.type == "cuda" and torch.version.hip is None and torch.cuda.get_device_capability(device) >= (10, 0)
 
 
 def available(function: str | None = None) -> bool:
@@ -87,3 +98,48 @@ def quantize_mxfp8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(fp8 (rows32, cols32), E8M0 swizzled block scales), padded with zeros to multiples of 32."""
     rows, cols = weight.shape
     return ck.quantize_mxfp8(weight.float(), pad_32x=rows % 32 != 0 or cols % 32 != 0)
+
+
+def _rows(x: torch.Tensor, cols: int) -> torch.Tensor:
+    """`x` (..., in) as (m, cols): its rows, the inputs zero-padded to the stored weight's padded width."""
+    a = x.reshape(-1, x.shape[-1])
+    return F.pad(a, (0, cols - a.shape[1])) if a.shape[1] != cols else a.contiguous()
+
+
+def _linear_out(y: torch.Tensor, x: torch.Tensor, out_features: int, bias: torch.Tensor | None) -> torch.Tensor:
+    y = y[: x.numel() // x.shape[-1], :out_features]  # the padded rows and outputs dropped
+    if bias is not None:
+        y = y + bias
+    return y.reshape(*x.shape[:-1], out_features)
+
+
+def mxfp8_linear(x: torch.Tensor, q: torch.Tensor, block_scales: torch.Tensor, bias: torch.Tensor | None,
+                 out_features: int) -> torch.Tensor:
+    """y = x Wᵀ + b on MXFP8 tensor cores: x quantised to MXFP8 on the device per call, then comfy-kitchen's
+    `scaled_mm_mxfp8` (ComfyUI's mxfp8 forward); `q` (rows32, cols32) and its swizzled E8M0 scales as stored."""
+    a = _rows(x, q.shape[1])
+    aq, a_scales = ck.quantize_mxfp8(a, pad_32x=a.shape[0] % 32 != 0)
+    y = ck.scaled_mm_mxfp8(aq, q, a_scales, block_scales.view(torch.float8_e8m0fnu), None, x.dtype)
+    return _linear_out(y, x, out_features, bias)
+
+
+def nvfp4_linear(x: torch.Tensor, packed: torch.Tensor, block_scales: torch.Tensor, tensor_scale: torch.Tensor,
+                 input_scale: torch.Tensor | None, bias: torch.Tensor | None, out_features: int) -> torch.Tensor:
+    """y = x Wᵀ + b on NVFP4 tensor cores: x quantised to NVFP4 per call with the layer's static `input_scale`, or
+    (None) amax / (6 · 448) computed on the device, as ComfyUI does; then comfy-kitchen's `scaled_mm_nvfp4`."""
+    a = _rows(x, packed.shape[1] * 2)
+    scale = input_scale.float() if input_scale is not None else \
+        (a.abs().amax().float() / (FP4_MAX * FP8_MAX)).clamp_min(torch.finfo(torch.float32).tiny)
+    aq, a_blocks = ck.quantize_nvfp4(a, scale, pad_16x=a.shape[0] % 16 != 0)
+    y = ck.scaled_mm_nvfp4(aq, packed, scale, tensor_scale.float(), a_blocks, block_scales, None, x.dtype)
+    return _linear_out(y, x, out_features, bias)
+
+
+def quantize_nvfp4(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(packed uint8 (rows16, cols16/2), swizzled fp8 block scales, fp32 tensor scale amax / (6 · 448)), padded
+    with zeros to multiples of 16, as ComfyUI's quantiser writes NVFP4."""
+    w = weight.float()
+    scale = (w.abs().amax() / (FP4_MAX * FP8_MAX)).clamp_min(torch.finfo(torch.float32).tiny)
+    rows, cols = w.shape
+    packed, blocks = ck.quantize_nvfp4(w, scale, pad_16x=rows % 16 != 0 or cols % 16 != 0)
+    return packed, blocks, scale

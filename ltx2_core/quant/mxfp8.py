@@ -6,9 +6,10 @@
 
 w[r, 32·b + k] = q[r, 32·b + k] · 2^(e[r, b] − 127).
 
-`MXFP8Linear` keeps the fp8 bytes; its forward dequantises through comfy-kitchen for that one call (MXFP8 tensor-core
-matmuls need compute capability ≥ 10.0 and are left for a later increment). A LoRA is fused by dequantise, add,
-quantise again; tensor parallelism is refused (the block scales are tiled).
+`MXFP8Linear` keeps the fp8 bytes. On a device with MXFP8 tensor cores (compute capability ≥ 10.0) its forward
+quantises the input to MXFP8 and multiplies there (`kitchen.mxfp8_linear`, ComfyUI's forward); elsewhere it
+dequantises through comfy-kitchen for that one call. A LoRA is fused by dequantise, add, quantise again; tensor
+parallelism is refused (the block scales are tiled).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class MXFP8Linear(nn.Linear):
         self.register_buffer("input_scale", torch.ones((), device=device) if input_scale else None)
         bias_param = nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False)
         self.register_parameter("bias", bias_param if bias else None)
+        self.matmul: bool | None = None  # None: by device (kitchen.blackwell); True / False forces it
 
     @classmethod
     def like(cls, linear: nn.Linear, input_scale: bool = False) -> MXFP8Linear:
@@ -63,6 +65,9 @@ class MXFP8Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.to(x.dtype)
+        use = self.matmul if self.matmul is not None else kitchen.blackwell(x.device)
+        if use and x.dtype in kitchen.OUT_DTYPES:
+            return kitchen.mxfp8_linear(x, self.weight, self.weight_scale, bias, self.out_features)
         return F.linear(x, self.dequantized(x.dtype), bias)
 
 
@@ -85,7 +90,9 @@ class Mxfp8Format:
 
     def layer(self, linear: nn.Linear, present: Collection[str], matmul: bool | None = None) -> MXFP8Linear:
         kitchen.require(self.label)
-        return MXFP8Linear.like(linear, "input_scale" in present)
+        layer = MXFP8Linear.like(linear, "input_scale" in present)
+        layer.matmul = matmul
+        return layer
 
     def owns(self, module: nn.Module) -> bool:
         return isinstance(module, MXFP8Linear)

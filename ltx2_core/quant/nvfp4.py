@@ -1,4 +1,4 @@
-"""NVFP4 weights as ComfyUI's fp4-mixed text encoders store them, run weight-only: dequantised one layer at a time.
+"""NVFP4 weights as ComfyUI's quantiser stores them (fp4-mixed text encoders and transformers).
 
 Per quantised linear (`comfy_quant` format "nvfp4"):
 * `weight`: uint8 (rows16, cols16 / 2), two E2M1 values per byte, the high nibble first; rows and columns padded
@@ -6,12 +6,15 @@ Per quantised linear (`comfy_quant` format "nvfp4"):
 * `weight_scale`: float8_e4m3fn block scales, one per 16 consecutive values of a row, stored in cuBLAS's blocked
   layout: (rows rounded up to 128, blocks per row rounded up to 4), each 128×4 tile as 512 bytes where row r and
   block column c of the tile sit at byte (r mod 32)·16 + (r div 32)·4 + c;
-* `weight_scale_2`: fp32, 0-d, per tensor;  `input_scale` (optional) is only used by fp4 matmuls, not here.
+* `weight_scale_2`: fp32, 0-d, per tensor;  `input_scale` (optional): the static scale of the input for fp4 matmuls.
 
 w[r, 16·b + k] = E2M1(nibble) · weight_scale_2 · weight_scale[r, b].
 
-`NVFP4_FORMAT` is its `WeightFormat`: weight-only (no fp4 matmul, no tensor-parallel split of the tiled block scales,
-no LoRA rule), so only text encoders load it.
+`NVFP4Linear` keeps the packed bytes. On a device with NVFP4 tensor cores (compute capability ≥ 10.0) its forward
+quantises the input to NVFP4 (with `input_scale`, or its amax) and multiplies there (`kitchen.nvfp4_linear`,
+ComfyUI's forward); elsewhere it dequantises for that one call. `NVFP4_FORMAT` is its `WeightFormat`: text encoders
+and transformers; a LoRA is fused by dequantise, add, quantise again with fresh scales (comfy-kitchen's quantiser);
+tensor parallelism is refused (the block scales are tiled).
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ class NVFP4Linear(nn.Linear):
         self.register_buffer("input_scale", torch.ones((), device=device) if input_scale else None)
         bias_param = nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False)
         self.register_parameter("bias", bias_param if bias else None)
+        self.matmul: bool | None = None  # None: by device (kitchen.blackwell); True / False forces it
 
     @classmethod
     def like(cls, linear: nn.Linear, input_scale: bool = False) -> NVFP4Linear:
@@ -103,14 +107,18 @@ class NVFP4Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.to(x.dtype)
+        use = self.matmul if self.matmul is not None else kitchen.available() and kitchen.blackwell(x.device)
+        if use and x.dtype in kitchen.OUT_DTYPES:
+            return kitchen.nvfp4_linear(x, self.weight, self.weight_scale, self.weight_scale_2, self.input_scale,
+                                        bias, self.out_features)
         return F.linear(x, self.dequantized(x.dtype), bias)
 
 
 class Nvfp4Format:
     """ComfyUI's NVFP4 as a `WeightFormat` (see `quant.format`); marked per layer only, as U8 also holds markers."""
 
-    name, label, dtype, by_dtype, weight_only = "nvfp4", "fp4-mixed", "U8", False, True
-    loads = "for text encoders also ComfyUI's nvfp4 (fp4_mixed)"
+    name, label, dtype, by_dtype, weight_only = "nvfp4", "NVFP4", "U8", False, False
+    loads = "ComfyUI's nvfp4 (fp4_mixed)"
     scales = ("weight_scale", "weight_scale_2", "input_scale")
 
     def rename(self, file: SafetensorsFile, keys: dict[str, str]) -> dict[str, str]:
@@ -120,7 +128,9 @@ class Nvfp4Format:
         return {}
 
     def layer(self, linear: nn.Linear, present: Collection[str], matmul: bool | None = None) -> NVFP4Linear:
-        return NVFP4Linear.like(linear, "input_scale" in present)  # always dequantised: no fp4 matmul here
+        layer = NVFP4Linear.like(linear, "input_scale" in present)
+        layer.matmul = matmul
+        return layer
 
     def owns(self, module: nn.Module) -> bool:
         return isinstance(module, NVFP4Linear)
@@ -136,7 +146,11 @@ class Nvfp4Format:
                                            "are tiled); load a bf16 or fp8 file for a tensor-parallel run")
 
     def fuse_(self, module: nn.Module, weight: torch.Tensor) -> None:
-        raise UnsupportedQuantizationError("a LoRA is not fused into nvfp4 weights; load a bf16 or fp8 file")
+        kitchen.require(self.label)
+        packed, blocks, scale = kitchen.quantize_nvfp4(weight)  # fresh scales: the update may widen them
+        module.weight.copy_(packed)
+        module.weight_scale.copy_(blocks)
+        module.weight_scale_2.copy_(scale)
 
 
 NVFP4_FORMAT = Nvfp4Format()

@@ -76,6 +76,7 @@ def detect(file: SafetensorsFile) -> WeightFormat | None:
     dtypes = {entry.dtype for entry in file.tensors.values()}
     found = next((f for f in FORMATS if f.by_dtype and f.dtype in dtypes), None)
     marked = "_quantization_metadata" in file.metadata or any(k.endswith(".comfy_quant") for k in file.tensors)
-    if found is None and marked:
-        found = next((f for f in FORMATS if not f.by_dtype and not f.weight_only and f.dtype in dtypes), None)
+    if found is None and marked:  # by the weights' dtype: markers and block scales may be U8 too
+        weights = {entry.dtype for name, entry in file.tensors.items() if name.endswith(".weight")}
+        found = next((f for f in FORMATS if not f.by_dtype and not f.weight_only and f.dtype in weights), None)
     return found

@@ -1,7 +1,7 @@
 """Our readers against ComfyUI's own quantiser: comfy_kitchen (ComfyUI's quantisation library, in the shared
 ComfyUI's Python) quantises a matrix the way ComfyUI writes fp4_mixed files, and our NVFP4 dequantisation must equal
 its; ComfyUI's `comfy.quant_ops` layouts quantise a tiny transformer's block linears to int8 (tensorwise, rowwise,
-ConvRot) and MXFP8 as ComfyUI saves them (`QuantizedTensor.state_dict` + the `comfy_quant` JSON of comfy/ops.py),
+ConvRot), MXFP8 and NVFP4 as ComfyUI saves them (`QuantizedTensor.state_dict` + the `comfy_quant` JSON of comfy/ops.py),
 and the file loads through our loader and runs as ComfyUI's own dequantisation of it."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ fmt, source, out, twin_out = sys.argv[2:6]
 LAYOUT = {"int8_tensorwise": ("TensorWiseINT8Layout", {}),
           "int8_rowwise": ("TensorWiseINT8Layout", {"per_channel": True}),
           "int8_convrot": ("TensorWiseINT8Layout", {"per_channel": True, "convrot": True, "convrot_groupsize": 16}),
-          "mxfp8": ("TensorCoreMXFP8Layout", {})}
+          "mxfp8": ("TensorCoreMXFP8Layout", {}), "nvfp4": ("TensorCoreNVFP4Layout", {})}
 LINEARS = (".to_q", ".to_k", ".to_v", ".to_out.0", "ff.net.0.proj", "ff.net.2")
 with safe_open(source, framework="pt") as f:
     tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
@@ -66,7 +66,7 @@ for key in [k for k in tensors if ".transformer_blocks." in k and k.endswith(".w
         continue
     qt = QuantizedTensor.from_float(tensors[key].float(), layout, **kwargs)
     tensors.update({k: v.contiguous() for k, v in qt.state_dict(key).items()})
-    conf = {"format": "mxfp8" if fmt == "mxfp8" else "int8_tensorwise"}
+    conf = {"format": fmt if fmt in ("mxfp8", "nvfp4") else "int8_tensorwise"}
     if fmt == "int8_convrot":  # as comfy/ops.py's _quantized_weight_state_dict writes it
         conf |= {"convrot": True, "convrot_groupsize": 16}
     tensors[stem + ".comfy_quant"] = torch.tensor(list(json.dumps(conf).encode("utf-8")), dtype=torch.uint8)
@@ -76,7 +76,7 @@ save_file(twin, twin_out, metadata=metadata)
 """
 
 
-@pytest.mark.parametrize("fmt", ["int8_tensorwise", "int8_rowwise", "int8_convrot", "mxfp8"])
+@pytest.mark.parametrize("fmt", ["int8_tensorwise", "int8_rowwise", "int8_convrot", "mxfp8", "nvfp4"])
 def test_a_transformer_quantised_by_comfyuis_own_quantiser_loads_and_runs_as_comfyuis_dequantisation(
         tiny_checkpoints, tmp_path, fmt):
     comfyui, python = _comfyui()
@@ -87,7 +87,7 @@ def test_a_transformer_quantised_by_comfyuis_own_quantiser_loads_and_runs_as_com
     model = load_transformer(out, dtype=torch.float32)
     formats = {q.format.label for q in registry.quantised_modules(model).values()}
     assert formats == {{"int8_tensorwise": "int8 tensorwise", "int8_rowwise": "int8 rowwise",
-                        "int8_convrot": "int8 ConvRot/16", "mxfp8": "MXFP8"}[fmt]}
+                        "int8_convrot": "int8 ConvRot/16", "mxfp8": "MXFP8", "nvfp4": "NVFP4"}[fmt]}
     reference = load_transformer(twin, dtype=torch.float32)
     inputs = demo_inputs(model, text_tokens=7)
     for got, want in zip(model(*inputs), reference(*inputs)):
