@@ -8,7 +8,10 @@ The whole file is checked before any weight changes. Targets on the text path (c
 reported and skipped, like the reference does; anything else unknown is an error.
 
 Fusion is exact up to one rounding of the sum to the weight's dtype (the reference adds a bf16 delta to a bf16
-weight). `fused_loras` restores the touched weights afterwards from copies kept on the CPU, bit for bit.
+weight). A quantised weight takes the LoRA by its format's rule: formats with `lora_per_call` (GGUF, int8, MXFP8,
+NVFP4) keep their bytes and carry the factors, added after dequantisation at each call (`quant.low_rank`; strength 0
+attaches nothing); fp8 is dequantised, updated and quantised again (as the reference). `fused_loras` restores the
+touched weights afterwards from copies kept on the CPU and detaches what it attached, bit for bit.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from torch import nn
 
 from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
-from ltx2_core.quant.registry import quantised_modules
+from ltx2_core.quant import low_rank
+from ltx2_core.quant.registry import QuantModule, quantised_modules
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +102,7 @@ def load_lora(path: str | os.PathLike) -> Lora:
 
 def check_lora(model: nn.Module, lora: Lora) -> dict[str, LoraPair]:
     """The pairs that apply to `model` after checking every target and shape; text-path targets are skipped."""
-    params = dict(model.named_parameters())
+    params, modules = dict(model.named_parameters()), dict(model.named_modules())
     applied, skipped, problems = {}, [], []
     for target, pair in lora.pairs.items():
         if target.startswith(TEXT_PATH):
@@ -107,10 +111,13 @@ def check_lora(model: nn.Module, lora: Lora) -> dict[str, LoraPair]:
         weight = params.get(target)
         if weight is None or weight.dim() != 2:
             problems.append(f"{target} is not a weight matrix of this model")
-        elif pair.down.dim() != 2 or pair.up.dim() != 2 or pair.up.shape[1] != pair.down.shape[0] or \
-                (pair.up.shape[0], pair.down.shape[1]) != tuple(weight.shape):
+            continue
+        layer = modules.get(target.rsplit(".", 1)[0])  # a quantised layer stores its (out, in) weight packed
+        shape = (layer.out_features, layer.in_features) if hasattr(layer, "in_features") else tuple(weight.shape)
+        if pair.down.dim() != 2 or pair.up.dim() != 2 or pair.up.shape[1] != pair.down.shape[0] or \
+                (pair.up.shape[0], pair.down.shape[1]) != shape:
             problems.append(f"{target}: up {list(pair.up.shape)} @ down {list(pair.down.shape)} does not give "
-                            f"{list(weight.shape)}")
+                            f"{list(shape)}")
         else:
             applied[target] = pair
     if problems:
@@ -138,7 +145,7 @@ def _deltas(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> dict[str, 
 def fuse_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> list[str]:
     """Adds every LoRA's update, times its strength, to the model's weights in place; returns the changed names.
     All files are checked first, so a bad one leaves the model untouched."""
-    return _fuse(model, _deltas(model, loras))
+    return _fuse(model, _deltas(model, loras), slot="lora")
 
 
 def _settle(model: nn.Module) -> None:
@@ -149,13 +156,40 @@ def _settle(model: nn.Module) -> None:
         streamer.settle()
 
 
-def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]]) -> list[str]:
-    """A quantised weight is dequantised, updated and stored back by its format's LoRA rule (fp8: quantised again
-    with a fresh scale)."""
+def _per_call(owner: QuantModule | None) -> bool:
+    return owner is not None and getattr(owner.format, "lora_per_call", False)
+
+
+def _compute_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype the model computes in: that of its first floating parameter wider than a byte (fp32 if none)."""
+    return next((p.dtype for p in model.parameters() if p.is_floating_point() and p.element_size() > 1),
+                torch.float32)
+
+
+def _attach(model: nn.Module, module: nn.Module, updates: list[tuple[LoraPair, float]], dtype: torch.dtype,
+            slot: str) -> None:
+    """The updates' factors beside a quantised layer (strength · scale folded into up; strength 0 attaches nothing),
+    on the device the layer computes on (a streamed block's: the streamer's, its weights resting on the host)."""
+    live = [(pair, strength) for pair, strength in updates if strength != 0]
+    if not live:
+        return
+    streamer = getattr(model, "block_streamer", None)
+    device = module.weight.device if streamer is None else streamer.device
+    down = torch.cat([pair.down for pair, _ in live])
+    up = torch.cat([pair.up * (strength * pair.scale) for pair, strength in live], dim=1)
+    low_rank.attach(module, down.to(device, dtype), up.to(device, dtype), slot)
+
+
+def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]], slot: str = "stage_lora") -> list[str]:
+    """A quantised weight takes the update by its format's LoRA rule: factors attached in `slot` (`lora_per_call`;
+    see `quant.low_rank.SLOTS`), or dequantised, updated and stored back (fp8: quantised again with a fresh scale)."""
     _settle(model)
-    params, quantised = dict(model.named_parameters()), quantised_modules(model)
+    params, quantised, dtype = dict(model.named_parameters()), quantised_modules(model), _compute_dtype(model)
     for target, updates in deltas.items():
         weight, owner = params[target], quantised.get(target.rsplit(".", 1)[0])
+        if _per_call(owner):
+            _attach(model, owner.module, updates, dtype, slot)
+            continue
         total = owner.format.dequantize(owner.module, torch.float32) if owner is not None else weight.float()
         for pair, strength in updates:
             total.addmm_(pair.up.to(weight.device), pair.down.to(weight.device), alpha=strength * pair.scale)
@@ -169,13 +203,18 @@ def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]]) -> 
 @contextlib.contextmanager
 def fused_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> Iterator[nn.Module]:
     """The model with the LoRAs fused for the duration of the block; the original weights (kept on the CPU) are
-    restored afterwards, also when the block fails."""
+    restored afterwards and the factors attached to quantised layers detached (back to what they carried before),
+    also when the block fails."""
     deltas = _deltas(model, loras)
     state = dict(model.named_parameters()) | dict(model.named_buffers())
     quantised = quantised_modules(model)  # fusing into a quantised weight also changes its scales
-    owners = [(t.rsplit(".", 1)[0], quantised.get(t.rsplit(".", 1)[0])) for t in deltas]
-    scales = [f"{name}.{scale}" for name, owner in owners if owner is not None for scale in owner.format.scales]
-    touched = [*deltas, *(name for name in scales if name in state)]
+    owners = {t: (t.rsplit(".", 1)[0], quantised.get(t.rsplit(".", 1)[0])) for t in deltas}
+    carried = {id(owner.module): (owner.module, low_rank.attached(owner.module))
+               for _, owner in owners.values() if _per_call(owner)}
+    fused = [t for t, (_, owner) in owners.items() if not _per_call(owner)]
+    scales = [f"{owners[t][0]}.{scale}" for t in fused if owners[t][1] is not None
+              for scale in owners[t][1].format.scales]
+    touched = [*fused, *(name for name in scales if name in state)]
     originals = {name: state[name].detach().to("cpu", copy=True) for name in touched}
     try:
         with torch.no_grad():
@@ -186,6 +225,8 @@ def fused_loras(model: nn.Module, loras: Sequence[tuple[Lora, float]]) -> Iterat
         with torch.no_grad():
             for name, original in originals.items():
                 state[name].copy_(original)
+        for module, factors in carried.values():
+            low_rank.set_attached(module, factors)
 
 
 DOWNSCALE_KEY = "reference_downscale_factor"  # an IC-LoRA's control video size: the generation's / this factor

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 
 from ltx2_core.model.transformer.config import TransformerConfig
-from ltx2_core.loader.gguf_file import is_gguf, load_gguf_transformer
+from ltx2_core.loader.gguf_file import gguf_transformer_config, is_gguf, load_gguf_transformer
 from ltx2_core.loader.checkpoint import check_tensors, transformer_config, transformer_keys
 from ltx2_core.loader.layouts import transformer_layout
 from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora, shard_lora
@@ -42,15 +42,16 @@ def load_transformer(
     `FP8Linear`, see `quant.files` for the layouts) and a bf16 file's in `dtype`; "quantize" also quantises a bf16
     file's block linears to fp8 (half the weight memory); "dequantize" turns a quantised file's weights into
     `dtype` (default bf16).
-    A `.gguf` path loads through `loader.gguf_file` (its block-type linears kept quantised).
+    A `.gguf` path loads through `loader.gguf_file` (its block-type linears kept quantised, `loras` attached beside
+    them and added per call: `quant.low_rank`).
     """
     check_mode(fp8)
     file_path = path.path if isinstance(path, Source) else path
     if is_gguf(file_path):
-        if loras or parallelize is not None or fp8 != "auto":
-            raise ValueError(f"{path}: a GGUF transformer loads without LoRAs, tensor parallelism or an fp8 mode "
-                             "(first increment); use the safetensors checkpoint for those")
-        return load_gguf_transformer(file_path, config, device=device, dtype=dtype)
+        if parallelize is not None or fp8 != "auto":
+            raise ValueError(f"{path}: a GGUF transformer loads without tensor parallelism or an fp8 mode; use the "
+                             "safetensors checkpoint for those")
+        return _load_gguf(file_path, config, device, dtype, loras)
     source = component_source(path, Component.TRANSFORMER)
     file = read_header(source.path)
     layout = transformer_layout(file, source.prefix)
@@ -72,3 +73,19 @@ def load_transformer(
     apply_mode(model, fp8, dtype)
     fuse_loras(model, [(shard_lora(lora, shards), strength) for lora, strength in loras])
     return model.eval()
+
+
+def _load_gguf(path: str | os.PathLike, config: TransformerConfig | None, device: torch.device | str,
+               dtype: torch.dtype | None, loras: Sequence[tuple[str | os.PathLike | Lora, float]]) -> LTX2Transformer:
+    """A GGUF transformer; its LoRAs checked against the meta model of the file's config before any weight is read,
+    then attached beside the quantised layers (`quant.low_rank`)."""
+    loras = [(lora if isinstance(lora, Lora) else load_lora(lora), strength) for lora, strength in loras]
+    if loras:
+        config = config or gguf_transformer_config(path)
+        with torch.device("meta"):
+            meta = LTX2Transformer(config)
+        for lora, _ in loras:
+            check_lora(meta, lora)
+    model = load_gguf_transformer(path, config, device=device, dtype=dtype)
+    fuse_loras(model, loras)
+    return model

@@ -30,7 +30,11 @@ class WeightFormat(Protocol):
     dtype: str  # the safetensors dtype of `<layer>.weight`, e.g. "F8_E4M3"
     by_dtype: bool  # a weight stored as `dtype` is this format without a marker (not so for U8: markers are U8 too)
     scales: tuple[str, ...]  # the tensors beside `<layer>.weight` (suffixes), read as stored and never cast
-    weight_only: bool  # runs only dequantised per call, without a TP split or a LoRA rule: text encoders only
+    weight_only: bool  # runs only dequantised per call, without a TP split: text encoders only
+    # LoRA rule: True, the LoRA's factors ride beside the stored bytes and are added after dequantisation at each call
+    # (`quant.low_rank`: attach / detach exact, nothing requantised); False, `fuse_` stores the updated weight (fp8,
+    # as the reference). A format without the attribute counts as False.
+    lora_per_call: bool
 
     def rename(self, file: SafetensorsFile, keys: dict[str, str]) -> dict[str, str]:
         """Model key -> file key with the format's bookkeeping keys dropped and older scale names mapped."""
@@ -63,8 +67,9 @@ class WeightFormat(Protocol):
         ...
 
     def fuse_(self, module: nn.Module, weight: torch.Tensor) -> None:
-        """LoRA: stores the updated (out, in) fp32 `weight` (dequantised weight + delta) into an owned module, in
-        place. Raises UnsupportedQuantizationError for a format without a LoRA rule."""
+        """LoRA, once per stage: stores the updated (out, in) fp32 `weight` (dequantised weight + delta) into an owned
+        module, in place (requantised). What `loader.lora` calls for formats without `lora_per_call`; raises
+        UnsupportedQuantizationError for a format that cannot requantise."""
         ...
 
 

@@ -111,7 +111,7 @@ class FP8Linear(nn.Linear):
 class Fp8Format:
     """float8_e4m3fn with per-tensor scales as a `WeightFormat` (see `quant.format`)."""
 
-    name, label, dtype, by_dtype, weight_only = "float8_e4m3fn", "fp8", "F8_E4M3", True, False
+    name, label, dtype, by_dtype, weight_only, lora_per_call = "float8_e4m3fn", "fp8", "F8_E4M3", True, False, False
     loads = "float8_e4m3fn with per-tensor scales (the official *-fp8 files, ComfyUI's fp8_scaled)"
     scales = ("weight_scale", "input_scale")
 

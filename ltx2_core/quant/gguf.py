@@ -3,8 +3,9 @@ dequantised on its device, in torch ops, at each call; `GGUF_FORMAT` is its `Wei
 
 The weight stays the file's bytes (`GGUFLinear.weight`: uint8 (out, bytes per row)), so streaming and offloading
 move the quantised bytes; the forward dequantises to the input's dtype without reading anything on the host (the
-type and shape are Python values). Files come from `loader.gguf_file`; LoRAs are not fused into GGUF layers yet and
-tensor parallelism does not cut them (both refused naming the safetensors checkpoint).
+type and shape are Python values). Files come from `loader.gguf_file`. A LoRA rides beside the blocks and is added
+after dequantisation at each call (`quant.low_rank`: the blocks are never requantised); tensor parallelism does not
+cut GGUF layers (refused naming the safetensors checkpoint).
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.safetensors_file import SafetensorsFile
+from ltx2_core.quant import low_rank
 from ltx2_core.quant.gguf_types import GgmlType, dequantize
 
 
@@ -35,6 +36,7 @@ class GGUFLinear(nn.Module):
                                                device=device), requires_grad=False)
         bias_param = nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False)
         self.register_parameter("bias", bias_param if bias else None)
+        low_rank.init_low_rank(self)
 
     @classmethod
     def like(cls, linear: nn.Linear, kind: GgmlType) -> GGUFLinear:
@@ -49,7 +51,7 @@ class GGUFLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.to(x.dtype)
-        return F.linear(x, self.dequantized(x.dtype), bias)
+        return low_rank.linear(self, x, self.dequantized(x.dtype), bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, type={self.kind.name}"
@@ -59,7 +61,7 @@ class GgufFormat:
     """ggml block types of GGUF files as a `WeightFormat` (see `quant.format`); its layers come from GGUF files
     only (`loader.gguf_file`), never from a safetensors header."""
 
-    name, label, dtype, by_dtype, weight_only = "gguf", "GGUF", "GGUF", False, False
+    name, label, dtype, by_dtype, weight_only, lora_per_call = "gguf", "GGUF", "GGUF", False, False, True
     loads = "GGUF transformer files (F16, BF16, Q8_0, Q6_K, Q5_K, Q5_0/1, Q4_K, Q4_0/1, Q3_K, Q2_K)"
     scales: tuple[str, ...] = ()  # inside the blocks
 
@@ -87,8 +89,8 @@ class GgufFormat:
                                            "one GPU, or use the bf16/fp8 safetensors checkpoint with parallel GPUs")
 
     def fuse_(self, module: nn.Module, weight: torch.Tensor) -> None:
-        raise UnsupportedQuantizationError("LoRAs are not fused into GGUF layers yet (the blocks would need "
-                                           "requantising); use the bf16 or fp8 safetensors checkpoint with LoRAs")
+        raise UnsupportedQuantizationError("GGUF blocks are not requantised: a LoRA rides beside a GGUF layer and is "
+                                           "added per call (loader.lora attaches it, quant.low_rank)")
 
 
 GGUF_FORMAT = GgufFormat()

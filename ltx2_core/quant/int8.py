@@ -7,8 +7,10 @@
 
 `Int8Linear` keeps the int8 bytes; its forward runs comfy-kitchen's `int8_linear` (the activations quantised per
 row on the device, int8 tensor cores: ComfyUI's forward) on CUDA devices of compute capability ≥ 7.5, elsewhere (or
-with `matmul=False`) dequantises through comfy-kitchen for that one call and multiplies in the input's dtype. A LoRA is
-fused by dequantise, add, quantise again (fresh scales); tensor parallelism is refused (left for a later increment).
+with `matmul=False`) dequantises through comfy-kitchen for that one call and multiplies in the input's dtype. A LoRA
+rides beside the int8 bytes and is added per call after the base product (`quant.low_rank`); `fuse_` (dequantise,
+add, quantise again with fresh scales) is the once-per-stage alternative bench/quant_lora.py measures. Tensor
+parallelism is refused (left for a later increment).
 """
 
 from __future__ import annotations
@@ -18,12 +20,11 @@ import math
 from collections.abc import Collection, Mapping
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.safetensors_file import SafetensorsFile
-from ltx2_core.quant import kitchen
+from ltx2_core.quant import kitchen, low_rank
 
 # regular Hadamard sizes (powers of 4); ComfyUI's default is 256, and quantisers pick the largest that divides a
 # layer's inputs (musubi-tuner#1025), so a file may mix them
@@ -51,6 +52,7 @@ class Int8Linear(nn.Linear):
         bias_param = nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False)
         self.register_parameter("bias", bias_param if bias else None)
         self.matmul: bool | None = None
+        low_rank.init_low_rank(self)
 
     @classmethod
     def like(cls, linear: nn.Linear, rows: bool = False, convrot: int = 0) -> Int8Linear:
@@ -65,8 +67,8 @@ class Int8Linear(nn.Linear):
         bias = None if self.bias is None else self.bias.to(x.dtype)
         use = self.matmul if self.matmul is not None else _int8_cores(x.device)
         if use and x.dtype in kitchen.OUT_DTYPES:
-            return kitchen.int8_linear(x, self.weight, self.weight_scale, bias, self.convrot)
-        return F.linear(x, self.dequantized(x.dtype), bias)
+            return low_rank.add(self, x, kitchen.int8_linear(x, self.weight, self.weight_scale, bias, self.convrot))
+        return low_rank.linear(self, x, self.dequantized(x.dtype), bias)
 
 
 def _convrot(conf: Mapping) -> int:
@@ -80,7 +82,7 @@ def _convrot(conf: Mapping) -> int:
 class Int8Format:
     """One int8 variant as a `WeightFormat` (see `quant.format`); marked per layer only (`comfy_quant`)."""
 
-    name, dtype, by_dtype, weight_only = "int8_tensorwise", "I8", False, False
+    name, dtype, by_dtype, weight_only, lora_per_call = "int8_tensorwise", "I8", False, False, True
     scales = ("weight_scale",)
 
     def __init__(self, rows: bool, convrot: int = 0) -> None:

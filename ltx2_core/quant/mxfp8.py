@@ -8,8 +8,9 @@ w[r, 32·b + k] = q[r, 32·b + k] · 2^(e[r, b] − 127).
 
 `MXFP8Linear` keeps the fp8 bytes. On a device with MXFP8 tensor cores (compute capability ≥ 10.0) its forward
 quantises the input to MXFP8 and multiplies there (`kitchen.mxfp8_linear`, ComfyUI's forward); elsewhere it
-dequantises through comfy-kitchen for that one call. A LoRA is fused by dequantise, add, quantise again; tensor
-parallelism is refused (the block scales are tiled).
+dequantises through comfy-kitchen for that one call. A LoRA rides beside the bytes and is added per call after
+the base product (`quant.low_rank`); `fuse_` (dequantise, add, quantise again) is the once-per-stage alternative
+bench/quant_lora.py measures. Tensor parallelism is refused (the block scales are tiled).
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.safetensors_file import SafetensorsFile
-from ltx2_core.quant import kitchen
+from ltx2_core.quant import kitchen, low_rank
 
 BLOCK = 32
 
@@ -52,6 +52,7 @@ class MXFP8Linear(nn.Linear):
         bias_param = nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False)
         self.register_parameter("bias", bias_param if bias else None)
         self.matmul: bool | None = None  # None: by device (kitchen.blackwell); True / False forces it
+        low_rank.init_low_rank(self)
 
     @classmethod
     def like(cls, linear: nn.Linear, input_scale: bool = False) -> MXFP8Linear:
@@ -67,15 +68,16 @@ class MXFP8Linear(nn.Linear):
         bias = None if self.bias is None else self.bias.to(x.dtype)
         use = self.matmul if self.matmul is not None else kitchen.blackwell(x.device)
         if use and x.dtype in kitchen.OUT_DTYPES:
-            return kitchen.mxfp8_linear(x, self.weight, self.weight_scale, bias, self.out_features)
-        return F.linear(x, self.dequantized(x.dtype), bias)
+            return low_rank.add(self, x, kitchen.mxfp8_linear(x, self.weight, self.weight_scale, bias,
+                                                              self.out_features))
+        return low_rank.linear(self, x, self.dequantized(x.dtype), bias)
 
 
 class Mxfp8Format:
     """ComfyUI's MXFP8 as a `WeightFormat` (see `quant.format`); marked per layer only (its weights are F8_E4M3,
     the dtype of plain fp8)."""
 
-    name, label, dtype, by_dtype, weight_only = "mxfp8", "MXFP8", "F8_E4M3", False, False
+    name, label, dtype, by_dtype, weight_only, lora_per_call = "mxfp8", "MXFP8", "F8_E4M3", False, False, True
     loads = "ComfyUI's mxfp8 (E8M0 block scales, through comfy-kitchen)"
     scales = ("weight_scale", "input_scale")
 

@@ -13,8 +13,9 @@ w[r, 16·b + k] = E2M1(nibble) · weight_scale_2 · weight_scale[r, b].
 `NVFP4Linear` keeps the packed bytes. On a device with NVFP4 tensor cores (compute capability ≥ 10.0) its forward
 quantises the input to NVFP4 (with `input_scale`, or its amax) and multiplies there (`kitchen.nvfp4_linear`,
 ComfyUI's forward); elsewhere it dequantises for that one call. `NVFP4_FORMAT` is its `WeightFormat`: text encoders
-and transformers; a LoRA is fused by dequantise, add, quantise again with fresh scales (comfy-kitchen's quantiser);
-tensor parallelism is refused (the block scales are tiled).
+and transformers; a LoRA rides beside the bytes and is added per call after the base product (`quant.low_rank`;
+`fuse_`, dequantise, add, quantise again with fresh scales, is the once-per-stage alternative bench/quant_lora.py
+measures); tensor parallelism is refused (the block scales are tiled).
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ import functools
 from collections.abc import Collection
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.errors import UnsupportedQuantizationError
 from ltx2_core.loader.safetensors_file import SafetensorsFile
-from ltx2_core.quant import kitchen
+from ltx2_core.quant import kitchen, low_rank
 
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 BLOCK = 16
@@ -94,6 +94,7 @@ class NVFP4Linear(nn.Linear):
         bias_param = nn.Parameter(torch.empty(out_features, dtype=dtype, device=device), requires_grad=False)
         self.register_parameter("bias", bias_param if bias else None)
         self.matmul: bool | None = None  # None: by device (kitchen.blackwell); True / False forces it
+        low_rank.init_low_rank(self)
 
     @classmethod
     def like(cls, linear: nn.Linear, input_scale: bool = False) -> NVFP4Linear:
@@ -109,15 +110,15 @@ class NVFP4Linear(nn.Linear):
         bias = None if self.bias is None else self.bias.to(x.dtype)
         use = self.matmul if self.matmul is not None else kitchen.available() and kitchen.blackwell(x.device)
         if use and x.dtype in kitchen.OUT_DTYPES:
-            return kitchen.nvfp4_linear(x, self.weight, self.weight_scale, self.weight_scale_2, self.input_scale,
-                                        bias, self.out_features)
-        return F.linear(x, self.dequantized(x.dtype), bias)
+            return low_rank.add(self, x, kitchen.nvfp4_linear(x, self.weight, self.weight_scale, self.weight_scale_2,
+                                                              self.input_scale, bias, self.out_features))
+        return low_rank.linear(self, x, self.dequantized(x.dtype), bias)
 
 
 class Nvfp4Format:
     """ComfyUI's NVFP4 as a `WeightFormat` (see `quant.format`); marked per layer only, as U8 also holds markers."""
 
-    name, label, dtype, by_dtype, weight_only = "nvfp4", "NVFP4", "U8", False, False
+    name, label, dtype, by_dtype, weight_only, lora_per_call = "nvfp4", "NVFP4", "U8", False, False, True
     loads = "ComfyUI's nvfp4 (fp4_mixed)"
     scales = ("weight_scale", "weight_scale_2", "input_scale")
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ltx2_core.loader.safetensors_file import read_header
-from ltx2_core.quant import registry
+from ltx2_core.quant import low_rank, registry
 from ltx2_core.quant.format import WeightFormat, replace_module
 from ltx2_core.quant.fp8 import FP8_FORMAT, FP8Linear
 
@@ -82,10 +82,10 @@ def quantize_blocks(model: nn.Module) -> int:
 @torch.no_grad()
 def dequantize_model(model: nn.Module, dtype: torch.dtype) -> int:
     """Every quantised layer back to an `nn.Linear` in `dtype` (a tensor-parallel shard keeps its module and loses
-    its scales), e.g. for a device without memory pressure."""
+    its scales), e.g. for a device without memory pressure; LoRA factors it carries are added to the weight."""
     modules = registry.quantised_modules(model)
     for name, (module, fmt) in modules.items():
-        weight = nn.Parameter(fmt.dequantize(module, dtype), requires_grad=False)
+        weight = nn.Parameter(low_rank.dense_weight(module, fmt.dequantize(module, dtype)), requires_grad=False)
         if not isinstance(module, nn.Linear):  # a row-parallel shard: dequantised in place
             module.weight = weight
             for scale in fmt.scales:

@@ -201,10 +201,45 @@ def test_what_a_gguf_does_not_do_yet_is_refused_naming_the_safetensors_checkpoin
 
     path = tmp_path / "ltx.gguf"
     write_gguf(path, demo_transformer(TransformerConfig.tiny("2.3")).state_dict(), T.Q8_0)
-    with pytest.raises(ValueError, match="without LoRAs, tensor parallelism or an fp8 mode"):
+    with pytest.raises(ValueError, match="without tensor parallelism or an fp8 mode"):
         load_transformer(path, fp8="dequantize")
     layer = next(m for m in load_transformer(path).modules() if isinstance(m, GGUFLinear))
-    for refused in (lambda: GGUF_FORMAT.fuse_(layer, torch.zeros(layer.out_features, layer.in_features)),
-                    lambda: GGUF_FORMAT.shard_scales(layer)):
-        with pytest.raises(UnsupportedQuantizationError, match="safetensors checkpoint"):
-            refused()
+    with pytest.raises(UnsupportedQuantizationError, match="safetensors checkpoint"):
+        GGUF_FORMAT.shard_scales(layer)
+    with pytest.raises(UnsupportedQuantizationError, match="added per call"):  # blocks are never requantised
+        GGUF_FORMAT.fuse_(layer, torch.zeros(layer.out_features, layer.in_features))
+
+
+def test_a_gguf_transformer_takes_loras_beside_its_blocks(tmp_path, monkeypatch):
+    """`load_transformer(gguf, loras=...)`: the LoRA is checked against the file's config before any weight is read,
+    attached beside the GGUF layers (their bytes as in the file; the file's F16 layers load plain and are fused) and
+    the forward equals the model of the
+    dequantised weights with the LoRA fused (fp32, 1e-5); a LoRA that does not fit is refused naming the file."""
+    from ltx2_core.demo import demo_lora
+    from ltx2_core.loader import transformer as transformer_loader
+    from ltx2_core.loader.lora import Lora, LoraError, LoraPair, fuse_loras
+    from ltx2_core.quant import low_rank
+
+    config = TransformerConfig.tiny("2.3")
+    source = demo_transformer(config)
+    path = tmp_path / "ltx.gguf"
+    write_gguf(path, source.state_dict(), T.Q8_0)
+    lora = demo_lora(source, seed=5)
+    plain = load_transformer(path, dtype=torch.float32)
+    model = load_transformer(path, dtype=torch.float32, loras=[(lora, 0.6)])
+    layers = quantised_modules(model)
+    targeted = {name for name in layers if name + ".weight" in lora.pairs}
+    assert targeted and all(low_rank.attached(layers[name].module, "lora") is not None for name in targeted)
+    stored, loaded = model.state_dict(), plain.state_dict()  # the quantised layers' bytes as in the file
+    assert all(torch.equal(stored[f"{name}.weight"], loaded[f"{name}.weight"]) for name in layers)
+    reference = demo_transformer(config)
+    reference.load_state_dict(_dequantised(path))
+    fuse_loras(reference, [(lora, 0.6)])
+    inputs = demo_inputs(model, text_tokens=7)
+    for got, want in zip(model(*inputs), reference(*inputs)):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    wrong = Lora("wrong", {"transformer_blocks.0.ff.net.2.weight": LoraPair(torch.zeros(2, 32), torch.zeros(16, 2),
+                                                                             1.0)})  # the layer has 64 inputs
+    monkeypatch.setattr(transformer_loader, "load_gguf_transformer", lambda *a, **k: pytest.fail("weights read"))
+    with pytest.raises(LoraError, match="does not fit this model"):
+        load_transformer(path, loras=[(wrong, 1.0)])
