@@ -215,3 +215,32 @@ def test_two_stages_distilled_lora_attaches_for_stage_two_only_on_a_quantised_mo
             for loras in ((), ((distilled, 0.0),), ((distilled, 1.0),))]
     assert torch.equal(runs[0].video, runs[1].video) and torch.equal(runs[0].audio, runs[1].audio)
     assert not torch.equal(runs[0].video, runs[2].video)
+
+
+def test_streamed_quantised_blocks_keep_a_loads_lora_and_take_a_stages():
+    """A load's LoRA attached before the blocks stream travels with its block; a stage's attaches beside it on the
+    streamer's device and detaches after: the streamed model computes what the resident one does (equal: the same
+    ops on the same values), before, during and after the stage."""
+    from copy import deepcopy
+
+    from ltx2_core.memory.streaming import stream_blocks
+
+    models = demo_models("2.3")
+    model = models.transformer
+    load, stage = demo_lora(model, seed=3), demo_lora(model, seed=4)
+    assert quantise_blocks(model, "int8_rowwise") > 0
+    fuse_loras(model, [(load, 0.5)])
+    streamed = deepcopy(model)
+    streamer = stream_blocks(streamed, "cpu", resident=1)
+    assert any(name.endswith(".lora_down") for name in streamer.blocks[0].names)  # streamed with its block
+    inputs = demo_inputs(model, text_tokens=7)
+    runs = []
+    for which in (model, streamed):
+        before = which(*inputs)
+        with fused_loras(which, [(stage, 0.8)]):
+            during = which(*inputs)
+        runs.append((before, during, which(*inputs)))
+    for got, want in zip(runs[1], runs[0]):
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert not torch.equal(runs[0][0][0], runs[0][1][0]) and all(
+        torch.equal(a, b) for a, b in zip(runs[0][0], runs[0][2]))
