@@ -125,26 +125,26 @@ def bench_width(n: int, ranks: tuple[int, ...], tokens: tuple[int, ...], repeats
     gen = torch.Generator().manual_seed(0)
     w = torch.randn(n, n, generator=gen) * 0.02
     calls, formats = [], []
-    t_mm = {t: median_ms(lambda x=torch.randn(t, n, generator=gen): F.linear(x, w), CPU, repeats, 1) for t in tokens}
+    rows = {t: torch.randn(t, n, generator=gen) for t in tokens}
+    t_mm = {t: median_ms(lambda x=x: F.linear(x, w), CPU, repeats, 1) for t, x in rows.items()}
     factors = {}
     for r in ranks:
         down, up = torch.randn(r, n, generator=gen) / n ** 0.5, torch.randn(n, r, generator=gen) / r ** 0.5
         factors[r] = (down, up)
-        t_wsum = median_ms(lambda: torch.addmm(w, up, down), CPU, repeats, 1)
-        for t in tokens:
-            x = torch.randn(t, n, generator=gen)
-            t_act = median_ms(lambda: F.linear(F.linear(x, down), up), CPU, repeats, 1)
+        t_wsum = median_ms(lambda d=down, u=up: torch.addmm(w, u, d), CPU, repeats, 1)
+        for t, x in rows.items():
+            t_act = median_ms(lambda x=x, d=down, u=up: F.linear(F.linear(x, d), u), CPU, repeats, 1)
             picks = "weight" if t * 2 * n > n * n else "activations"
             calls.append((n, r, t, t_mm[t], t_act, t_wsum, picks, 2 * r * 2 * n))
     for name, make in FORMATS.items():
         layer, requantise = make(w)
         stored = {k: v.clone() for k, v in layer.state_dict().items()}
         w_deq = layer.dequantized(torch.float32)
-        t_deq = median_ms(lambda: layer.dequantized(torch.float32), CPU, repeats, 1)
-        t_copy = median_ms(lambda: [t.to("cpu", copy=True) for t in stored.values()], CPU, repeats, 1) * 2
+        t_deq = median_ms(lambda m=layer: m.dequantized(torch.float32), CPU, repeats, 1)
+        t_copy = median_ms(lambda s=stored: [t.to("cpu", copy=True) for t in s.values()], CPU, repeats, 1) * 2
         row = {"name": name, "n": n, "bytes": _bytes(stored.values()), "t_deq": t_deq, "t_copy": t_copy}
         if requantise is not None:
-            row["t_requant"] = median_ms(lambda: requantise(w_deq), CPU, max(1, repeats // 2), 1)
+            row["t_requant"] = median_ms(lambda q=requantise, v=w_deq: q(v), CPU, max(1, repeats // 2), 1)
             row["exact0"] = _equal_bytes(requantise(w_deq), stored)
             down, up = factors[ranks[0]]
             base = up @ down

@@ -116,6 +116,22 @@ def test_a_quantised_layer_with_a_lora_equals_its_dequantised_weight_plus_the_de
     assert torch.equal(after, base) and low_rank.attached(layer) is None  # detached exactly
 
 
+@pytest.mark.parametrize("fmt", ["int8_tensorwise", "int8_rowwise", "int8_convrot"])
+def test_the_int8_matmul_path_adds_the_lora_to_its_product(fmt):
+    """matmul=True (int8 tensor cores, what CUDA devices pick): the base is comfy-kitchen's int8_linear, the LoRA's
+    product is added to it (fp32, 1e-6: the same two terms)."""
+    gen = torch.Generator().manual_seed(4)
+    layer = quantised_layer(nn.Linear(64, 48), fmt)
+    layer.matmul = True
+    x = torch.randn(2, 7, 64, generator=gen)
+    base = layer(x)
+    pair = LoraPair(torch.randn(4, 64, generator=gen) * 0.1, torch.randn(48, 4, generator=gen) * 0.1, 0.5)
+    model = nn.Sequential(layer)
+    with fused_loras(model, [(Lora("l", {"0.weight": pair}), 0.9)]):
+        torch.testing.assert_close(layer(x), base + 0.45 * (x @ pair.down.T) @ pair.up.T, atol=1e-6, rtol=1e-6)
+    assert torch.equal(layer(x), base)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_strength_zero_gives_exactly_the_base_output(fmt):
     """torch.equal: a strength-0 LoRA attaches nothing (the quantised bytes are never written), so the forward is
