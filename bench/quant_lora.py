@@ -39,6 +39,7 @@ from ltx2_core.quant.gguf import GGUFLinear  # noqa: E402
 from ltx2_core.quant.gguf_types import TYPES  # noqa: E402
 from ltx2_core.quant.int8 import INT8_CONVROT, INT8_ROWWISE, INT8_TENSORWISE  # noqa: E402
 from ltx2_core.quant.mxfp8 import MXFP8_FORMAT  # noqa: E402
+from ltx2_core.quant.nvfp4 import NVFP4_FORMAT  # noqa: E402
 from suite_measure import median_ms  # noqa: E402
 from support.gguf_blocks import random_blocks  # noqa: E402
 
@@ -73,12 +74,22 @@ def _kitchen(w: torch.Tensor, fmt) -> tuple[nn.Module, Requantise]:
         def quantise(weight):
             q, s = kitchen.quantize_mxfp8(weight)
             return {"weight": q, "weight_scale": s.view(torch.float8_e8m0fnu)}
-        layer = fmt.layer(linear, {"weight_scale"})
+        layer = fmt.layer(linear, {"weight_scale"}, matmul=False)
     else:
         def quantise(weight):
             q, s = kitchen.quantize_int8(weight, fmt.rows, fmt.convrot)
             return {"weight": q, "weight_scale": s.reshape(() if not fmt.rows else (-1, 1))}
         layer = fmt.layer(linear, {"weight_scale"}, matmul=False)
+    layer.load_state_dict(quantise(w), assign=True)
+    return layer, quantise
+
+
+def _nvfp4(w: torch.Tensor) -> tuple[nn.Module, Requantise]:
+    def quantise(weight):
+        packed, blocks, scale = kitchen.quantize_nvfp4(weight)
+        return {"weight": packed, "weight_scale": blocks, "weight_scale_2": scale}
+    layer = NVFP4_FORMAT.layer(nn.Linear(w.shape[1], w.shape[0], bias=False), {"weight_scale", "weight_scale_2"},
+                               matmul=False)
     layer.load_state_dict(quantise(w), assign=True)
     return layer, quantise
 
@@ -101,6 +112,7 @@ FORMATS: dict[str, Callable[[torch.Tensor], tuple[nn.Module, Requantise | None]]
     "int8 rowwise": lambda w: _kitchen(w, INT8_ROWWISE),
     "int8 ConvRot/256": lambda w: _kitchen(w, CONVROT256),
     "MXFP8": lambda w: _kitchen(w, MXFP8_FORMAT),
+    "NVFP4": _nvfp4,
     "fp8 (fused today)": _fp8,
 }
 

@@ -46,14 +46,13 @@ def quantised_layer(linear: nn.Linear, fmt: str) -> nn.Module:
         layer.load_state_dict({"weight": data.reshape(w.shape[0], -1).contiguous(), **bias}, assign=True)
         return layer
     if fmt == "nvfp4":
-        scale = (w.abs().amax() / (6 * 448)).float()
-        q, s = kitchen.ck.quantize_nvfp4(w, scale, pad_16x=True)
-        layer = NVFP4_FORMAT.layer(linear, {"weight_scale", "weight_scale_2"})
+        q, s, scale = kitchen.quantize_nvfp4(w)
+        layer = NVFP4_FORMAT.layer(linear, {"weight_scale", "weight_scale_2"}, matmul=False)
         layer.load_state_dict({"weight": q, "weight_scale": s, "weight_scale_2": scale, **bias}, assign=True)
         return layer
     if fmt == "mxfp8":
         q, s = kitchen.quantize_mxfp8(w)
-        layer = MXFP8_FORMAT.layer(linear, {"weight_scale"})
+        layer = MXFP8_FORMAT.layer(linear, {"weight_scale"}, matmul=False)
         layer.load_state_dict({"weight": q, "weight_scale": s.view(torch.float8_e8m0fnu), **bias}, assign=True)
         return layer
     int8 = {"int8_tensorwise": INT8_TENSORWISE, "int8_rowwise": INT8_ROWWISE, "int8_convrot": CONVROT16}[fmt]
@@ -130,6 +129,28 @@ def test_the_int8_matmul_path_adds_the_lora_to_its_product(fmt):
     with fused_loras(model, [(Lora("l", {"0.weight": pair}), 0.9)]):
         torch.testing.assert_close(layer(x), base + 0.45 * (x @ pair.down.T) @ pair.up.T, atol=1e-6, rtol=1e-6)
     assert torch.equal(layer(x), base)
+
+
+@pytest.mark.parametrize("fmt, product", [("mxfp8", "mxfp8_linear"), ("nvfp4", "nvfp4_linear")])
+def test_the_mxfp8_and_nvfp4_tensor_core_paths_add_the_lora_to_their_product(fmt, product, monkeypatch):
+    """matmul=True (compute capability ≥ 10): the LoRA's product is added to the scaled-matmul result (the CPU has
+    no swizzled scaled matmul: the product is stood in for by the dequantised one, as test_kitchen_formats does)."""
+    gen = torch.Generator().manual_seed(5)
+    layer = quantised_layer(nn.Linear(64, 48), fmt)
+    layer.matmul = True
+    called = []
+
+    def stand_in(x, *args):
+        called.append(product)
+        return torch.nn.functional.linear(x, layer.dequantized(x.dtype), layer.bias)
+
+    monkeypatch.setattr(kitchen, product, stand_in)
+    x = torch.randn(2, 7, 64, generator=gen)
+    base = layer(x)
+    pair = LoraPair(torch.randn(4, 64, generator=gen) * 0.1, torch.randn(48, 4, generator=gen) * 0.1, 0.5)
+    with fused_loras(nn.Sequential(layer), [(Lora("l", {"0.weight": pair}), 0.9)]):
+        torch.testing.assert_close(layer(x), base + 0.45 * (x @ pair.down.T) @ pair.up.T, atol=1e-6, rtol=1e-6)
+    assert torch.equal(layer(x), base) and called == [product] * 3
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
