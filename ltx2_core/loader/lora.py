@@ -168,15 +168,12 @@ def _compute_dtype(model: nn.Module) -> torch.dtype:
 
 def _attach(model: nn.Module, module: nn.Module, updates: list[tuple[LoraPair, float]], dtype: torch.dtype,
             slot: str) -> None:
-    """The updates' factors beside a quantised layer (strength · scale folded into up; strength 0 attaches nothing),
-    on the device the layer computes on (a streamed block's: the streamer's, its weights resting on the host)."""
-    live = [(pair, strength) for pair, strength in updates if strength != 0]
-    if not live:
-        return
+    """The updates' factors beside a quantised layer (strength · scale folded into up), on the device the layer
+    computes on (a streamed block's: the streamer's, its weights resting on the host)."""
     streamer = getattr(model, "block_streamer", None)
     device = module.weight.device if streamer is None else streamer.device
-    down = torch.cat([pair.down for pair, _ in live])
-    up = torch.cat([pair.up * (strength * pair.scale) for pair, strength in live], dim=1)
+    down = torch.cat([pair.down for pair, _ in updates])
+    up = torch.cat([pair.up * (strength * pair.scale) for pair, strength in updates], dim=1)
     low_rank.attach(module, down.to(device, dtype), up.to(device, dtype), slot)
 
 
@@ -186,6 +183,9 @@ def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]], slo
     _settle(model)
     params, quantised, dtype = dict(model.named_parameters()), quantised_modules(model), _compute_dtype(model)
     for target, updates in deltas.items():
+        updates = [(pair, strength) for pair, strength in updates if strength != 0]
+        if not updates:  # strength 0 touches nothing (fp8 would otherwise be requantised): exactly the base weights
+            continue
         weight, owner = params[target], quantised.get(target.rsplit(".", 1)[0])
         if _per_call(owner):
             _attach(model, owner.module, updates, dtype, slot)
@@ -197,7 +197,7 @@ def _fuse(model: nn.Module, deltas: dict[str, list[tuple[LoraPair, float]]], slo
             owner.format.fuse_(owner.module, total)
         else:
             weight.copy_(total)
-    return sorted(deltas)
+    return sorted(t for t, updates in deltas.items() if any(strength != 0 for _, strength in updates))
 
 
 @contextlib.contextmanager

@@ -174,6 +174,25 @@ def test_strength_zero_gives_exactly_the_base_output(fmt):
     assert torch.equal(model(x), loaded)  # the stage's detached, the load's kept
 
 
+def test_strength_zero_leaves_fp8_and_plain_weights_untouched():
+    """fp8 keeps the reference's requantising fusion, yet strength 0 is exactly the base (torch.equal): an update
+    of strength 0 is dropped before any weight is touched, so nothing is requantised."""
+    from ltx2_core.quant.fp8 import FP8Linear
+
+    gen = torch.Generator().manual_seed(6)
+    model = nn.Sequential(FP8Linear.from_linear(nn.Linear(64, 32)), nn.Linear(32, 16))
+    x = torch.randn(3, 64, generator=gen)
+    pairs = {"0.weight": LoraPair(torch.randn(2, 64, generator=gen), torch.randn(32, 2, generator=gen), 1.0),
+             "1.weight": LoraPair(torch.randn(2, 32, generator=gen), torch.randn(16, 2, generator=gen), 1.0)}
+    base, state = model(x), {k: v.clone() for k, v in model.state_dict().items()}
+    with fused_loras(model, [(Lora("zero", pairs), 0.0)]):
+        assert torch.equal(model(x), base)
+        assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    with fused_loras(model, [(Lora("one", pairs), 1.0)]):
+        assert not torch.equal(model(x), base)
+    assert torch.equal(model(x), base)
+
+
 def test_folding_a_quantised_layer_keeps_its_lora():
     """`dequantize_model` turns a layer with attached factors into the plain layer of weight + delta."""
     gen = torch.Generator().manual_seed(2)
