@@ -2,13 +2,14 @@
 backend (the "kitchen" mode forced on the CPU): each op, and whole tiny forwards of 2.0 (split and interleaved RoPE),
 2.3 and 2.5; with no host sync; "auto" on the CPU keeps ours.
 
-Tolerances: fp32 1e-5 (the same math, summed in another order); bf16 2 ulps of the output's scale per op (bf16 keeps
-8 bits: 2⁻⁷ relative), and 3·2⁻⁷ of the output's scale for a whole forward (a few bf16 roundings apart over 3 blocks).
+Tolerances: fp32 1e-5 (the same math, summed in another order); bf16 2·2⁻⁷ of the output's scale per op (bf16
+keeps 8 bits: 2⁻⁷ relative), 3·2⁻⁷ for a whole forward (a few bf16 roundings apart over 3 blocks; measured ≤ 6.1e-3).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import pytest
 import torch
@@ -188,7 +189,7 @@ class _Constraints:
 class _Registry:
     """A registry with a CUDA backend serving rms_adaln in bf16 only, beside the eager one."""
 
-    _capabilities = {"cuda": {"rms_adaln"}, "eager": set(kernels.OPS)}
+    _capabilities: ClassVar = {"cuda": {"rms_adaln"}, "eager": set(kernels.OPS)}
 
     def is_available(self, name):
         return name in self._capabilities
