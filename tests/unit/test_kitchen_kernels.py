@@ -18,7 +18,7 @@ from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_inputs, demo_transformer
 from ltx2_core.model.transformer import kernels
 from ltx2_core.model.transformer.attention import QKNorm
-from ltx2_core.model.transformer.rope import apply_rope, rope_tables
+from ltx2_core.model.transformer.rope import apply_rope, rope_tables, rotation_matrices
 from support.census import OpCensus
 
 ck = pytest.importorskip("comfy_kitchen")
@@ -220,3 +220,54 @@ def test_an_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="'fast' is not one of auto, ours, kitchen"):
         kernels.set_kernels("fast")
     assert kernels.KERNELS == "auto"
+
+
+@needs
+def test_per_block_compile_keeps_one_graph_with_the_kitchen_kernels():
+    """comfy-kitchen's ops are custom ops: a compiled block (fullgraph) traces them, one graph for every block."""
+    from torch._dynamo.utils import counters
+
+    from ltx2_core.compile import compile_blocks
+
+    model = demo_transformer(dataclasses.replace(TransformerConfig.tiny("2.0"), rope_type="interleaved"))
+    with kernels.use_kernels("kitchen"), torch.no_grad():
+        video, audio, run = demo_inputs(model, text_tokens=16)
+        want = model(video, audio, run)
+        torch._dynamo.reset()
+        counters.clear()
+        compile_blocks(model, backend="eager", fullgraph=True)
+        got = model(video, audio, run)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+
+
+class _ShardNorm(torch.nn.Module):
+    """Stands for a tensor-parallel q/k norm (not `fusable`): it must run as it is."""
+
+    def __init__(self, norm: QKNorm) -> None:
+        super().__init__()
+        self.norm = norm
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+@needs
+@pytest.mark.parametrize("rope_type", ["interleaved", "split"])
+def test_a_tensor_parallel_rank_keeps_its_heads_rotation_matrices(rope_type, calls):
+    from ltx2_core.parallel.tensor_parallel import LocalHeadsRun
+
+    heads, head_dim = 4, 16
+    local = LocalHeadsRun(None, rank=1, world=2)._local(_tables(rope_type, torch.float32, heads=heads,
+                                                                head_dim=head_dim))
+    assert local.freqs.shape[2] == heads // 2
+    torch.testing.assert_close(local.freqs, rotation_matrices(local.cos, local.sin, rope_type), rtol=0, atol=0)
+    norm = _ShardNorm(QKNorm(heads // 2 * head_dim, 1e-6))
+    with torch.no_grad():
+        norm.norm.weight.normal_()
+        x = _randn(1, 6, heads // 2 * head_dim, dtype=torch.float32)
+        want = apply_rope(norm(x).unflatten(-1, (-1, head_dim)), local, rope_type)
+        with kernels.use_kernels("kitchen"):
+            got = kernels.qk_norm_rope(x, norm, local, rope_type, head_dim)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert "rms_rope1" not in calls and sum(calls.values()) == 1, calls
