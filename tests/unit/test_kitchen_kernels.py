@@ -200,8 +200,12 @@ class _Registry:
 
 def test_auto_takes_a_kernel_where_a_gpu_backend_serves_the_device_and_dtype(monkeypatch):
     monkeypatch.setattr(kernels, "_registry", _Registry())
-    kernels.refresh()
+    monkeypatch.setattr(kernels, "cuda_backend_usable", lambda: False)  # a PyTorch for CUDA 12: as ComfyUI, none
     try:
+        kernels.refresh()
+        assert not kernels.fused("rms_adaln", torch.device("cuda"), torch.bfloat16)
+        monkeypatch.setattr(kernels, "cuda_backend_usable", lambda: True)
+        kernels.refresh()
         served = kernels._SERVED
         assert set(served) == {"rms_adaln"} and served["rms_adaln"].backends == ("cuda",)
         assert kernels.fused("rms_adaln", torch.device("cuda"), torch.bfloat16)

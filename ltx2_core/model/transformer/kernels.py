@@ -1,7 +1,8 @@
 """comfy-kitchen's fused kernels for the transformer's hot ops, where they compute what ours compute; ours elsewhere.
 
 One switch, `KERNELS` (`set_kernels` / `use_kernels`): "auto" (the default) takes a comfy-kitchen function where a
-CUDA, Triton or HIP backend of the installed comfy-kitchen serves that device and dtype (not its eager one), and ours
+CUDA (with a PyTorch for CUDA ≥ 13, as ComfyUI), Triton or HIP backend of the installed comfy-kitchen, enabled in its
+registry (inside ComfyUI: by ComfyUI's settings), serves that device and dtype (not its eager one), and ours
 otherwise; "ours" never takes one; "kitchen" always takes one the installed comfy-kitchen has (on the CPU its eager
 backend: how the tests prove they compute what ours do). A function missing from the installed comfy-kitchen
 (ComfyUI pins 0.2.12, which lacks `rms_adaln` and `rms_rope1`) is always ours. docs/small_cards/kernels.md lists
@@ -68,6 +69,8 @@ def _read_registry() -> dict[str, Served]:
         for backend in GPU_BACKENDS:
             if not _registry.is_available(backend) or op not in _registry._capabilities.get(backend, ()):
                 continue
+            if backend == "cuda" and not cuda_backend_usable():
+                continue
             backends.append(backend)
             constraints = _registry.get_constraints(backend, op)
             devices |= set(constraints.default_devices) if constraints is not None else {"cuda"}
@@ -78,6 +81,13 @@ def _read_registry() -> dict[str, Served]:
             table[op] = Served(frozenset(devices - {"cpu"}), None if dtypes is None else frozenset(dtypes),
                                tuple(backends))
     return table
+
+
+def cuda_backend_usable() -> bool:
+    """ComfyUI's rule (comfy/quant_ops.py, which disables the backend otherwise): comfy-kitchen's CUDA kernels want
+    a PyTorch built for CUDA ≥ 13. Read here, the registry left as it is."""
+    version = torch.version.cuda
+    return version is not None and tuple(int(part) for part in version.split(".")[:2]) >= (13, 0)
 
 
 _SERVED = _read_registry()
