@@ -15,7 +15,8 @@ which of comfy-kitchen's kernels match ours and which do not, and why.
   pairs (2j, 2j+1) never cross a head), or `apply_rope1` after our norm; split: our norm, then
   `apply_rope_split_half1` per head (comfy-kitchen's fused norm is per head, ours across heads). The fused RoPE
   reads `Rope.freqs`, comfy-kitchen's rotation matrices, which `rope_tables` builds beside cos/sin when
-  `rope_fused` says a run will use them; a Rope without them (e.g. one a parallel pass sliced) runs ours.
+  `rope_fused` says a run will use them (the parallel passes cut them with cos/sin); a Rope without them runs
+  ours.
 
 Which backends serve what is read from comfy-kitchen's registry when this module is imported (`refresh()` reads it
 again, e.g. after `comfy_kitchen.disable_backend`); a forward only reads that table (no host sync, compiles into one
@@ -45,8 +46,7 @@ MODES = ("auto", "ours", "kitchen")
 KERNELS = "auto"
 GPU_BACKENDS = ("cuda", "triton", "hip")  # comfy-kitchen's accelerated backends; "eager" is its portable one
 OPS = ("rms_adaln", "adaln", "rms_rope1", "apply_rope1", "apply_rope_split_half1")
-# the parameter whose dtype a backend's constraints name for each op
-_FIRST_PARAM = {"rms_adaln": "x", "adaln": "x", "rms_rope1": "x", "apply_rope1": "x", "apply_rope_split_half1": "x"}
+_INPUT = "x"  # every op's input tensor, whose dtypes a backend's constraints name
 
 
 class Served(NamedTuple):
@@ -67,6 +67,7 @@ def _read_registry() -> dict[str, Served]:
             continue
         devices, dtypes, backends = set(), set(), []
         for backend in GPU_BACKENDS:
+            # the registry answers "which ops" only through its table (list_backends copies every backend's list)
             if not _registry.is_available(backend) or op not in _registry._capabilities.get(backend, ()):
                 continue
             if backend == "cuda" and not cuda_backend_usable():
@@ -74,7 +75,7 @@ def _read_registry() -> dict[str, Served]:
             backends.append(backend)
             constraints = _registry.get_constraints(backend, op)
             devices |= set(constraints.default_devices) if constraints is not None else {"cuda"}
-            param = None if constraints is None else constraints.params.get(_FIRST_PARAM[op])
+            param = None if constraints is None else constraints.params.get(_INPUT)
             allowed = None if param is None else param.dtypes
             dtypes = None if dtypes is None or allowed is None else dtypes | set(allowed)
         if backends:
