@@ -14,11 +14,15 @@ class Rope(NamedTuple):
     """cos/sin tables of one rotary embedding.
 
     split:       (B or 1, tokens, heads, head_dim // 2) each
-    interleaved: (B or 1, tokens, heads * head_dim) each
+    interleaved: (B or 1, tokens, heads, head_dim) each (every angle twice)
+    freqs:       (B or 1, tokens, heads, head_dim // 2, 2, 2) the same angles as comfy-kitchen's rotation matrices
+                 [[cos, −sin], [sin, cos]], built only for a run whose RoPE goes through its fused kernels
+                 (`model/transformer/kernels.py`); None: ours rotates with cos/sin
     """
 
     cos: torch.Tensor
     sin: torch.Tensor
+    freqs: torch.Tensor | None = None
 
 
 class StreamInput(NamedTuple):

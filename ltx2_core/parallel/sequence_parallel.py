@@ -142,7 +142,8 @@ class LocalTokensRun:
                             video_keyframes=keyframes)
 
     def _local(self, rope: Rope) -> Rope:
-        return Rope(rope.cos[:, self.layout.local], rope.sin[:, self.layout.local])  # tokens are dim 1
+        local = self.layout.local  # tokens are dim 1 of every table
+        return Rope(rope.cos[:, local], rope.sin[:, local], None if rope.freqs is None else rope.freqs[:, local])
 
 
 class LocalTokensForward:

@@ -134,7 +134,9 @@ class LocalHeadsRun:
         dim = 2 if rope.cos.dim() == 4 else -1
         part = _share(rope.cos.shape[dim], self.rank, self.world)
         index = (slice(None),) * (dim % rope.cos.dim()) + (part,)
-        return Rope(rope.cos[index], rope.sin[index])
+        # comfy-kitchen's rotation matrices (B, T, heads, head_dim/2, 2, 2) by the same heads (`kernels.py`)
+        freqs = None if rope.freqs is None or dim != 2 else rope.freqs[index]
+        return Rope(rope.cos[index], rope.sin[index], freqs)
 
 
 def tensor_parallel(model: LTX2Transformer, group: dist.ProcessGroup | None = None) -> dict[str, Shard]:

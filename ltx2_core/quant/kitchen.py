@@ -1,6 +1,7 @@
 """comfy-kitchen (ComfyUI's kernel library, Apache-2.0, in every ComfyUI install) as the quantised formats call it:
-one place that imports it. Its functions pick a CUDA or Triton kernel where the device has one and its eager (CPU)
-one elsewhere, so the formats here compute through the same code as ComfyUI.
+the formats' one place that imports it (the transformer's fused kernels import it in the models room,
+`model/transformer/kernels.py`). Its functions pick a CUDA or Triton kernel where the device has one and its eager
+(CPU) one elsewhere, so the formats here compute through the same code as ComfyUI.
 
 Without comfy-kitchen, fp8 and nvfp4 dequantise with this package's own code (`fp8.dequantize`,
 `nvfp4.dequantize_nvfp4`); the formats only comfy-kitchen computes (int8, MXFP8) are refused at load naming the fix

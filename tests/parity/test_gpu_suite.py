@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ltx2_core.model.transformer import kernels
 from ltx2_core.model.transformer.config import TransformerConfig
 from support.configs import RELEASED_2_0, RELEASED_2_3
 
@@ -35,7 +36,7 @@ def report(tmp_path_factory):
 
 
 def test_every_section_reports(report):
-    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory"]
+    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory", "kernels"]
     assert all(report["sections"][name] for name in report["sections"])
 
 
@@ -44,6 +45,20 @@ def test_the_memory_section_runs_each_weight_mode_resident_and_streamed(report):
     modes = {(version, weights) for version in ("2.0", "2.3") for weights in ("bf16", "fp8")}
     assert {(row["version"], row["weights"]) for row in rows} == modes
     assert {row["resident"] for row in rows} == {"3/3", "0/3"} and all(row["ms"] > 0 for row in rows)
+
+
+def test_the_kernels_section_compares_ours_and_comfy_kitchen(report):
+    """On the CPU "auto" takes none of comfy-kitchen's kernels, and its eager ones (forced) compute ours (fp32)."""
+    rows = report["sections"]["kernels"]
+    if not kernels.has("rms_adaln"):  # no comfy-kitchen, or ComfyUI's 0.2.12
+        assert "not installed" in rows[0]["error"]
+        return
+    assert [(row["version"], row["rope"]) for row in rows] == [("2.0", "split"), ("2.3", "split"),
+                                                               ("2.0", "interleaved")]
+    for row in rows:
+        assert "error" not in row and row["auto_ops"] == "none", row
+        for name in ("forward", "attention", "qk_norm_rope", "adaln"):
+            assert row[f"{name}_diff"] < 1e-5 and row[f"{name}_ours_ms"] > 0 and row[f"{name}_kitchen_ms"] > 0, row
 
 
 def test_the_three_sides_compute_the_same_forward(report):

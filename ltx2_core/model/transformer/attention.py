@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ltx2_core.model.transformer.rope import apply_rope
+from ltx2_core.model.transformer.kernels import qk_norm_rope
 from ltx2_core.types import Rope
 
 
@@ -50,6 +50,8 @@ def attention_bias(weights: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 class QKNorm(nn.Module):
     """RMSNorm with a learnable weight over the whole projection width (all heads jointly)."""
+
+    fusable = True  # a plain weighted RMSNorm: `kernels.qk_norm_rope` may fuse it with the RoPE
 
     def __init__(self, width: int, eps: float) -> None:
         super().__init__()
@@ -118,7 +120,8 @@ class Attention(nn.Module):
         if passthrough:
             out = v
         else:
-            k = k if k is not None else self.k_norm(self.to_k(context))
+            # keys given (`kv`) are normalised already; else the projection is, with the RoPE (`kernels`)
+            k = (self.to_k(context), self.k_norm) if k is None else (k, None)
             out = self._attend(x, k, v, rope, k_rope if k_rope is not None else rope, mask)
             if keep is not None:
                 out = torch.lerp(v, out, keep)
@@ -128,13 +131,12 @@ class Attention(nn.Module):
         return self.to_out[0](out)
 
     def _attend(
-        self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rope: Rope | None, k_rope: Rope | None,
-        mask: torch.Tensor | None,
+        self, x: torch.Tensor, k: tuple[torch.Tensor, nn.Module | None], v: torch.Tensor, rope: Rope | None,
+        k_rope: Rope | None, mask: torch.Tensor | None,
     ) -> torch.Tensor:
-        q = self.q_norm(self.to_q(x)).unflatten(-1, (-1, self.head_dim))  # (B, T, heads, head_dim)
-        k = k.unflatten(-1, (-1, self.head_dim))
+        """k: (keys (B, S, inner), the k_norm to normalise them with, or None when they are)."""
+        q = qk_norm_rope(self.to_q(x), self.q_norm, rope, self.rope_type, self.head_dim)
+        k = qk_norm_rope(k[0], k[1], k_rope if rope is not None else None, self.rope_type,
+                         self.head_dim)  # (B, tokens, heads, head_dim) each
         v = v.unflatten(-1, (-1, self.head_dim))
-        if rope is not None:
-            q = apply_rope(q, rope, self.rope_type)
-            k = apply_rope(k, k_rope, self.rope_type)
         return self.attend(q, k, v, mask).flatten(-2)

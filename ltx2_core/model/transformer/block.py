@@ -16,6 +16,7 @@ from torch import nn
 from ltx2_core.model.transformer.config import StreamConfig, TransformerConfig
 from ltx2_core.model.transformer.adaln import modulation_rows
 from ltx2_core.model.transformer.attention import Attention
+from ltx2_core.model.transformer.kernels import fused, rms_adaln
 from ltx2_core.model.transformer.layers import FeedForward, rms
 from ltx2_core.model.transformer.perturbations import NO_PERTURBATION, BlockSkips, AttentionSkip
 from ltx2_core.types import Rope
@@ -130,7 +131,7 @@ class AVTransformerBlock(nn.Module):
     ) -> torch.Tensor:
         shift, scale, gate = modulation_rows(m.table, args.ada, SELF_ATTN, 3)
         skip = skips[m.self_attn_skip]
-        h = rms(x, self.eps) * (1 + scale) + shift
+        h = rms_adaln(x, scale, shift, self.eps)
         return m.self_attn(h, rope=args.rope, keep=skip.keep, passthrough=skip.skip_all,
                            mask=args.attention) * gate
 
@@ -161,7 +162,7 @@ class AVTransformerBlock(nn.Module):
         if not self.cross_attention_adaln:
             return m.text_attn(rms(x, self.eps), args.context, kv=kv)
         shift_q, scale_q, gate = modulation_rows(m.table, args.ada, TEXT_CROSS_ATTN, 3)
-        q_in = rms(x, self.eps) * (1 + scale_q) + shift_q
+        q_in = rms_adaln(x, scale_q, shift_q, self.eps)
         context = args.context if kv is not None else self._prompt_context(m, args.context, args.prompt_ada)
         return m.text_attn(q_in, context, kv=kv) * gate
 
@@ -173,15 +174,17 @@ class AVTransformerBlock(nn.Module):
         audio: StreamArgs,
         skips: BlockSkips,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        nv, na = rms(vx, self.eps), rms(ax, self.eps)  # both directions read the same pre-update norms
+        # both directions read the same pre-update norms: computed once here, or inside each fused modulation
+        eps = self.eps if fused("rms_adaln", vx.device, vx.dtype) else None
+        nv, na = (vx, ax) if eps is not None else (rms(vx, self.eps), rms(ax, self.eps))
         a2v, v2a = skips.a2v, skips.v2a
         vx_new, ax_new = vx, ax
         if not a2v.skip_all:
             vx_new = vx + self._cross(self.audio_to_video_attn, A2V, nv, video, self.scale_shift_table_a2v_ca_video,
-                                      na, audio, self.scale_shift_table_a2v_ca_audio, a2v)
+                                      na, audio, self.scale_shift_table_a2v_ca_audio, a2v, eps)
         if not v2a.skip_all:
             ax_new = ax + self._cross(self.video_to_audio_attn, V2A, na, audio, self.scale_shift_table_a2v_ca_audio,
-                                      nv, video, self.scale_shift_table_a2v_ca_video, v2a)
+                                      nv, video, self.scale_shift_table_a2v_ca_video, v2a, eps)
         return vx_new, ax_new
 
     @staticmethod
@@ -195,15 +198,22 @@ class AVTransformerBlock(nn.Module):
         kv_args: StreamArgs,
         kv_table: nn.Parameter,
         skip: AttentionSkip,
+        eps: float | None,
     ) -> torch.Tensor:
-        """One direction of the audio<->video cross-attention, written into the query stream."""
+        """One direction of the audio<->video cross-attention, written into the query stream; `q_norm` and
+        `kv_norm` are the streams RMS-normalised (eps None), or as they are, normalised in `rms_adaln` with `eps`."""
         q_scale, q_shift = modulation_rows(q_table[:CROSS_GATE], q_args.cross_ada, rows, 2)
         kv_scale, kv_shift = modulation_rows(kv_table[:CROSS_GATE], kv_args.cross_ada, rows, 2)
         (gate,) = modulation_rows(q_table[CROSS_GATE:], q_args.cross_gate, 0, 1)
-        out = attn(q_norm * (1 + q_scale) + q_shift, kv_norm * (1 + kv_scale) + kv_shift,
+        out = attn(_modulated(q_norm, q_scale, q_shift, eps), _modulated(kv_norm, kv_scale, kv_shift, eps),
                    rope=q_args.cross_rope, k_rope=kv_args.cross_rope) * gate
         return out if skip.keep is None else out * skip.keep
 
     def _feed_forward(self, m: StreamModules, x: torch.Tensor, args: StreamArgs) -> torch.Tensor:
         shift, scale, gate = modulation_rows(m.table, args.ada, FEED_FORWARD, 3)
-        return m.ff(rms(x, self.eps) * (1 + scale) + shift) * gate
+        return m.ff(rms_adaln(x, scale, shift, self.eps)) * gate
+
+
+def _modulated(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, eps: float | None) -> torch.Tensor:
+    """x·(1 + scale) + shift of an RMS-normalised x (eps None), or of RMSNorm(x) in one `rms_adaln`."""
+    return x * (1 + scale) + shift if eps is None else rms_adaln(x, scale, shift, eps)

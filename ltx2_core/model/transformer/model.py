@@ -9,13 +9,13 @@ video tokens, no audio<->video cross-attention), as the reference's forward with
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.model.transformer.config import StreamConfig, TransformerConfig
 from ltx2_core.model.transformer.adaln import AdaLayerNormSingle
 from ltx2_core.model.transformer.attention import attention_bias
 from ltx2_core.model.transformer.block import AVTransformerBlock, StreamArgs
+from ltx2_core.model.transformer.kernels import layer_adaln, rope_fused
 from ltx2_core.model.transformer.layers import CaptionProjection
 from ltx2_core.model.transformer.perturbations import BatchPerturbations, block_skips
 from ltx2_core.model.transformer.rope import rope_tables
@@ -124,7 +124,8 @@ class LTX2Transformer(nn.Module):
               dtype: torch.dtype) -> Rope:
         cfg = self.config
         return rope_tables(positions, dim=dim, heads=stream.heads, max_pos=max_pos, theta=cfg.rope_theta,
-                           rope_type=cfg.rope_type, float64=cfg.rope_float64, dtype=dtype)
+                           rope_type=cfg.rope_type, float64=cfg.rope_float64, dtype=dtype,
+                           freqs=rope_fused(cfg.rope_type, positions.device, dtype))
 
     # ---------------------------------------------------------------- every step
     def forward(
@@ -177,8 +178,7 @@ class LTX2Transformer(nn.Module):
 
     def _output(self, x: torch.Tensor, embedded: torch.Tensor, table: torch.Tensor, proj: nn.Linear) -> torch.Tensor:
         shift, scale = (table.to(embedded.dtype) + embedded.unsqueeze(2)).unbind(dim=2)  # (B, n, D) each
-        x = F.layer_norm(x, (x.shape[-1],), eps=self.config.norm_eps)
-        return proj(x * (1 + scale) + shift)
+        return proj(layer_adaln(x, scale, shift, self.config.norm_eps))
 
 
 def first_frame_mask(video_positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -48,8 +48,10 @@ def rope_tables(
     float64: bool,
     dtype: torch.dtype,
     middle: bool = True,
+    freqs: bool = False,
 ) -> Rope:
-    """cos/sin tables for `dim` = heads·head_dim channels from positions `(B, axes, tokens, 2)`."""
+    """cos/sin tables for `dim` = heads·head_dim channels from positions `(B, axes, tokens, 2)`; `freqs`: also
+    comfy-kitchen's rotation matrices (`Rope.freqs`, for its fused RoPE kernels; `kernels.rope_fused`)."""
     n_axes = positions.shape[1]
     if n_axes != len(max_pos):
         raise ValueError(f"positions have {n_axes} axes but max_pos has {len(max_pos)} entries")
@@ -69,12 +71,13 @@ def rope_tables(
         cos = torch.cat([torch.ones_like(cos[..., :pad]), cos], dim=-1)
         sin = torch.cat([torch.zeros_like(sin[..., :pad]), sin], dim=-1)
     shape = (batch, tokens, heads, -1)
-    return Rope(cos.reshape(shape).to(dtype), sin.reshape(shape).to(dtype))
+    cos, sin = cos.reshape(shape).to(dtype), sin.reshape(shape).to(dtype)
+    return Rope(cos, sin, rotation_matrices(cos, sin, rope_type) if freqs else None)
 
 
 def apply_rope(x: torch.Tensor, rope: Rope, rope_type: str) -> torch.Tensor:
     """Rotates x `(B, tokens, heads, head_dim)` by the tables of `rope_tables` (same heads, or a local slice)."""
-    cos, sin = rope
+    cos, sin = rope.cos, rope.sin
     if rope_type == "split":
         # each head's channels are split in halves (x1, x2): y1 = x1·cos − x2·sin, y2 = x2·cos + x1·sin
         x1, x2 = x.chunk(2, dim=-1)
@@ -83,3 +86,11 @@ def apply_rope(x: torch.Tensor, rope: Rope, rope_type: str) -> torch.Tensor:
     pairs = x.unflatten(-1, (-1, 2))
     rotated = torch.stack([-pairs[..., 1], pairs[..., 0]], dim=-1).flatten(-2)
     return x * cos + rotated * sin
+
+
+def rotation_matrices(cos: torch.Tensor, sin: torch.Tensor, rope_type: str) -> torch.Tensor:
+    """Our tables (B, tokens, heads, ·) -> comfy-kitchen's `freqs_cis` (B, tokens, heads, head_dim/2, 2, 2): per
+    pair [[cos, −sin], [sin, cos]] (interleaved tables repeat each angle twice: every second column is read)."""
+    if rope_type == "interleaved":
+        cos, sin = cos[..., ::2], sin[..., ::2]
+    return torch.stack([cos, -sin, sin, cos], dim=-1).unflatten(-1, (2, 2))
