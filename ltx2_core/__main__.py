@@ -270,7 +270,8 @@ def run(args: argparse.Namespace) -> None:
     request = build_request(args)
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
                        args.version, args.fp8, args.vae, args.audio_vae,
-                       controls=bool(request.controls)).resolved(files_mode(request))
+                       controls=bool(request.controls), text_projection=args.text_projection
+                       ).resolved(files_mode(request))
     request = check_early(args, request, files)
     plan = memory_plan(args, request, files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1
