@@ -11,7 +11,15 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from ltx2_core import TransformerConfig
+from ltx2_core.demo import DEMO_VAES, demo_transformer
+from ltx2_core.model.transformer.config import ModelVersion
+from support.audio25 import write_audio_vae25
+from support.checkpoints import MODEL_VERSIONS, checkpoint_metadata, connector_tensors, other_components
+from support.gemma4 import write_gemma4_file
 from support.gguf_blocks import random_blocks
+from support.transformer25 import transformer25_metadata
+from support.video_vae25 import write_conv_vae25
 
 PREFIX = "model.diffusion_model."
 CONNECTORS = ("video_embeddings_connector.", "audio_embeddings_connector.")
@@ -86,16 +94,11 @@ def write_gguf_model(folder: Path, version: str, *, connectors: bool, quant=None
     under the bundle's keys and without metadata, as ComfyUI's embeddings connector files; 2.5: the connectors only
     when the GGUF lacks them), and `twin`, the same weights dequantised as a safetensors model with its metadata (2.0
     / 2.3: a bundle; 2.5: a transformer file). Field -> path ("text_projection" absent when not needed)."""
-    from ltx2_core import TransformerConfig
-    from ltx2_core.demo import demo_transformer
-    from ltx2_core.model.transformer.config import ModelVersion
-    from support.checkpoints import checkpoint_metadata, connector_tensors, other_components
-
     config = TransformerConfig.tiny(version)
-    release = ModelVersion(version)
-    text = connector_tensors(release)
-    state = demo_transformer(config).state_dict() | ({k[len(PREFIX):]: v for k, v in text.items()}
-                                                     if connectors else {})
+    text = connector_tensors(ModelVersion(version))
+    state = demo_transformer(config).state_dict()
+    if connectors:
+        state |= {k[len(PREFIX):]: v for k, v in text.items()}
     paths = {"checkpoint": folder / f"ltx-{version}-tiny-Q8_0.gguf"}
     # 2.0's DiT has no tensor that tells its heads (released: 32): the tiny one's come in a `config` field, the DiT's
     # keys only (the connectors are sized from their shapes)
@@ -104,36 +107,36 @@ def write_gguf_model(folder: Path, version: str, *, connectors: bool, quant=None
     weights = dequantised(paths["checkpoint"])
     dit = {PREFIX + k: v for k, v in weights.items() if not k.startswith(CONNECTORS)}
     twin_text = {PREFIX + k: v for k, v in weights.items() if k.startswith(CONNECTORS)} or text
-    if version == "2.5":
-        from support.audio25 import write_audio_vae25
-        from support.gemma4 import write_gemma4_file
-        from support.transformer25 import transformer25_metadata
-        from support.video_vae25 import write_conv_vae25
-        from ltx2_core.demo import DEMO_VAES
+    write = _files25 if version == "2.5" else _bundle_files
+    return paths | write(folder, config, dit | twin_text, {} if connectors else text)
 
-        paths |= {"text_encoder": write_gemma4_file(folder / "gemma4-tiny.safetensors"),
-                  "vae": write_conv_vae25(folder / "vae25.safetensors", DEMO_VAES["2.5"]),
-                  "audio_vae": write_audio_vae25(folder / "audio-vae25.safetensors"),
-                  "twin": folder / "ltx-2.5-tiny-twin.safetensors"}
-        save_file(dit | twin_text, str(paths["twin"]), metadata=transformer25_metadata(config))
-        if not connectors:
-            paths["text_projection"] = folder / "ltx-2.5-connectors.safetensors"
-            save_file(text, str(paths["text_projection"]))
-        return paths
-    others = other_components(release)
+
+def _files25(folder: Path, config, twin: dict, text: dict) -> dict[str, Path]:
+    paths = {"text_encoder": write_gemma4_file(folder / "gemma4-tiny.safetensors"),
+             "vae": write_conv_vae25(folder / "vae25.safetensors", DEMO_VAES["2.5"]),
+             "audio_vae": write_audio_vae25(folder / "audio-vae25.safetensors"),
+             "twin": folder / "ltx-2.5-tiny-twin.safetensors"}
+    save_file(twin, str(paths["twin"]), metadata=transformer25_metadata(config))
+    if text:
+        paths["text_projection"] = folder / "ltx-2.5-connectors.safetensors"
+        save_file(text, str(paths["text_projection"]))
+    return paths
+
+
+def _bundle_files(folder: Path, config, twin: dict, text: dict) -> dict[str, Path]:
+    version = config.version.value
+    others = other_components(config.version)
     sections = json.loads(checkpoint_metadata(config, None)["config"])
-    paths |= {"vae": folder / f"ltx-{version}-video-vae.safetensors",
-              "audio_vae": folder / f"ltx-{version}-audio-vae.safetensors",
-              "text_projection": folder / f"ltx-{version}-embeddings_connector.safetensors",
-              "twin": folder / f"ltx-{version}-tiny-twin.safetensors"}
-    save_file({k: v for k, v in others.items() if k.startswith("vae.")}, str(paths["vae"]),
-              metadata={"config": json.dumps({"vae": sections["vae"]})})
-    save_file({k: v for k, v in others.items() if k.startswith(("audio_vae.", "vocoder."))}, str(paths["audio_vae"]),
-              metadata={"config": json.dumps({"audio_vae": sections["audio_vae"], "vocoder": sections["vocoder"]})})
+    paths = {"vae": folder / f"ltx-{version}-video-vae.safetensors",
+             "audio_vae": folder / f"ltx-{version}-audio-vae.safetensors",
+             "text_projection": folder / f"ltx-{version}-embeddings_connector.safetensors",
+             "twin": folder / f"ltx-{version}-tiny-twin.safetensors"}
+    parts = {"vae": (("vae.",), ("vae",)), "audio_vae": (("audio_vae.", "vocoder."), ("audio_vae", "vocoder"))}
+    for field, (prefixes, names) in parts.items():
+        save_file({k: v for k, v in others.items() if k.startswith(prefixes)}, str(paths[field]),
+                  metadata={"config": json.dumps({name: sections[name] for name in names})})
     projection = {k: v for k, v in others.items() if k.startswith("text_embedding_projection.")}
-    save_file(projection | ({} if connectors else text), str(paths["text_projection"]))
+    save_file(projection | text, str(paths["text_projection"]))
     bundle = {k: v for k, v in others.items() if not k.startswith(PREFIX)}
-    from support.checkpoints import MODEL_VERSIONS
-
-    save_file(dit | twin_text | bundle, str(paths["twin"]), metadata=checkpoint_metadata(config, MODEL_VERSIONS[release]))
+    save_file(twin | bundle, str(paths["twin"]), metadata=checkpoint_metadata(config, MODEL_VERSIONS[config.version]))
     return paths
