@@ -177,3 +177,31 @@ def test_a_text_projection_file_with_connectors_of_another_size_is_refused_namin
     with pytest.raises((ShapeMismatchError, ValueError)) as caught:
         files.load(dtype=torch.float32)
     assert "bad-connectors.safetensors" in str(caught.value)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_a_video_vae_file_without_config_takes_the_released_section_its_shapes_have(version, models, tmp_path):
+    """A header with the released VAE's shapes (no `config` metadata): that release's section, for either half and
+    either prefix; a tiny VAE file without metadata fits none and is refused naming the file."""
+    from ltx2_core.errors import MissingConfigError
+    from ltx2_core.loader.safetensors_file import SafetensorsFile, TensorEntry
+    from ltx2_core.loader.vae_weights import load_video_decoder, released_vae_section, video_vae_kind
+    from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
+    from ltx2_core.model.video_vae.released import RELEASED_VAE_SECTIONS
+
+    section = RELEASED_VAE_SECTIONS[version]
+    config = VideoVaeConfig.from_metadata(section)
+    for half, model, prefix in (("decoder.", VideoDecoder, "vae."), ("encoder.", VideoEncoder, "")):
+        with torch.device("meta"):
+            state = model(config).state_dict()
+        tensors = {prefix + half + k: TensorEntry("BF16", tuple(v.shape)) for k, v in state.items()
+                   if not k.startswith("per_channel_statistics.")}
+        file = SafetensorsFile(tmp_path / "vae.safetensors", {}, tensors)
+        assert released_vae_section(file) == dict(section)
+        assert video_vae_kind(file).decoder == "convolutional"
+    other = RELEASED_VAE_SECTIONS["2.3" if version == "2.0" else "2.0"]
+    assert released_vae_section(SafetensorsFile(tmp_path / "x", {}, tensors)) != dict(other)
+    stripped = tmp_path / "vae-without-config.safetensors"
+    save_file(load_file(str(models[version]["vae"])), str(stripped))  # the tiny VAE: no released shapes
+    with pytest.raises(MissingConfigError, match="vae-without-config.safetensors: the 'config' metadata has no"):
+        load_video_decoder(stripped)
