@@ -174,6 +174,10 @@ class ModelFiles:
                 raise ValueError(f"--checkpoint {name} is an LTX-{release} transformer file; it needs {flag} "
                                  f"{RELEASE_FILES[field_name] if release == '2.5' else _FOR_2_0[field_name]} (or "
                                  "pass the folder holding the release's files as --checkpoint)")
+        if is_gguf(self.checkpoint) and (self.loras or mode == "two-stage"):
+            raise ValueError(f"--checkpoint {name} is a GGUF, whose weights take no LoRA yet (two-stage fuses the "
+                             "distilled LoRA); run one-stage or distilled without --lora, or use the safetensors "
+                             "checkpoint")
         if mode != "one-stage" and self.upsampler is None:
             raise ValueError(f"mode {mode} needs --upsampler {RELEASE_FILES['upsampler']}")
         if mode == "two-stage" and self.distilled_lora is None:

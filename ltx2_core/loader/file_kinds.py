@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from ltx2_core.errors import CheckpointError
-from ltx2_core.loader.gguf_file import gguf_transformer_config, is_gguf
+from ltx2_core.loader.gguf_file import gguf_transformer_config
+from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header
 
 # kind -> the ComfyUI models folder it belongs in

@@ -15,20 +15,13 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-import numpy as np
 import torch
 
-from ltx2_core.errors import (
-    CheckpointError,
-    ConfigError,
-    CorruptCheckpointError,
-    KeyMismatchError,
-    UnsupportedQuantizationError,
-)
+from ltx2_core.errors import CheckpointError, ConfigError, KeyMismatchError
 from ltx2_core.loader.checkpoint import check_tensors, transformer_keys
-from ltx2_core.loader.gguf_reader import GgufFile, is_gguf, read_gguf
+from ltx2_core.loader.gguf_reader import GgufFile, read_gguf
 from ltx2_core.loader.safetensors_file import SafetensorsFile, TensorEntry
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.transformer.config import VIDEO_DEFAULTS, StreamConfig, TransformerConfig

@@ -10,7 +10,8 @@ from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.checkpoint import config_metadata, transformer_config
 from ltx2_core.loader.file_kinds import check_file_kind, file_kind
 from ltx2_core.loader.gemma_files import find_gemma
-from ltx2_core.loader.gguf_file import gguf_transformer_config, is_gguf
+from ltx2_core.loader.gguf_file import gguf_transformer_config
+from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.lora import LoraError
 from ltx2_core.loader.safetensors_file import read_header
 from ltx2_core.loader.sources import DECODING, SECTIONS

@@ -145,6 +145,7 @@ def test_what_a_gguf_generation_lacks_is_refused_naming_the_file_to_give(models,
              "without the VAEs it needs", "--vae and --audio-vae")
     _refused([*full[:2], *full[4:]], tmp_path, monkeypatch, capsys, "LTX-2.3 transformer file; it needs "
              "--text-encoder gemma_3_12B_it*.safetensors")
+    _refused([*full, "--mode", "two-stage"], tmp_path, monkeypatch, capsys, "is a GGUF, whose weights take no LoRA")
     bundle = models["2.3"]["twin"]
     _refused(["--checkpoint", str(bundle), "--text-encoder", str(gemma3), "--text-projection", full[-1]], tmp_path,
              monkeypatch, capsys, "bundles its own text projection", "leave --text-projection out")
