@@ -25,6 +25,7 @@ from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.gguf_file import gguf_transformer_config
 from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header
+from ltx2_core.loader.vae_weights import released_vae_section
 
 # kind -> the ComfyUI models folder it belongs in
 FOLDERS: Mapping[str, str] = {
@@ -103,6 +104,8 @@ def kind_of(file: SafetensorsFile) -> FileKind:
         return FileKind("latent upsampler", version)
     if any(name.endswith("embed_tokens.weight") for name in names):
         return FileKind("text encoder", None, "a Gemma language model")
+    if not config and released_vae_section(file) is not None:  # a 2.0 / 2.3 VAE file without its metadata
+        return FileKind("video VAE", None, CONV_DECODER)
     return FileKind("unknown", version, "no LTX-2 config metadata or tensor names")
 
 

@@ -20,7 +20,8 @@ from ltx2_core.loader.vae_weights import video_vae_kind
 
 # the config sections a checkpoint needs besides the transformer's: those of the components decoding reads from it
 BUNDLED = tuple(dict.fromkeys(SECTIONS[component] for component in DECODING))
-KINDS = ("checkpoint", "text encoder", "LoRA", "latent upsampler", "transformer", "video VAE", "audio VAE")
+KINDS = ("checkpoint", "text encoder", "LoRA", "latent upsampler", "transformer", "video VAE", "audio VAE",
+         "text projection")
 _LORA_SUFFIXES = (".lora_A.weight", ".lora_down.weight")
 
 
@@ -54,6 +55,8 @@ def check_kind(path: str | os.PathLike, kind: str) -> None:
         elif not {"audio_vae", "vocoder"} <= set(config_metadata(file)):
             raise CheckpointError(f"{file.path}: an audio VAE file needs both the 'audio_vae' and the 'vocoder' "
                                   "sections of the 'config' metadata; use ltx-2.5-audio-vae-bf16.safetensors")
+    elif kind == "text projection":  # ComfyUI's embeddings connector files, or the official bundle
+        check_file_kind(path, kind)
     elif kind == "latent upsampler":
         upsampler_config(file)
     elif kind == "LoRA":
