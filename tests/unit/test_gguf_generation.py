@@ -206,3 +206,28 @@ def test_a_video_vae_file_without_config_takes_the_released_section_its_shapes_h
     save_file(load_file(str(models[version]["vae"])), str(stripped))  # the tiny VAE: no released shapes
     with pytest.raises(MissingConfigError, match="vae-without-config.safetensors: the 'config' metadata has no"):
         load_video_decoder(stripped)
+
+
+def test_read_gguf_tensors_dequantises_block_types_as_the_gguf_package(tmp_path):
+    """The text path's reader of GGUF tensors (the connectors of a real conversion are Q8_0 ... Q4_K where their
+    rows are whole blocks): equal to gguf's own dequantisation, into the dtype asked for (bf16 by default)."""
+    import gguf
+    from support.gguf_files import dequantised, write_gguf
+
+    from ltx2_core.loader.gguf_file import gguf_header, read_gguf_tensors
+
+    state = {"video_embeddings_connector.transformer_1d_blocks.0.attn1.to_q.weight": torch.randn(32, 64),
+             "video_embeddings_connector.transformer_1d_blocks.0.attn1.to_q.bias": torch.randn(32)}
+    path = tmp_path / "connectors.gguf"
+    types = write_gguf(path, state, gguf.GGMLQuantizationType.Q8_0)
+    assert sorted(t.name for t in types.values()) == ["F32", "Q8_0"]
+    header = gguf_header(path)
+    assert {k: (e.dtype, e.shape) for k, e in header.tensors.items()} == {k: (types[k].name, tuple(v.shape))
+                                                                        for k, v in state.items()}
+    names = {f"key{i}": name for i, name in enumerate(state)}
+    got = read_gguf_tensors(path, names, dtype=torch.float32)
+    want = dequantised(path)
+    for key, name in names.items():
+        torch.testing.assert_close(got[key], want[name], atol=1e-6, rtol=0)
+    assert not torch.equal(want[names["key0"]], state[names["key0"]])  # Q8_0: not the source values
+    assert read_gguf_tensors(path, names)["key0"].dtype == torch.bfloat16
