@@ -6,7 +6,8 @@ result is noise with noise for sound, at the requested size and length), so the 
 With --checkpoint it loads the official LTX-2 / LTX-2.3 single-file checkpoint with --text-encoder (Gemma 3 12B),
 or LTX-2.5's files: the transformer file with --text-encoder (Gemma 4 12B with the text projection), --vae and
 --audio-vae, or the folder holding them (ComfyUI's models folder or one flat folder, each file found by its header);
-and for two-stage --upsampler and --distilled-lora. Every argument and file is checked before any model work.
+or a GGUF transformer with --text-encoder, --vae, --audio-vae and --text-projection (the text projection and the
+connectors it lacks); and for two-stage --upsampler and --distilled-lora. Every argument and file is checked before any model work.
 
 --video PATH generates the sound for an existing silent video: the clip's width, height, frames and fps are the
 file's, its frames are held (frozen) while the sound is sampled in one stage (one-stage: guided; distilled: 8 steps,
@@ -270,7 +271,8 @@ def run(args: argparse.Namespace) -> None:
     request = build_request(args)
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
                        args.version, args.fp8, args.vae, args.audio_vae,
-                       controls=bool(request.controls)).resolved(files_mode(request))
+                       controls=bool(request.controls), text_projection=args.text_projection
+                       ).resolved(files_mode(request))
     request = check_early(args, request, files)
     plan = memory_plan(args, request, files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1

@@ -41,7 +41,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     m = p.add_argument_group("model files (default: the tiny random-weight demo model)")
     m.add_argument("--checkpoint", help="official LTX-2 / LTX-2.3 .safetensors (dev; distilled for --mode "
                    "distilled); or LTX-2.5's transformer ltx-2.5-22b-{dev,distilled}-transformer-bf16.safetensors "
-                   "(with --text-encoder, --vae, --audio-vae); or a folder holding LTX-2.5's files (ComfyUI's models "
+                   "(with --text-encoder, --vae, --audio-vae); or an LTX-2 / 2.3 / 2.5 transformer GGUF (ComfyUI-GGUF's "
+                   "conversions; with --text-encoder, --vae, --audio-vae and, unless it holds them, --text-projection); or a folder holding LTX-2.5's files (ComfyUI's models "
                    "folder with diffusion_models/ text_encoders/ vae/ latent_upscale_models/ loras/, or one flat "
                    "folder): each file found by its header, the flags below pick where it holds two")
     m.add_argument("--text-encoder", help="Gemma 3 12B for LTX-2 / 2.3: gemma_3_12B_it*.safetensors or a Hugging "
@@ -52,6 +53,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "the bundled video VAE")
     m.add_argument("--audio-vae", help="LTX-2.5's audio VAE and vocoder: ltx-2.5-audio-vae-bf16.safetensors; with an "
                    "LTX-2 / 2.3 checkpoint it replaces the bundled ones")
+    m.add_argument("--text-projection", help="LTX-2 / 2.3 with a GGUF or separate transformer: the text projection and "
+                   "connectors, e.g. ComfyUI's ltx-2*-embeddings_connector*.safetensors, or the official checkpoint "
+                   "(LTX-2.5: only when the transformer file lacks the connectors)")
     m.add_argument("--upsampler", help="ltx-2-spatial-upscaler-x2-*.safetensors, LTX-2.5: ltx-2.5-latent-spatial-"
                    "upscaler-x2-bf16-1.0.safetensors (two-stage, distilled)")
     m.add_argument("--distilled-lora", help="ltx-2-*-distilled-lora-*.safetensors, LTX-2.5: ltx-2.5-22b-distilled-"

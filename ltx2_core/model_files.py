@@ -30,7 +30,8 @@ from ltx2_core.loader import (
     load_vocoder,
 )
 from ltx2_core.errors import CheckpointError, LTX2Error
-from ltx2_core.loader.gguf_file import GGUF_TEXT_PATH, gguf_transformer_config, is_gguf
+from ltx2_core.loader.gguf_file import gguf_transformer_config
+from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.lora import lora_reference_scale
 from ltx2_core.loader.file_kinds import FileKind, check_file_kind, check_same_release, file_kind
 from ltx2_core.loader.release_folder import RELEASE_FILES, find_release_files
@@ -49,6 +50,11 @@ from ltx2_core.pipeline import Models
 from ltx2_core.releases import DEFAULT_VERSION
 from ltx2_core.model.decoders import Decoders
 
+_TEXT_PROJECTION_FILES = ("the file holding them: ComfyUI's ltx-2*-embeddings_connector*.safetensors (LTX-2 / 2.3) or "
+                          "the release's official checkpoint (e.g. ltx-2.3-22b-dev.safetensors)")
+# what a separate LTX-2 / 2.3 transformer (a GGUF) needs beside it
+_FOR_2_0 = {"text_encoder": "gemma_3_12B_it*.safetensors", "vae": "the LTX-2 / 2.3 video VAE (.safetensors)",
+            "audio_vae": "the LTX-2 / 2.3 audio VAE and vocoder (.safetensors)"}
 DEMO_LABEL = ("tiny random-weight DEMO model (LTX-{version} structure, not trained: expect noise, not a video of the "
               "prompt)")
 
@@ -69,20 +75,25 @@ class ModelFiles:
     # an IC-LoRA run (control videos): every LoRA guides stage 1 only, as the reference's ICLoraPipeline, whose
     # stage 2 refines without its LoRAs, also those that state no reference_downscale_factor (the factor is then 1)
     controls: bool = False
+    # with a GGUF or separate LTX-2 / 2.3 transformer: the text projection and the connectors the transformer file
+    # lacks (ComfyUI's ltx-2*-embeddings_connector*.safetensors, or the official checkpoint)
+    text_projection: str | None = None
 
     @property
     def label(self) -> str:
         """What the run loads, for its first line: the checkpoint (with the VAE files given beside it) or the demo."""
         if self.checkpoint is None:
             return DEMO_LABEL.format(version=self.version)
-        beside = [os.path.basename(path) for path in (self.vae, self.audio_vae) if path is not None]
+        beside = [os.path.basename(path) for path in (self.vae, self.audio_vae, self.text_projection)
+                  if path is not None]
         return self.checkpoint + (f" with {' and '.join(beside)}" if beside else "")
 
     @property
     def split(self) -> bool:
-        """Whether `checkpoint` is a transformer file of its own (LTX-2.5), whose components are separate files."""
+        """Whether `checkpoint` is a transformer file of its own (LTX-2.5's, a GGUF), whose components are separate
+        files."""
         return self.checkpoint is not None and os.path.isfile(self.checkpoint) and \
-            _kind_of(self.checkpoint) == "transformer"
+            (is_gguf(self.checkpoint) or _kind_of(self.checkpoint) == "transformer")
 
     def resolved(self, mode: str = "one-stage") -> ModelFiles:
         """These files with a folder `checkpoint` replaced by the files `mode` needs found in it (the ones given
@@ -96,8 +107,8 @@ class ModelFiles:
         """ValueError / CheckpointError naming the fix for a missing file, one the mode needs, or a file of the
         wrong kind or release; reads headers only."""
         if self.checkpoint is None:
-            given = [name for name in ("text_encoder", "upsampler", "distilled_lora", "vae", "audio_vae")
-                     if getattr(self, name)]
+            given = [name for name in ("text_encoder", "upsampler", "distilled_lora", "vae", "audio_vae",
+                                       "text_projection") if getattr(self, name)]
             if given or self.loras:
                 raise ValueError(f"--{(given or ['lora'])[0].replace('_', '-')} needs --checkpoint (the demo model "
                                  "builds its own random components)")
@@ -108,6 +119,10 @@ class ModelFiles:
         if self.split:
             self._check_split(mode)
             return
+        if self.text_projection is not None:
+            raise ValueError(f"--text-projection is for a GGUF or separate transformer; the checkpoint "
+                             f"{os.path.basename(self.checkpoint)} bundles its own text projection and connectors: "
+                             "leave --text-projection out")
         if self.text_encoder is None:
             raise ValueError("--checkpoint needs --text-encoder: Gemma 3 12B (ComfyUI's gemma_3_12B_it*.safetensors "
                              "or a Hugging Face folder)")
@@ -128,14 +143,17 @@ class ModelFiles:
         """The model's own files only (the checkpoint or transformer, and `vae` / `audio_vae` when given), for a
         loader that takes the text encoder later: each exists and is of its kind, all of one release. `labels`: how
         to name each field in messages (default: its command-line flag)."""
-        names = {"checkpoint": "--checkpoint", "vae": "--vae", "audio_vae": "--audio-vae", **(labels or {})}
+        names = {"checkpoint": "--checkpoint", "vae": "--vae", "audio_vae": "--audio-vae",
+                 "text_projection": "--text-projection", **(labels or {})}
         fields = [("checkpoint", "transformer" if self.split else "checkpoint"), ("vae", "video VAE"),
-                  ("audio_vae", "audio VAE")]
+                  ("audio_vae", "audio VAE"), ("text_projection", "text projection")]
         given = [(names[field], getattr(self, field), kind) for field, kind in fields if getattr(self, field)]
         for label, path, _ in given:
             _check_path(label, path)
         _check_kinds(given)
-        check_same_release(_kinds([(label, path) for label, path, _ in given]))
+        release = check_same_release(_kinds([(label, path) for label, path, _ in given]))
+        if self.split:
+            self._check_text_path(release or file_kind(self.checkpoint).version or "2.5", names)
 
     def _vae_flags(self) -> list[tuple[str, str, str]]:
         return [(flag, path, kind) for flag, path, kind in (("--vae", self.vae, "video VAE"),
@@ -146,8 +164,6 @@ class ModelFiles:
         """A transformer file of its own (LTX-2.5's; or a 2.0 / 2.3 transformer-only export): its text encoder and
         VAEs are required, every file of its kind and release."""
         name, release = os.path.basename(self.checkpoint), file_kind(self.checkpoint).version or "2.5"
-        if is_gguf(self.checkpoint):
-            raise ValueError(GGUF_TEXT_PATH.format(path=self.checkpoint))
         if release != "2.5" and None in (self.vae, self.audio_vae):
             raise ValueError(f"--checkpoint {name} is an LTX-{release} transformer without the VAEs it needs for "
                              f"decoding; use the full LTX-{release} checkpoint (e.g. ltx-2.3-22b-dev.safetensors), or "
@@ -155,22 +171,23 @@ class ModelFiles:
         for flag, path, field_name in (("--text-encoder", self.text_encoder, "text_encoder"),
                                        ("--vae", self.vae, "vae"), ("--audio-vae", self.audio_vae, "audio_vae")):
             if path is None:
-                raise ValueError(f"--checkpoint {name} is an LTX-2.5 transformer file; it needs {flag} "
-                                 f"{RELEASE_FILES[field_name]} (or pass the folder holding the release's files as "
-                                 "--checkpoint)")
+                raise ValueError(f"--checkpoint {name} is an LTX-{release} transformer file; it needs {flag} "
+                                 f"{RELEASE_FILES[field_name] if release == '2.5' else _FOR_2_0[field_name]} (or "
+                                 "pass the folder holding the release's files as --checkpoint)")
         if mode != "one-stage" and self.upsampler is None:
             raise ValueError(f"mode {mode} needs --upsampler {RELEASE_FILES['upsampler']}")
         if mode == "two-stage" and self.distilled_lora is None:
             raise ValueError(f"mode two-stage needs --distilled-lora {RELEASE_FILES['distilled_lora']}")
         paths = [("--checkpoint", self.checkpoint), ("--text-encoder", self.text_encoder), ("--vae", self.vae),
                  ("--audio-vae", self.audio_vae), ("--upsampler", self.upsampler),
-                 ("--distilled-lora", self.distilled_lora)] + [("--lora", path) for path, _ in self.loras]
+                 ("--distilled-lora", self.distilled_lora), ("--text-projection", self.text_projection)]
+        paths += [("--lora", path) for path, _ in self.loras]
         for flag, path in paths:
             if path is not None:
                 _check_path(flag, path)
         kinds = {"--checkpoint": "transformer", "--text-encoder": "text encoder", "--vae": "video VAE",
                  "--audio-vae": "audio VAE", "--upsampler": "latent upsampler", "--distilled-lora": "LoRA",
-                 "--lora": "LoRA"}
+                 "--lora": "LoRA", "--text-projection": "text projection"}
         _check_kinds([(flag, path, kinds[flag]) for flag, path in paths
                       if path is not None and os.path.isfile(path)])
         release = check_same_release(_kinds(paths)) or release
@@ -180,6 +197,26 @@ class ModelFiles:
                 raise CheckpointError(
                     f"--text-encoder {self.text_encoder}: this is {found.describe()}, but the LTX-{release} "
                     f"transformer {name} needs its Gemma 4 text encoder {RELEASE_FILES['text_encoder']}")
+        self._check_text_path(release, {"checkpoint": "--checkpoint", "text_projection": "--text-projection"})
+
+    def _check_text_path(self, release: str, names: Mapping[str, str]) -> None:
+        """A transformer file of its own: ValueError naming the file to give (`names`: how each field is named)
+        when neither it nor `text_projection` holds the text connectors, or, before LTX-2.5 (whose text encoder
+        file holds it), the text projection; headers only."""
+        sources = Sources.split(self.checkpoint, None, None, None, None, self.text_projection)
+        name, flag = os.path.basename(self.checkpoint), names["text_projection"]
+        what = [part for part, component in (("text connectors (video/audio_embeddings_connector.*)",
+                                              Component.TEXT_CONNECTORS),
+                                             ("text projection (text_embedding_projection.*)",
+                                              Component.TEXT_PROJECTION))
+                if component not in sources and (component is Component.TEXT_CONNECTORS or release != "2.5")]
+        if not what:
+            return
+        if self.text_projection is not None:
+            raise ValueError(f"{flag} {os.path.basename(self.text_projection)} holds no {' and no '.join(what)} for "
+                             f"the LTX-{release} transformer {name}; give {_TEXT_PROJECTION_FILES}")
+        raise ValueError(f"{names['checkpoint']} {name} is an LTX-{release} transformer without its "
+                         f"{' and '.join(what)}; give {flag} {_TEXT_PROJECTION_FILES}")
 
     def _diffusion_vae(self) -> bool:
         return video_vae_kind(read_header(self.vae, "video VAE")).decoder == DIFFUSION
@@ -197,7 +234,8 @@ class ModelFiles:
         if self.checkpoint is not None and os.path.isdir(self.checkpoint):
             return self.resolved().sources()
         if self.split:  # a file not given yet leaves its components out (a loader node chooses the text encoder later)
-            return Sources.split(self.checkpoint, self.text_encoder, self.vae, self.audio_vae, self.upsampler)
+            return Sources.split(self.checkpoint, self.text_encoder, self.vae, self.audio_vae, self.upsampler,
+                                 self.text_projection)
         sources = Sources.bundled(self.checkpoint).with_files({Component.UPSAMPLER: self.upsampler})
         if self.vae is not None:
             video = Source(Path(self.vae), video_vae_prefix(self.vae))

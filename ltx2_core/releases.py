@@ -132,6 +132,11 @@ RELEASES: Mapping[ModelVersion, Release] = MappingProxyType({
         stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
 })
 
+# the released text connectors' head width and RoPE maximum position (every release; the `transformer` section's
+# `connector_attention_head_dim` and `connector_positional_embedding_max_pos`), for files that do not say them
+RELEASED_CONNECTOR_HEAD_DIM = 128
+RELEASED_CONNECTOR_MAX_POS = 4096
+
 # the release where none is named: the demo model's structure, the guidance node's widget values
 DEFAULT_VERSION = ModelVersion.V2_0
 

@@ -37,6 +37,24 @@ def file_options(folder: str) -> list[str]:
     return sorted(folder_paths.get_filename_list(folder)) if IN_COMFYUI else []
 
 
+def gguf_options() -> list[str]:
+    """The `.gguf` files of ComfyUI's diffusion_models folders (models/diffusion_models and models/unet, where
+    ComfyUI-GGUF keeps them), by their name in the folder, as a combo input lists them; [] outside ComfyUI."""
+    return sorted(_gguf_files()) if IN_COMFYUI else []
+
+
+def _gguf_files() -> dict[str, str]:
+    """Name -> full path of each `.gguf` under the diffusion_models folders (links followed, as ComfyUI lists)."""
+    found: dict[str, str] = {}
+    for root in folder_paths.get_folder_paths("diffusion_models"):
+        for parent, _, files in os.walk(root, followlinks=True):
+            for file in files:
+                if file.lower().endswith(".gguf"):
+                    path = os.path.join(parent, file)
+                    found.setdefault(os.path.relpath(path, root).replace(os.sep, "/"), path)
+    return found
+
+
 def model_folders_with(folder: str, marker: str) -> list[str]:
     """Sub-folders of a model folder that hold `marker` (e.g. Hugging Face model folders with config.json)."""
     if not IN_COMFYUI:
@@ -49,7 +67,8 @@ def model_folders_with(folder: str, marker: str) -> list[str]:
 
 
 def model_path(folder: str, name: object, marker: str | None = None) -> str:
-    """The full path of `name`, a file ComfyUI lists in one of its model folders (`checkpoints`, `loras`, ...) or,
+    """The full path of `name`, a file ComfyUI lists in one of its model folders (`checkpoints`, `loras`, ...; a
+    `.gguf` of diffusion_models as `gguf_options` lists it) or,
     with `marker`, a sub-folder of it holding that file (a Hugging Face model folder). Anything else (an absolute
     path, `..`, a name ComfyUI does not list) is refused without a look at the disk, so an API caller learns nothing
     about files outside the folders. Outside ComfyUI `name` is a path."""
@@ -58,6 +77,8 @@ def model_path(folder: str, name: object, marker: str | None = None) -> str:
     if IN_COMFYUI:
         if name in folder_paths.get_filename_list(folder):
             return folder_paths.get_full_path_or_raise(folder, name)
+        if folder == "diffusion_models" and name.lower().endswith(".gguf") and name in _gguf_files():
+            return _gguf_files()[name]
         if marker is not None and name in model_folders_with(folder, marker):
             for root in folder_paths.get_folder_paths(folder):
                 if os.path.isfile(os.path.join(root, name, marker)):

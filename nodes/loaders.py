@@ -22,6 +22,7 @@ CATEGORY = "LTX-2/loaders"
 DTYPES = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEVICES = ("default", "cpu", "cuda")
 MEMORY_MODES = ("auto", "resident", "stream")
+NONE = "none"  # an optional file input left empty
 PLANNED_FOR = (121, 512, 768, 4)  # frames, height, width, guidance passes of the request a load plans for
 _LOADED: dict[str, ModelHandle] = {}  # the model each checkpoint-loader node (by its id) holds now
 _RELEASED = 0  # how many times ComfyUI's unload released them: a loader whose handle went loads again
@@ -96,37 +97,47 @@ class LTX2CheckpointLoader:
 
 
 class LTX2ModelLoader(LTX2CheckpointLoader):
-    DESCRIPTION = ("Loads an LTX-2.5 model from its separate files, as ComfyUI keeps them: the transformer from "
-                   "models/diffusion_models, the video VAE and the audio VAE (with its vocoder) from models/vae.")
+    DESCRIPTION = ("Loads an LTX-2 model from its separate files, as ComfyUI keeps them: the transformer (LTX-2.5's, "
+                   "or a GGUF of LTX-2 / 2.3 / 2.5) from models/diffusion_models or models/unet, the video VAE and the "
+                   "audio VAE (with its vocoder) from models/vae, and for a GGUF the text projection file it needs "
+                   "from models/text_encoders.")
 
     @classmethod
     def INPUT_TYPES(cls):
         inputs = super().INPUT_TYPES()
         vae = _options("vae")
         files = {
-            "transformer": (_options("diffusion_models"), {"tooltip": "ltx-2.5-22b-dev-transformer-*.safetensors "
-                            "(or -distilled-) from models/diffusion_models"}),
+            "transformer": (_options("diffusion_models") + bridge.gguf_options(), {"tooltip": "ltx-2.5-22b-dev-"
+                            "transformer-*.safetensors (or -distilled-) from models/diffusion_models, or a transformer "
+                            "GGUF of LTX-2 / 2.3 / 2.5 (ComfyUI-GGUF's conversions, models/diffusion_models or unet)"}),
             "video_vae": (vae, {"tooltip": "from models/vae: ltx-2.5-video-vae-bf16 (the diffusion decoder, the "
                           "release's quality) or ltx-2.5-video-vae-conv-bf16 (the convolutional decoder: faster, less "
                           "memory)"}),
             "audio_vae": (vae, {"tooltip": "ltx-2.5-audio-vae-*.safetensors (audio VAE and vocoder) from models/vae"}),
         }
         required = {name: spec for name, spec in inputs["required"].items() if name != "ckpt_name"}
-        return {**inputs, "required": files | required}
+        projection = {"text_projection": ([NONE] + _options("text_encoders"), {"default": NONE, "tooltip": "LTX-2 / "
+                      "2.3 with a GGUF transformer: the text projection and connectors, e.g. ComfyUI's ltx-2*-"
+                      "embeddings_connector*.safetensors from models/text_encoders (LTX-2.5: only when the GGUF "
+                      "lacks the connectors)"})}
+        return {**inputs, "required": files | required, "optional": inputs["optional"] | projection}
 
     @classmethod
     def VALIDATE_INPUTS(cls, transformer: str | None = None, video_vae: str | None = None,
-                        audio_vae: str | None = None):
+                        audio_vae: str | None = None, text_projection: str | None = None):
         return (file_problem("transformer", transformer) or file_problem("video VAE", video_vae)
-                or file_problem("audio VAE", audio_vae) or True)
+                or file_problem("audio VAE", audio_vae)
+                or (text_projection != NONE and file_problem("text projection", text_projection)) or True)
 
     def load(self, transformer: str, video_vae: str, audio_vae: str, weight_dtype: str = "auto",
              device: str = "default", fp8: str = "auto", memory: str = "auto", parallel: Parallel | None = None,
-             unique_id: str | None = None):
+             unique_id: str | None = None, text_projection: str = NONE):
         files = ModelFiles(checkpoint=bridge.model_path("diffusion_models", transformer),
                            vae=bridge.model_path("vae", video_vae), audio_vae=bridge.model_path("vae", audio_vae),
-                           fp8=fp8)
-        labels = {"checkpoint": "transformer", "vae": "video_vae", "audio_vae": "audio_vae"}
+                           fp8=fp8, text_projection=None if text_projection in (NONE, None) else
+                           bridge.model_path("text_encoders", text_projection))
+        labels = {"checkpoint": "transformer", "vae": "video_vae", "audio_vae": "audio_vae",
+                  "text_projection": "text_projection"}
         return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, labels),)
 
 

@@ -22,7 +22,8 @@ FILE_KINDS = {
     "checkpoint": ("checkpoints", "LTX-2 Checkpoint Loader", "ckpt_name",
                    "an LTX-2 checkpoint such as ltx-2-19b-dev.safetensors or ltx-2.3-22b-dev.safetensors"),
     "transformer": ("diffusion_models", "LTX-2 Model Loader (separate files)", "transformer",
-                    "an LTX-2.5 transformer such as ltx-2.5-22b-dev-transformer-bf16.safetensors"),
+                    ("an LTX-2.5 transformer such as ltx-2.5-22b-dev-transformer-bf16.safetensors, or an LTX-2 / "
+                     "2.3 / 2.5 transformer GGUF")),
     "video VAE": ("vae", "LTX-2 Model Loader (separate files)", "video_vae",
                   "ltx-2.5-video-vae-bf16.safetensors (diffusion decoder) or ltx-2.5-video-vae-conv-bf16.safetensors"),
     "audio VAE": ("vae", "LTX-2 Model Loader (separate files)", "audio_vae", "ltx-2.5-audio-vae-bf16.safetensors"),
@@ -32,6 +33,9 @@ FILE_KINDS = {
     "latent upsampler": ("latent_upscale_models", "LTX-2 Latent Upsampler Loader", "upscale_model_name",
                          "ltx-2-spatial-upscaler-x2-*.safetensors or ltx-2.3-spatial-upscaler-x2-*.safetensors"),
     "LoRA": ("loras", "LTX-2 LoRA Loader", "lora_name", "a LoRA trained for LTX-2"),
+    "text projection": ("text_encoders", "LTX-2 Model Loader (separate files)", "text_projection",
+                        ("the text projection and connectors of a GGUF transformer: ComfyUI's "
+                         "ltx-2*-embeddings_connector*.safetensors")),
 }
 MAX_TEXT = 100_000  # characters of a text input the pack checks itself
 

@@ -26,9 +26,13 @@ FULL_CHECKPOINT_HINT = ("use a full LTX-2 checkpoint (e.g. ltx-2-19b-dev.safeten
                         "which bundles it, not a transformer-only, upsampler or LoRA file")
 
 
-def section_config(file: SafetensorsFile, section: str, parse: Callable[[Any], Config], component: str) -> Config:
-    """Parses one section of the `config` metadata; errors name the file (and, when absent, what to pass)."""
-    value = config_metadata(file).get(section)
+def section_config(file: SafetensorsFile, section: str, parse: Callable[[Any], Config], component: str,
+                   fallback: Callable[[SafetensorsFile], Any] | None = None) -> Config:
+    """Parses one section of the `config` metadata (a file without it: `fallback`'s section, e.g. a released one its
+    shapes tell, when it gives one); errors name the file (and, when absent, what to pass)."""
+    value = config_metadata(file).get(section) if "config" in file.metadata or fallback is None else None
+    if value is None and fallback is not None:
+        value = fallback(file)
     if value is None:
         raise MissingConfigError(f"{file.path}: the 'config' metadata has no '{section}' section, so this file holds "
                                  f"no {component}; {FULL_CHECKPOINT_HINT}")
@@ -48,13 +52,15 @@ def load_component(
     statistics: str | None = None,
     device: torch.device | str = "cpu",
     dtype: torch.dtype | None = None,
+    fallback: Callable[[SafetensorsFile], Any] | None = None,
 ) -> Model:
-    """One component from its `source`: config from the file's metadata section for it (`SECTIONS`), built on
-    meta, filled from the tensors under the source prefix + each of `parts` (name in the component -> model prefix)
-    and the two latent statistics under the source prefix + `statistics`, checked first."""
+    """One component from its `source`: config from the file's metadata section for it (`SECTIONS`; `fallback` as
+    in `section_config`), built on meta, filled from the tensors under the source prefix + each of `parts` (name in
+    the component -> model prefix) and the two latent statistics under the source prefix + `statistics`, checked
+    first."""
     file = read_header(source.path)
     section, name = SECTIONS[component], component.value
-    config = section_config(file, section, parse, name)
+    config = section_config(file, section, parse, name, fallback)
     with torch.device("meta"):
         model = build(config)
     prefixes = {source.key(part): model_prefix for part, model_prefix in parts.items()}

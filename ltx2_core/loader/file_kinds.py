@@ -9,7 +9,8 @@ one ComfyUI's folders keep): the transformer (`diffusion_models/`, the DiT and t
 (`text_encoders/`, Gemma 4 with the text projection, `gemma_config` metadata and a `tokenizer_json` tensor), the video
 VAE (`vae/`, `config.vae` whose `_class_name` tells the convolutional decoder from the diffusion one), the audio VAE
 (`vae/`, `config.audio_vae` + `config.vocoder`, tensors under `audio_vae.` and `vocoder.`), the latent upsampler
-(`latent_upscale_models/`, a flat `config`) and LoRAs (`loras/`, `lora_A`/`lora_B` pairs).
+(`latent_upscale_models/`, a flat `config`) and LoRAs (`loras/`, `lora_A`/`lora_B` pairs). A text projection file (ComfyUI's embeddings connector files, for a GGUF
+or separate transformer) holds only the text projection and the text connectors.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from ltx2_core.errors import CheckpointError
-from ltx2_core.loader.gguf_file import gguf_transformer_config, is_gguf
+from ltx2_core.loader.gguf_file import gguf_transformer_config
+from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header
+from ltx2_core.loader.vae_weights import released_vae_section
 
 # kind -> the ComfyUI models folder it belongs in
 FOLDERS: Mapping[str, str] = {
@@ -33,11 +36,13 @@ FOLDERS: Mapping[str, str] = {
     "audio VAE": "vae",
     "latent upsampler": "latent_upscale_models",
     "LoRA": "loras",
+    "text projection": "text_encoders",  # ComfyUI's ltx-2*-embeddings_connector*.safetensors (a GGUF's text path)
 }
 CONV_DECODER, DIFFUSION_DECODER = "convolutional decoder", "diffusion decoder"
 _CONV_CLASS = "CausalVideoAutoencoder"  # config.vae._class_name of the convolutional VAE (every 2.0/2.3 VAE)
 _LORA_SUFFIXES = (".lora_A.weight", ".lora_down.weight")
 _DIT_BLOCK = re.compile(r"(^|\.)transformer_blocks\.\d+\.")
+_TEXT_PATH = re.compile(r"^(text_embedding_projection\.|(model\.diffusion_model\.)?(video|audio)_embeddings_connector\.)")
 _VERSION = re.compile(r"^\s*(\d+)[.-](\d+)")
 # Gemma backbones by the `model_type` of a text encoder's `gemma_config`, and the releases each serves
 _GEMMA_RELEASE = {"gemma3": None, "gemma3_text": None, "gemma4": "2.5", "gemma4_unified": "2.5"}
@@ -81,6 +86,9 @@ def kind_of(file: SafetensorsFile) -> FileKind:
         return _text_encoder(file)
     config = _config(file)
     version = release_of(file.metadata.get("model_version"))
+    if names and all(_TEXT_PATH.match(name) for name in names):  # 2.0's projection is one matrix, later ones two
+        return FileKind("text projection", version or ("2.0" if "text_embedding_projection.aggregate_embed.weight"
+                                                                in names else None))
     if "transformer" in config or any(_DIT_BLOCK.search(name) for name in names):
         if "vae" in config or any(name.startswith("vae.decoder.") for name in names):
             return FileKind("checkpoint", version)
@@ -96,6 +104,8 @@ def kind_of(file: SafetensorsFile) -> FileKind:
         return FileKind("latent upsampler", version)
     if any(name.endswith("embed_tokens.weight") for name in names):
         return FileKind("text encoder", None, "a Gemma language model")
+    if not config and released_vae_section(file) is not None:  # a 2.0 / 2.3 VAE file without its metadata
+        return FileKind("video VAE", None, CONV_DECODER)
     return FileKind("unknown", version, "no LTX-2 config metadata or tensor names")
 
 
@@ -109,7 +119,7 @@ def check_file_kind(path: str | os.PathLike, kind: str, loader: str | None = Non
     """The file's kind, or CheckpointError when it is not a `kind` file: what it is, and where it belongs (the
     ComfyUI folder, and `loader`'s name when given, the node that takes this kind)."""
     found = file_kind(path)
-    if found.kind != kind and not (kind == "transformer" and found.kind == "checkpoint"):
+    if found.kind != kind and not (kind in ("transformer", "text projection") and found.kind == "checkpoint"):
         where = f"the {found.folder} folder" if found.folder else "no LTX-2 loader"
         raise CheckpointError(
             f"{path}: this is {found.describe()}, not {FileKind(kind).describe()}; it belongs in {where}. "

@@ -2,7 +2,8 @@
 with the `gguf` package's `GGUFReader` and loaded with their block-type linears kept quantised (`quant.gguf`).
 
 Layout: `general.architecture` "ltxv" (or none); the DiT's tensors under the official names with or without
-`model.diffusion_model.` (the text connectors, when present, belong to the text path); shapes in ggml order (the
+`model.diffusion_model.` (the text connectors, when present, belong to the text path: `gguf_header` and
+`read_gguf_tensors` serve its loader, dequantised); shapes in ggml order (the
 torch shape reversed) unless a `comfy.gguf.orig_shape.<name>` field gives the torch shape; 1-D tensors and the
 AdaLN tables in F32. The config comes from a `config` field (the safetensors metadata's JSON) when the file has
 one, else from the shapes, the release told by the key set. Everything is checked before any model is built.
@@ -14,23 +15,18 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-import numpy as np
 import torch
 
-from ltx2_core.errors import (
-    CheckpointError,
-    ConfigError,
-    CorruptCheckpointError,
-    KeyMismatchError,
-    UnsupportedQuantizationError,
-)
+from ltx2_core.errors import CheckpointError, ConfigError, KeyMismatchError
 from ltx2_core.loader.checkpoint import check_tensors, transformer_keys
+from ltx2_core.loader.gguf_reader import GgufFile, read_gguf
+from ltx2_core.loader.safetensors_file import SafetensorsFile, TensorEntry
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.transformer.config import VIDEO_DEFAULTS, StreamConfig, TransformerConfig
 from ltx2_core.quant.gguf import GGUFLinear
-from ltx2_core.quant.gguf_types import TYPES, GgmlType, dequantize
+from ltx2_core.quant.gguf_types import dequantize
 from ltx2_core.releases import RELEASES, ModelVersion
 
 PREFIX = "model.diffusion_model."
@@ -40,79 +36,7 @@ _TEXT_KEYS = ("token_embd.weight", "blk.0.", "model.embed_tokens.weight", "encod
 # a bundle's other components, when a conversion kept them beside the bare DiT names: not the transformer's
 _BESIDE_DIT = ("text_embedding_projection.", "vae.", "audio_vae.", "vocoder.")
 _NUMBER = re.compile(r"\.\d+\.")
-# a full generation needs the text connectors, which this increment does not read from GGUF files
-GGUF_TEXT_PATH = ("{path}: a GGUF transformer loads (load_transformer, ModelFiles.load_transformer), but its text "
-                  "connectors are not read from GGUF files yet, so a generation cannot use it; use the safetensors "
-                  "checkpoint (e.g. ltx-2.3-22b-dev-fp8.safetensors) for a generation")
 FIX = "use an LTX-2 transformer GGUF (e.g. a ComfyUI-GGUF conversion of ltx-2.3-22b-dev) or the safetensors checkpoint"
-
-
-class GgufTensor(NamedTuple):
-    """One tensor of the file: its ggml type, torch shape and stored bytes (uint8, a view of the mapped file)."""
-
-    kind: GgmlType
-    shape: tuple[int, ...]
-    data: np.ndarray
-
-
-class GgufFile(NamedTuple):
-    path: Path
-    architecture: str | None
-    fields: dict[str, Any]  # the string and number fields
-    tensors: dict[str, GgufTensor]  # by the name in the file
-
-
-def is_gguf(path: str | os.PathLike) -> bool:
-    """Whether `path` names a GGUF file (by its suffix)."""
-    return str(path).lower().endswith(".gguf")
-
-
-def read_gguf(path: str | os.PathLike) -> GgufFile:
-    """The fields and tensor table of a GGUF file (no tensor read); CorruptCheckpointError for a truncated or
-    damaged file, UnsupportedQuantizationError naming a ggml type this package does not dequantise."""
-    import gguf  # only here: the rest of the package runs without it
-
-    path = Path(path)
-    try:
-        reader = gguf.GGUFReader(path)
-    except Exception as exc:  # the reader's errors for damaged files are ValueError, KeyError, IndexError...
-        if "GGMLQuantizationType" in str(exc):
-            raise UnsupportedQuantizationError(f"{path}: a tensor of an unknown ggml type ({exc}); {_TYPES_FIX}") \
-                from exc
-        raise CorruptCheckpointError(f"{path}: not a readable GGUF file ({type(exc).__name__}: {exc}); it is "
-                                     "truncated or damaged: download it again") from exc
-    fields = {}
-    for name, field in reader.fields.items():
-        if len(field.types) == 1 and field.types[0] == gguf.GGUFValueType.STRING:
-            fields[name] = bytes(field.parts[field.data[-1]]).decode("utf-8", "replace")
-        elif len(field.types) == 1 and field.types[0] != gguf.GGUFValueType.ARRAY:
-            fields[name] = field.parts[field.data[-1]].tolist()[0]
-        elif name.startswith(_ORIG_SHAPE):
-            fields[name] = tuple(int(field.parts[i][0]) for i in field.data)
-    tensors, end = {}, 0
-    for t in reader.tensors:
-        kind = TYPES.get(int(t.tensor_type))
-        if kind is None:
-            raise UnsupportedQuantizationError(f"{path}: tensor {t.name!r} is stored as "
-                                               f"{t.tensor_type.name}, which this package does not dequantise; "
-                                               f"{_TYPES_FIX}")
-        shape = fields.get(_ORIG_SHAPE + t.name) or tuple(int(n) for n in reversed(t.shape.tolist()))
-        count = int(np.prod(shape))
-        data = np.asarray(t.data).reshape(-1).view(np.uint8)
-        if data.size != kind.row_bytes(count) or count % kind.block_size:
-            raise CorruptCheckpointError(f"{path}: tensor {t.name!r} has {data.size} bytes where {kind.name} "
-                                         f"{list(shape)} needs {kind.row_bytes(count)}; the file is truncated or "
-                                         "damaged: download it again")
-        end = max(end, int(t.data_offset) + data.size)
-        tensors[t.name] = GgufTensor(kind, shape, data)
-    if end > os.path.getsize(path):
-        raise CorruptCheckpointError(f"{path}: the tensors end at byte {end} but the file has "
-                                     f"{os.path.getsize(path)}; it is truncated: download it again")
-    return GgufFile(path, fields.get("general.architecture"), fields, tensors)
-
-
-_ORIG_SHAPE = "comfy.gguf.orig_shape."
-_TYPES_FIX = ("use a GGUF of F16, BF16, Q8_0, Q6_K, Q5_K, Q5_0, Q5_1, Q4_K, Q4_0, Q4_1, Q3_K or Q2_K weights")
 
 
 def transformer_tensors(file: GgufFile) -> dict[str, str]:
@@ -218,6 +142,28 @@ def load_gguf_transformer(path: str | os.PathLike, config: TransformerConfig | N
             state[key] = dequantize(data, tensor.kind, tensor.shape, dtype or torch.bfloat16)
     model.load_state_dict(state, strict=True, assign=True)
     return model.eval()
+
+
+def gguf_header(path: str | os.PathLike) -> SafetensorsFile:
+    """A GGUF file's table as a safetensors header: its string fields as the metadata (a `config` field as the
+    safetensors JSON), each tensor's ggml type name as its dtype and its torch shape; for the loaders that check
+    keys and shapes before reading (the text path)."""
+    file = read_gguf(path)
+    metadata = {k: v for k, v in file.fields.items() if isinstance(v, str)}
+    return SafetensorsFile(file.path, metadata, {n: TensorEntry(t.kind.name, t.shape) for n, t in file.tensors.items()})
+
+
+def read_gguf_tensors(path: str | os.PathLike, names: dict[str, str], *, device: torch.device | str = "cpu",
+                      dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """The tensors `names` (model key -> file key) dequantised into `dtype` (default bf16, as the GGUF DiT's), on
+    `device`: for the small parts that run dequantised (the text connectors)."""
+    file = read_gguf(path)
+    out = {}
+    for key, file_key in names.items():
+        tensor = file.tensors[file_key]
+        data = torch.from_numpy(tensor.data.copy()).to(device)
+        out[key] = dequantize(data, tensor.kind, tensor.shape, dtype or torch.bfloat16)
+    return out
 
 
 class _Entry(NamedTuple):

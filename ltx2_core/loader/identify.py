@@ -10,7 +10,8 @@ from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.checkpoint import config_metadata, transformer_config
 from ltx2_core.loader.file_kinds import check_file_kind, file_kind
 from ltx2_core.loader.gemma_files import find_gemma
-from ltx2_core.loader.gguf_file import gguf_transformer_config, is_gguf
+from ltx2_core.loader.gguf_file import gguf_transformer_config
+from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.lora import LoraError
 from ltx2_core.loader.safetensors_file import read_header
 from ltx2_core.loader.sources import DECODING, SECTIONS
@@ -19,7 +20,8 @@ from ltx2_core.loader.vae_weights import video_vae_kind
 
 # the config sections a checkpoint needs besides the transformer's: those of the components decoding reads from it
 BUNDLED = tuple(dict.fromkeys(SECTIONS[component] for component in DECODING))
-KINDS = ("checkpoint", "text encoder", "LoRA", "latent upsampler", "transformer", "video VAE", "audio VAE")
+KINDS = ("checkpoint", "text encoder", "LoRA", "latent upsampler", "transformer", "video VAE", "audio VAE",
+         "text projection")
 _LORA_SUFFIXES = (".lora_A.weight", ".lora_down.weight")
 
 
@@ -53,6 +55,8 @@ def check_kind(path: str | os.PathLike, kind: str) -> None:
         elif not {"audio_vae", "vocoder"} <= set(config_metadata(file)):
             raise CheckpointError(f"{file.path}: an audio VAE file needs both the 'audio_vae' and the 'vocoder' "
                                   "sections of the 'config' metadata; use ltx-2.5-audio-vae-bf16.safetensors")
+    elif kind == "text projection":  # ComfyUI's embeddings connector files, or the official bundle
+        check_file_kind(path, kind)
     elif kind == "latent upsampler":
         upsampler_config(file)
     elif kind == "LoRA":

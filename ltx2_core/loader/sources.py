@@ -5,8 +5,13 @@ VAE and the vocoder in one file, each under its own prefix (`BUNDLE`), with one 
 section per component (`SECTIONS`). The latent upsampler is always a file of its own. A release that ships its
 components as separate files maps them with `Sources.separate` (prefix "" unless the file nests its tensors);
 LTX-2.5's released files with `Sources.split` (`SPLIT`: the same prefixes as the bundle, except the text projection
-inside the text encoder file and the video VAE, whose tensors may be bare). Every loader reads its `config` section
-from the file of its own source, so a section is found in whichever file holds the component.
+inside the text encoder file and the video VAE, whose tensors may be bare). A transformer of its own that lacks part
+of the text path (a GGUF conversion, an LTX-2 / 2.3 transformer-only file) takes it from a text projection file
+(ComfyUI's `ltx-2*-embeddings_connector*.safetensors`, or the official checkpoint: the bundle's prefixes, the
+connectors also bare): the connectors
+where the transformer file holds them, else from that file; the projection from that file when it holds it, else
+from the text encoder's (2.5). Every loader reads its `config` section from the file of its own source, so a section
+is found in whichever file holds the component (the text path is sized from shapes where none has one).
 
 Every loader takes a `Source` (or, for today's callers, a bare path, which means "this component of a bundle" as
 `component_source` says); the names *inside* a component (a VAE's `decoder.` / `encoder.` /
@@ -24,6 +29,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from ltx2_core.errors import CheckpointError
+from ltx2_core.loader.gguf_reader import is_gguf, read_gguf
 from ltx2_core.loader.safetensors_file import read_header
 
 
@@ -116,13 +122,18 @@ class Sources:
 
     @classmethod
     def split(cls, transformer: PathLike, text_encoder: PathLike | None, video_vae: PathLike | Source | None,
-              audio_vae: PathLike | None, upsampler: PathLike | None = None) -> Sources:
+              audio_vae: PathLike | None, upsampler: PathLike | None = None,
+              text_projection: PathLike | None = None) -> Sources:
         """The components of LTX-2.5's released files (`SPLIT`); a file not chosen yet (None, e.g. the text encoder
         in a loader node) leaves its components out. `video_vae` as a path is read with the prefix its tensors
-        carry (`video_vae_prefix`), as a `Source` as given."""
+        carry (`video_vae_prefix`), as a `Source` as given. A GGUF transformer, or a `text_projection` file, take
+        the text path where `text_sources` finds it (headers only)."""
         files = {"transformer": transformer, "text encoder": text_encoder, "audio VAE": audio_vae}
         parts = {component: Source(Path(files[role]), prefix) for role, components in SPLIT.items()
                  if files[role] is not None for component, prefix in components.items()}
+        if text_projection is not None or is_gguf(transformer):
+            parts.pop(Component.TEXT_CONNECTORS)
+            parts |= text_sources(transformer, text_projection)
         if video_vae is not None:
             video = video_vae if isinstance(video_vae, Source) else Source(Path(video_vae),
                                                                            video_vae_prefix(video_vae))
@@ -143,6 +154,42 @@ class Sources:
 
     def __contains__(self, component: object) -> bool:
         return component in self.parts
+
+
+def text_sources(transformer: PathLike, text_projection: PathLike | None) -> dict[Component, Source]:
+    """The text path a transformer file of its own and a `text_projection` file give (headers only): the connectors
+    from the transformer when it holds them, else from `text_projection`; the projection from `text_projection`
+    when it holds it, else from the transformer when it does (a GGUF of a whole bundle). What neither holds is left
+    out (the text encoder file's projection stays, LTX-2.5's)."""
+    found = {}
+    if text_projection is not None:
+        names = tensor_names(text_projection)
+        prefix, projection = connector_prefix(names), BUNDLE[Component.TEXT_PROJECTION]
+        if prefix is not None:
+            found[Component.TEXT_CONNECTORS] = Source(Path(text_projection), prefix)
+        if any(name.startswith(projection) for name in names):
+            found[Component.TEXT_PROJECTION] = Source(Path(text_projection), projection)
+    names = tensor_names(transformer)
+    prefix, projection = connector_prefix(names), BUNDLE[Component.TEXT_PROJECTION]
+    if prefix is not None:
+        found[Component.TEXT_CONNECTORS] = Source(Path(transformer), prefix)
+    if Component.TEXT_PROJECTION not in found and any(name.startswith(projection) for name in names):
+        found[Component.TEXT_PROJECTION] = Source(Path(transformer), projection)  # a whole bundle's conversion
+    return found
+
+
+def connector_prefix(names: list[str]) -> str | None:
+    """The prefix under which tensor `names` hold the text connectors (`model.diffusion_model.` as in a bundle, or
+    "" where a conversion stripped it), None when they hold none."""
+    for prefix in (BUNDLE[Component.TEXT_CONNECTORS], ""):
+        if any(name.startswith(prefix + "video_embeddings_connector.") for name in names):
+            return prefix
+    return None
+
+
+def tensor_names(path: PathLike) -> list[str]:
+    """The tensor names of a safetensors or GGUF file (header / table only)."""
+    return list(read_gguf(path).tensors if is_gguf(path) else read_header(Path(path)).tensors)
 
 
 def component_source(source: PathLike | Source, component: Component) -> Source:

@@ -4,6 +4,8 @@ The feature extractor (`Component.TEXT_PROJECTION`) and the two connectors (`Com
 `{video,audio}_embeddings_connector.*` there) come from their `Sources`, one file or two; in the single-file
 checkpoint they are `text_embedding_projection.*` and `model.diffusion_model.{video,audio}_embeddings_connector.*`
 (spec §8). They map onto `TextProjection`'s `feature_extractor.*`, `video_connector.*` and `audio_connector.*`.
+A GGUF transformer's connectors are read dequantised (`gguf_file.read_gguf_tensors`); the text path is sized by the
+transformer file's config, else the connectors file's, else from the shapes (`text_shapes`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from ltx2_core.loader.checkpoint import check_tensors, config_metadata, transfor
 from ltx2_core.loader.components import prefixed_keys, union_view
 from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 from ltx2_core.loader.gemma_files import GemmaSource, find_gemma, load_gemma
-from ltx2_core.loader.gguf_file import GGUF_TEXT_PATH, is_gguf
+from ltx2_core.loader.gguf_file import gguf_header, gguf_transformer_config, read_gguf_tensors
+from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.loader.sources import SECTIONS, Component, Source, Sources
+from ltx2_core.loader.text_shapes import text_config_from_shapes
 from ltx2_core.model.text.encoder import PromptEncoder, check_prompt_length
 from ltx2_core.model.text.projection import TextProjection
 from ltx2_core.model.text.config import TextConfig
@@ -36,6 +40,7 @@ _PARTS = (
     (Component.TEXT_CONNECTORS, "video_embeddings_connector.", "video_connector."),
     (Component.TEXT_CONNECTORS, "audio_embeddings_connector.", "audio_connector."),
 )
+_CONNECTOR_KEYS = ("connector_", "audio_connector_")  # a `transformer` section's keys of the text connectors
 _FEATURE_WEIGHTS = ("aggregate_embed.weight", "video_aggregate_embed.weight")
 
 
@@ -71,7 +76,9 @@ def feature_width(source: Source, file: SafetensorsFile) -> int:
         if name in file.tensors:
             return file.tensors[name].shape[1]
     raise CheckpointError(f"{file.path}: no text projection ({' or '.join(names)}); prompts need the "
-                          "full LTX-2 checkpoint, not a transformer-only or distilled-LoRA file")
+                          "full LTX-2 checkpoint, not a transformer-only or distilled-LoRA file (with a GGUF or "
+                          "transformer-only file, give the text projection file: --text-projection, ComfyUI's "
+                          "ltx-2*-embeddings_connector*.safetensors or the official checkpoint)")
 
 
 def check_compatible(gemma: GemmaSource, source: Source, file: SafetensorsFile) -> None:
@@ -140,37 +147,67 @@ class _Projection(NamedTuple):
 
 def _projection_on_meta(sources: Sources, gemma: GemmaSource) -> _Projection:
     """The projection built on `meta` and its key maps (with the linears a file stores in fp8, e.g. ComfyUI's
-    fp8_scaled connectors), validated against the files (nothing read yet)."""
-    for component in (Component.TRANSFORMER, Component.TEXT_PROJECTION, Component.TEXT_CONNECTORS):
-        if is_gguf(sources[component].path):
-            raise CheckpointError(GGUF_TEXT_PATH.format(path=sources[component].path))
-    headers = {path: read_header(path) for path in dict.fromkeys(
-        sources[component].path for component in (Component.TRANSFORMER, Component.TEXT_PROJECTION,
-                                                  Component.TEXT_CONNECTORS))}
+    fp8_scaled connectors; a GGUF's are dequantised), validated against the files (nothing read yet)."""
+    parts = (Component.TRANSFORMER, Component.TEXT_PROJECTION, Component.TEXT_CONNECTORS)
+    headers = {path: _header(path) for path in dict.fromkeys(sources[component].path for component in parts)}
     features = sources[Component.TEXT_PROJECTION]
     sized_by = headers[sources[Component.TRANSFORMER].path]
-    dit_config = transformer_config(sized_by)
+    dit_config = (gguf_transformer_config(sized_by.path) if is_gguf(sized_by.path) else
+                  transformer_config(sized_by))
     check_gemma_pairing(gemma, sized_by, dit_config)
     check_compatible(gemma, features, headers[features.path])
-    config = text_config(sized_by)
+    files = [headers[path] for path in dict.fromkeys(sources[c].path for c, _, _ in _PARTS)]
+    keys = {file.path: text_keys(sources, file) for file in files}
+    config, named = _text_config(sources, headers, keys, dit_config)
     try:
         config.check_matches(dit_config)
     except ConfigError as exc:
-        raise type(exc)(f"{sized_by.path}: {exc}") from exc
+        raise type(exc)(f"{named}: {exc}") from exc
     with torch.device("meta"):
         projection = TextProjection(config, gemma.hidden_size, gemma.num_hidden_states)
-    files = [headers[path] for path in dict.fromkeys(sources[c].path for c, _, _ in _PARTS)]
-    shards = tuple((file, read_formats(file, text_keys(sources, file))) for file in files)
+    shards = tuple((file, StoredFormats({}, keys[file.path]) if is_gguf(file.path) else
+                    read_formats(file, keys[file.path])) for file in files)
     plan = StoredFormats.union(plan for _, plan in shards)
     expected = install_layers(projection, plan, features.path)
     check_tensors(union_view(shards), plan.keys, expected, component="text projection and connectors")
     return _Projection(projection, shards, plan)
 
 
+def _header(path) -> SafetensorsFile:
+    return gguf_header(path) if is_gguf(path) else read_header(path)
+
+
+def _text_config(sources: Sources, headers: dict, keys: dict, dit_config: TransformerConfig
+                 ) -> tuple[TextConfig, object]:
+    """(the text path's config, the file it comes from): the transformer file's `transformer` section where it
+    describes the connectors (the official files; a GGUF's `config` field may hold the DiT's keys only), else the
+    connectors file's, else from the shapes (`text_shapes`)."""
+    for component in (Component.TRANSFORMER, Component.TEXT_CONNECTORS):
+        file = headers[sources[component].path]
+        section = _sections(file).get(SECTIONS[component])
+        if isinstance(section, dict) and any(key.startswith(_CONNECTOR_KEYS) for key in section):
+            return text_config(file), file.path
+    shapes = {key: headers[path].tensors[file_key].shape for path, file_keys in keys.items()
+              for key, file_key in file_keys.items()}
+    path = sources[Component.TEXT_CONNECTORS].path
+    return text_config_from_shapes(shapes, dit_config, path), path
+
+
+def _sections(file: SafetensorsFile) -> dict:
+    """The file's `config` sections; none when it has no `config` metadata (a file of ComfyUI's, a GGUF)."""
+    return config_metadata(file) if "config" in file.metadata else {}
+
+
 def _fill(projection: _Projection, device: torch.device | str, dtype: torch.dtype | None) -> TextProjection:
+    """Reads the weights; a GGUF's into `dtype`, else the other files' float dtype (bf16 where it is all GGUF)."""
     state = default_scales(projection.plan, device)
     for file, plan in projection.shards:
-        state |= read_tensors(file, plan.keys, device=device, dtype=dtype, keep=plan.kept)
+        if not is_gguf(file.path):
+            state |= read_tensors(file, plan.keys, device=device, dtype=dtype, keep=plan.kept)
+    floats = [value.dtype for key, value in state.items() if value.is_floating_point() and key.endswith(".weight")]
+    for file, plan in projection.shards:
+        if is_gguf(file.path):
+            state |= read_gguf_tensors(file.path, plan.keys, device=device, dtype=dtype or next(iter(floats), None))
     projection.model.load_state_dict(state, strict=True, assign=True)
     return projection.model.eval().requires_grad_(False)
 

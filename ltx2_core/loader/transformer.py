@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 
 from ltx2_core.model.transformer.config import TransformerConfig
-from ltx2_core.loader.gguf_file import gguf_transformer_config, is_gguf, load_gguf_transformer
+from ltx2_core.loader.gguf_file import gguf_transformer_config, load_gguf_transformer
+from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.checkpoint import check_tensors, transformer_config, transformer_keys
 from ltx2_core.loader.layouts import transformer_layout
 from ltx2_core.loader.lora import Lora, check_lora, fuse_loras, load_lora, shard_lora

@@ -3,13 +3,16 @@
 Inside the component the halves are `decoder.*` and `encoder.*` next to the latent `per_channel_statistics.*`.
 LTX-2.5 ships its VAEs as files of their own, one per decoder kind (`video_vae_kind`): the convolutional one
 (`_class_name` "CausalVideoAutoencoder", as in 2.0 / 2.3) and the diffusion one ("CausalDiffusionVAE"), with
-their tensors either under `vae.` or bare; a path is read with whichever prefix its tensors carry.
+their tensors either under `vae.` or bare; a path is read with whichever prefix its tensors carry. A convolutional
+VAE file without `config` metadata (cut out of a 2.0 / 2.3 bundle without it) takes the released section whose
+shapes it has (`released_vae_section`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -22,6 +25,7 @@ from ltx2_core.loader.sources import BUNDLE, Component, PathLike, Source
 from ltx2_core.model.video_vae import VideoDecoder, VideoEncoder, VideoVaeConfig
 from ltx2_core.model.video_vae.diffusion_config import CONV_VAE_CLASS, is_diffusion_vae
 from ltx2_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
+from ltx2_core.model.video_vae.released import RELEASED_VAE_SECTIONS
 
 DECODER, ENCODER, STATISTICS = "decoder.", "encoder.", "per_channel_statistics."
 CONVOLUTIONAL, DIFFUSION = "convolutional", "diffusion"
@@ -38,7 +42,7 @@ class VideoVaeKind(NamedTuple):
 
 def video_vae_kind(file: SafetensorsFile) -> VideoVaeKind:
     """The kind of video VAE in `file` from its header; MissingConfigError when it holds none."""
-    section = config_metadata(file).get("vae")
+    section = config_metadata(file).get("vae") if "config" in file.metadata else released_vae_section(file)
     if not isinstance(section, dict):
         raise MissingConfigError(f"{file.path}: the 'config' metadata has no 'vae' section, so this file holds no "
                                  f"video VAE; {FULL_CHECKPOINT_HINT} (or an LTX-2.5 video VAE file)")
@@ -59,7 +63,8 @@ def load_video_decoder(
     if video_vae_kind(file).decoder == DIFFUSION:
         return load_diffusion_decoder(file, source, device=device, dtype=dtype)
     return load_component(source, Component.VIDEO_DECODER, VideoVaeConfig.from_metadata, VideoDecoder,
-                          {DECODER: ""}, statistics=STATISTICS, device=device, dtype=dtype)
+                          {DECODER: ""}, statistics=STATISTICS, device=device, dtype=dtype,
+                          fallback=released_vae_section)
 
 
 def load_video_encoder(
@@ -70,7 +75,29 @@ def load_video_encoder(
     diffusion one's config nested under `vae.encoder`)."""
     source = _vae_source(source, Component.VIDEO_ENCODER)
     return load_component(source, Component.VIDEO_ENCODER, VideoVaeConfig.encoder_from_metadata, VideoEncoder,
-                          {ENCODER: ""}, statistics=STATISTICS, device=device, dtype=dtype)
+                          {ENCODER: ""}, statistics=STATISTICS, device=device, dtype=dtype,
+                          fallback=released_vae_section)
+
+
+def released_vae_section(file: SafetensorsFile) -> Mapping[str, Any] | None:
+    """The released `vae` section (2.0's or 2.3's, `RELEASED_VAE_SECTIONS`) whose decoder and encoder have exactly
+    the shapes of the halves `file` holds (under `vae.` or bare), for a file without `config` metadata; None when
+    none fits (headers only: the models are built on meta)."""
+    prefix = BUNDLE[Component.VIDEO_DECODER] if any(n.startswith(BUNDLE[Component.VIDEO_DECODER])
+                                                    for n in file.tensors) else ""
+    halves = {half: {n[len(prefix + half):]: tuple(e.shape) for n, e in file.tensors.items()
+                     if n.startswith(prefix + half)} for half in (DECODER, ENCODER)}
+    if not any(halves.values()):
+        return None
+    for section in RELEASED_VAE_SECTIONS.values():
+        config = VideoVaeConfig.from_metadata(section)
+        with torch.device("meta"):
+            built = {DECODER: VideoDecoder(config), ENCODER: VideoEncoder(config)}
+        shapes = {half: {k: tuple(v.shape) for k, v in model.state_dict().items() if not k.startswith(STATISTICS)}
+                  for half, model in built.items()}
+        if all(not found or found == shapes[half] for half, found in halves.items()):
+            return dict(section)
+    return None
 
 
 def _vae_source(source: PathLike | Source, component: Component) -> Source:

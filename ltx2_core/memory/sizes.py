@@ -12,6 +12,7 @@ between their stages. The activation figures are estimates of the largest set of
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -127,8 +128,15 @@ def _prefixed_bytes(sources, prefix: str, dtype: torch.dtype | None) -> int:
 
 
 def _file_bytes(path, prefixes: tuple[str, ...], dtype: torch.dtype | None) -> int:
+    """Bytes of a file's tensors under `prefixes`; a GGUF's (the text connectors) once dequantised into `dtype`
+    (bf16 by default), as they load."""
     from ltx2_core.loader import read_header
+    from ltx2_core.loader.gguf_file import gguf_header
+    from ltx2_core.loader.gguf_reader import is_gguf
 
+    if is_gguf(path):
+        size = _dtype_bytes(dtype or torch.bfloat16)
+        return sum(size * math.prod(e.shape) for n, e in gguf_header(path).tensors.items() if n.startswith(prefixes))
     return sum(_bytes(e, dtype) for n, e in read_header(path).tensors.items() if n.startswith(prefixes))
 
 

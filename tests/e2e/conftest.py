@@ -28,6 +28,10 @@ TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.
         "upsampler": "tiny-upscaler-x2.safetensors", "lora": "tiny-distilled-lora.safetensors",
         "fp8_checkpoint": "tiny-ltx-2.3-fp8.safetensors", "misplaced": "gemma_3_12B_it_misplaced.safetensors",
         "ic_lora": "ltx2_example_tiny_ic_lora.safetensors", "int8_checkpoint": "tiny-ltx-2.3-int8.safetensors"}
+# the tiny 2.3 GGUF model: field -> (models folder, name)
+GGUF = {"checkpoint": ("unet", "tiny-ltx-2.3-Q8_0.gguf"), "vae": ("vae", "tiny-ltx-2.3-video-vae.safetensors"),
+        "audio_vae": ("vae", "tiny-ltx-2.3-audio-vae.safetensors"),
+        "text_projection": ("text_encoders", "tiny-ltx-2.3-embeddings_connector.safetensors")}
 
 
 class Server(NamedTuple):
@@ -76,6 +80,18 @@ def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
     # the control example's IC-LoRA for the tiny model (tools/make_example_inputs.py), as a user puts one in loras
     (folders["loras"] / TINY["ic_lora"]).symlink_to(ROOT / "example_workflows" / "loras" / TINY["ic_lora"])
     write_release25(base / "models")  # LTX-2.5's files under their released names, as its examples pick them
+    _gguf_model(base / "models")
+
+
+def _gguf_model(models: Path) -> None:
+    """The tiny 2.3 GGUF (in models/unet, where ComfyUI-GGUF users keep them) with its VAE files and its text
+    projection file (ComfyUI's embeddings connector layout), under the names `GGUF` gives."""
+    from support.gguf_files import write_gguf_model
+
+    written = write_gguf_model(models.parent / "gguf-files", "2.3", connectors=True)
+    for field, (folder, name) in GGUF.items():
+        (models / folder).mkdir(parents=True, exist_ok=True)
+        (models / folder / name).symlink_to(written[field])
 
 
 @pytest.fixture(scope="session")
@@ -83,6 +99,7 @@ def comfyui(tmp_path_factory, tiny_checkpoints, gemma_files):
     path, python = _comfyui()
     base = tmp_path_factory.mktemp("comfyui")
     (base / "custom_nodes").mkdir()
+    (base / "gguf-files").mkdir()
     (base / "custom_nodes" / PACK_FOLDER).symlink_to(ROOT)
     _models(base, tiny_checkpoints, gemma_files)
     port, log = _free_port(), base / "server.log"

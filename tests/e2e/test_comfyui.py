@@ -17,7 +17,7 @@ import torch
 from ltx2_core.audio_io import Waveform, read_audio
 from nodes import NODE_CLASS_MAPPINGS
 
-from .conftest import PACK_FOLDER, ROOT, TINY
+from .conftest import GGUF, PACK_FOLDER, ROOT, TINY
 
 CLIENT = ROOT / "tools" / "ltx2_client.py"
 FILES = [f"ckpt_name={TINY['checkpoint']}", f"text_encoder={TINY['text_encoder']}"]
@@ -86,6 +86,24 @@ def test_every_node_is_registered_and_the_pack_imports_cleanly(comfyui):
     log = comfyui.log.read_text()
     assert f"custom_nodes/{PACK_FOLDER}" in log and "IMPORT FAILED" not in log
     assert TINY["checkpoint"] in info["LTX2CheckpointLoader"]["input"]["required"]["ckpt_name"][0]
+
+
+def test_a_gguf_transformer_from_models_unet_writes_an_mp4_with_sound(comfyui, tmp_path):
+    """LTX-2.5's distilled example with the tiny 2.3 GGUF, its VAE files and its text projection file picked in the
+    model loader (ComfyUI lists no .gguf itself: the pack lists those of diffusion_models and unet)."""
+    loader = comfyui.get("/object_info/LTX2ModelLoader")["LTX2ModelLoader"]["input"]
+    assert GGUF["checkpoint"][1] in loader["required"]["transformer"][0]
+    assert GGUF["text_projection"][1] in loader["optional"]["text_projection"][0]
+    picks = [f"1.{field}={GGUF[key][1]}" for field, key in (("transformer", "checkpoint"), ("video_vae", "vae"),
+                                                             ("audio_vae", "audio_vae"),
+                                                             ("text_projection", "text_projection"))]
+    run = client(comfyui, "ltx25_t2v_distilled", *picks, f"text_encoder={TINY['text_encoder']}", UPSAMPLER,
+                 "4.width=64", "4.height=32", "4.frames=9", out=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    (video_file,) = tmp_path.glob("*.mp4")
+    with av.open(str(video_file)) as container:
+        video, audio = container.streams.video[0], container.streams.audio[0]
+        assert (video.frames, video.width, video.height, audio.channels) == (9, 128, 64, 2)
 
 
 @pytest.mark.parametrize("workflow", list(EXAMPLES))

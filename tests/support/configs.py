@@ -1,6 +1,7 @@
 """Tiny metadata sections of the non-DiT components (the released layout at toy sizes)."""
 
 from ltx2_core.demo import DEMO_AUDIO_VAE, DEMO_VAES, DEMO_VOCODERS
+from ltx2_core.model.video_vae.released import RELEASED_VAE_SECTIONS
 
 _RES = {"num_layers": 1}
 _UP = {"residual": True, "multiplier": 2}
@@ -34,27 +35,9 @@ TINY_VAES = {"2.0": TINY_VAE, "2.3": TINY_VAE_2_3}  # 16 latent channels: the pa
 CHECKPOINT_VAES = DEMO_VAES  # 128 latent channels, as the tiny transformers' latents: the tiny checkpoints' VAEs
 
 
-def _released_vae(res: list[int], last_multiplier: int, decoder: list) -> dict:
-    counts = iter(res)
-    encoder = [["res_x", {"num_layers": next(counts)}]]
-    for name, multiplier in (("compress_space_res", 2), ("compress_time_res", 2), ("compress_all_res", 2),
-                             ("compress_all_res", last_multiplier)):
-        encoder += [[name, {"multiplier": multiplier}], ["res_x", {"num_layers": next(counts)}]]
-    return {"dims": 3, "in_channels": 3, "out_channels": 3, "latent_channels": 128, "patch_size": 4,
-            "norm_layer": "pixel_norm", "latent_log_var": "uniform", "causal_decoder": False,
-            "timestep_conditioning": False, "encoder_blocks": encoder, "decoder_blocks": decoder}
-
-
-_RES5 = ["res_x", {"num_layers": 5, "inject_noise": False}]
 # the `vae` sections of ltx-2-19b-dev and ltx-2.3-22b-dev (spec §3, §8)
-RELEASED_VAE_2_0 = _released_vae([4, 6, 6, 2, 2], 2, [_RES5, ["compress_all", _UP]] * 3 + [_RES5])
-RELEASED_VAE_2_3 = {
-    **_released_vae([4, 6, 4, 2, 2], 1, [
-        ["res_x", {"num_layers": 4}], ["compress_space", {"multiplier": 2}], ["res_x", {"num_layers": 6}],
-        ["compress_time", {"multiplier": 2}], ["res_x", {"num_layers": 4}], ["compress_all", {"multiplier": 1}],
-        ["res_x", {"num_layers": 2}], ["compress_all", {"multiplier": 2}], ["res_x", {"num_layers": 2}]]),
-    "spatial_padding_mode": "zeros", "decoder_base_channels": 128,
-}
+RELEASED_VAE_2_0 = RELEASED_VAE_SECTIONS["2.0"]
+RELEASED_VAE_2_3 = RELEASED_VAE_SECTIONS["2.3"]
 
 # the audio sections of the demo model: the released structure at toy widths
 TINY_AUDIO_VAE = DEMO_AUDIO_VAE

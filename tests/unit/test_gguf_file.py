@@ -11,7 +11,8 @@ import torch
 
 gguf = pytest.importorskip("gguf")
 
-from support.gguf_blocks import random_blocks
+from support.gguf_files import dequantised as _dequantised
+from support.gguf_files import write_gguf
 
 from ltx2_core import TransformerConfig, load_transformer
 from ltx2_core.demo import demo_inputs, demo_transformer
@@ -21,57 +22,6 @@ from ltx2_core.quant.gguf import GGUF_FORMAT, GGUFLinear
 from ltx2_core.quant.registry import quantised_modules
 
 T = gguf.GGMLQuantizationType
-
-
-def _type_for(name: str, value: torch.Tensor, quant: T) -> T:
-    """The public conversions' choice: block types for 2-D weights whose rows are whole blocks, F32 for 1-D tensors
-    and the AdaLN tables, F16 for other 2-D weights."""
-    if value.ndim == 1 or "scale_shift_table" in name:
-        return T.F32
-    if value.ndim == 2 and value.shape[1] % gguf.GGML_QUANT_SIZES[quant][0] == 0:
-        return quant
-    if value.ndim == 2 and value.shape[1] % 32 == 0:
-        return T.Q8_0
-    return T.F16
-
-
-def write_gguf(path, state: dict[str, torch.Tensor], quant: T = T.Q4_K, arch: str | None = "ltxv",
-               prefix: str = "", fields: dict[str, str] | None = None) -> dict[str, T]:
-    """`state` as a GGUF (names under `prefix`, ggml shapes); -> the type of each tensor."""
-    writer = gguf.GGUFWriter(path, arch)
-    for key, value in (fields or {}).items():
-        writer.add_string(key, value)
-    types = {}
-    for name, value in state.items():
-        kind = _type_for(name, value, quant)
-        data = value.detach().float().numpy()
-        writer.add_tensor(prefix + name, _quantize(data, kind), raw_dtype=kind)
-        types[name] = kind
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return types
-
-
-def _quantize(data: np.ndarray, kind: T) -> np.ndarray:
-    """gguf's own quantisation, or random blocks of small scales for the types it cannot quantise (K types)."""
-    if kind == T.F32:
-        return data
-    try:
-        return gguf.quants.quantize(data, kind)
-    except NotImplementedError:
-        block, size = gguf.GGML_QUANT_SIZES[kind]
-        count = data.size // block
-        rng = np.random.default_rng(count)
-        return random_blocks(kind.name, count, size, rng, top=0.01).reshape(data.shape[0], -1)
-
-
-def _dequantised(path) -> dict[str, torch.Tensor]:
-    """Each tensor of the file as the gguf package dequantises it, in torch shapes."""
-    reader = gguf.GGUFReader(path)
-    return {t.name: torch.from_numpy(gguf.quants.dequantize(t.data, t.tensor_type).copy()).reshape(
-        tuple(int(n) for n in reversed(t.shape.tolist()))) for t in reader.tensors}
 
 
 @pytest.mark.parametrize("version, quant, prefix", [("2.3", T.Q4_K, ""), ("2.5", T.Q8_0, gguf_file.PREFIX),
@@ -187,9 +137,9 @@ def test_model_files_take_a_gguf_as_the_transformer_and_identify_tells_it(tmp_pa
     assert files.split and files.transformer_config() == config  # the VAEs and text encoder: separate files
     model = files.load_transformer(dtype=torch.float32)
     assert quantised_modules(model) and model.config == config
-    with pytest.raises(ValueError, match="text connectors are not read from GGUF files yet") as caught:
-        files.check("one-stage")  # a generation's pre-flight refuses what it could not finish
-    assert str(path) in str(caught.value)
+    with pytest.raises(ValueError, match="LTX-2.3 transformer without the VAEs") as caught:
+        files.check("one-stage")  # a generation's pre-flight names the files it needs beside (test_gguf_generation)
+    assert path.name in str(caught.value) and "--vae and --audio-vae" in str(caught.value)
     flux = tmp_path / "flux.gguf"
     write_gguf(flux, {"double_blocks.0.img_attn.proj.weight": torch.randn(32, 64)}, arch="flux")
     with pytest.raises(CheckpointError, match="another model family"):
