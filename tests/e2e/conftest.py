@@ -29,9 +29,11 @@ TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.
         "fp8_checkpoint": "tiny-ltx-2.3-fp8.safetensors", "misplaced": "gemma_3_12B_it_misplaced.safetensors",
         "ic_lora": "ltx2_example_tiny_ic_lora.safetensors", "int8_checkpoint": "tiny-ltx-2.3-int8.safetensors"}
 # the tiny 2.3 GGUF model: field -> (models folder, name)
-GGUF = {"checkpoint": ("unet", "tiny-ltx-2.3-Q8_0.gguf"), "vae": ("vae", "tiny-ltx-2.3-video-vae.safetensors"),
-        "audio_vae": ("vae", "tiny-ltx-2.3-audio-vae.safetensors"),
-        "text_projection": ("text_encoders", "tiny-ltx-2.3-embeddings_connector.safetensors")}
+# (the names the GGUF example picks: the tiny model stands in for a user's LTX-2.3 distilled Q4_K_M conversion, whose
+# rows too small for K blocks the writer keeps in Q8_0 / F16)
+GGUF = {"checkpoint": ("unet", "ltx-2.3-22b-distilled-Q4_K_M.gguf"), "vae": ("vae", "LTX23_video_vae_bf16.safetensors"),
+        "audio_vae": ("vae", "LTX23_audio_vae_bf16.safetensors"),
+        "text_projection": ("text_encoders", "ltx-2.3-22b_embeddings_connector_bf16.safetensors")}
 
 
 class Server(NamedTuple):

@@ -22,7 +22,7 @@ CORE = {"LoadImage": ({"image"}, set(), 2), "LoadAudio": ({"audio"}, set(), 1),
         "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0),
         "SaveAudioAdvanced": ({"audio", "filename_prefix", "format"}, set(), 1)}
 FOLDER_COMBOS = {"ckpt_name", "transformer", "video_vae", "audio_vae", "text_encoder", "lora_name", "upscale_model_name",
-                 "distilled_lora", "image", "audio", "file"}
+                 "distilled_lora", "text_projection", "image", "audio", "file"}
 
 
 def _inputs(class_type: str) -> tuple[dict, dict, int]:
@@ -31,6 +31,12 @@ def _inputs(class_type: str) -> tuple[dict, dict, int]:
         return dict.fromkeys(required), dict.fromkeys(optional), outputs
     spec = NODES[class_type].INPUT_TYPES()
     return spec["required"], spec.get("optional", {}), len(NODES[class_type].RETURN_TYPES)
+
+
+def _widget(spec: tuple) -> bool:
+    """Whether an input is a widget (a value in the node) rather than a link."""
+    kind, options = spec[0], spec[1] if len(spec) > 1 else {}
+    return (isinstance(kind, list) or kind in ("INT", "FLOAT", "STRING", "BOOLEAN")) and not options.get("forceInput")
 
 
 def _value_problem(name: str, spec: tuple | None, value: object) -> str | None:
@@ -57,6 +63,9 @@ def test_api_workflow_uses_existing_nodes_inputs_and_values(path):
             continue
         required, optional, _ = _inputs(class_type)
         problems += [f"{node_id}.{name}: missing" for name in required if name not in given]
+        # an optional widget too: the frontend queues every widget, so the API twin names its value
+        problems += [f"{node_id}.{name}: optional widget missing" for name, spec in optional.items()
+                     if class_type in NODES and name not in given and _widget(spec)]
         for name, value in given.items():
             if name not in required and name not in optional:
                 problems.append(f"{node_id}.{name}: no such input of {class_type}")
