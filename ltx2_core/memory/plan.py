@@ -39,6 +39,7 @@ from ltx2_core.errors import LTX2Error
 from ltx2_core.geometry import audio_latent_length, floor_size, video_tokens
 from ltx2_core.memory import sizes
 from ltx2_core.memory.sizes import SideBytes
+from ltx2_core.memory.weight_layout import LayerRule, layout_bytes, policy_layers
 from ltx2_core.quant.policy import QUANTIZE_TO, weight_bytes
 
 GB = 1e9
@@ -68,24 +69,42 @@ class MemoryPlanError(LTX2Error, ValueError):
 
 
 class WeightBytes(NamedTuple):
+    """The transformer's weight bytes: the non-block weights, one block (the largest), the number of blocks, and
+    the two streaming slots of each block kind (`slot_bytes`; 0: two of `per_block`, every block alike)."""
+
     non_block: int
     per_block: int
     blocks: int
+    slot_bytes: int = 0
 
     @property
     def total(self) -> int:
         return self.non_block + self.per_block * self.blocks
 
+    @property
+    def slots(self) -> int:
+        """What the streamer's slots hold on the device: two of each block kind (`memory.streaming`)."""
+        return self.slot_bytes or 2 * self.per_block
+
 
 def transformer_weight_bytes(config: TransformerConfig, dtype: torch.dtype = torch.bfloat16, fp8: bool = False,
-                             tp: int = 1) -> WeightBytes:
+                             tp: int = 1, layers: LayerRule | None = None) -> WeightBytes:
     """Weight bytes of the transformer in `dtype`, the linears the quantisation policy names in fp8 (one byte, plus a
     4-byte scale: `quant.policy.QUANTIZE_TO`) when `fp8`, the blocks' matrices divided over `tp` ranks (their
-    vectors and the non-block weights replicated)."""
+    vectors and the non-block weights replicated). `layers`: the linears stored as a file or format stores them
+    (`memory.weight_layout`: `file_layers`, `policy_layers`, `gguf_layers`), counted layer by layer on the meta
+    model (parameters and buffers, as the streamer holds them; one rank only)."""
     from ltx2_core.model.transformer import LTX2Transformer
 
     with torch.device("meta"):
         model = LTX2Transformer(config)
+    if layers is not None or (fp8 and tp == 1):
+        if tp != 1:
+            raise ValueError(f"a weight layout is counted for one rank; got tp={tp}")
+        non_block, each, kinds = layout_bytes(model, dtype, layers if layers is not None else
+                                              policy_layers(QUANTIZE_TO))
+        slots = {kind: 2 * size for kind, size in zip(kinds, each)}
+        return WeightBytes(non_block, max(each), len(each), sum(slots.values()))
     size = torch.finfo(dtype).bits // 8
 
     def bytes_of(prefix: str, module: torch.nn.Module) -> int:
@@ -178,7 +197,7 @@ class MemoryPlan(NamedTuple):
 
     @property
     def device_weights(self) -> int:
-        slots = 2 * self.weights.per_block if self.streamed_blocks else 0
+        slots = self.weights.slots if self.streamed_blocks else 0
         return self.weights.non_block + self.resident_blocks * self.weights.per_block + slots
 
     def stages(self) -> dict[str, int]:
@@ -200,7 +219,7 @@ class MemoryPlan(NamedTuple):
 
     def describe(self) -> str:
         w = self.weights
-        streamed = (f", {self.streamed_blocks} streamed through 2 slots ({size(2 * w.per_block)})"
+        streamed = (f", {self.streamed_blocks} streamed through 2 slots ({size(w.slots)})"
                     if self.streamed_blocks else "")
         kv = f" + text K/V {size(self.text_kv)}" if self.cache_text_kv and self.text_kv else ""
         decoders = f" + decoders {size(self.decoders)}" if self.decoders else ""
@@ -316,7 +335,7 @@ def _sampling_plan(c: _Context, passes: int, stream_all: bool) -> MemoryPlan:
             if not stream_all and budget - weights.non_block - working >= weights.per_block * weights.blocks:
                 return MemoryPlan(weights.blocks, 0, batch, cache, weights, activations, kv, c.free)
         working = max(activations, floor)
-        left = budget - weights.non_block - working - 2 * weights.per_block
+        left = budget - weights.non_block - working - weights.slots
         if left >= 0:
             resident = 0 if stream_all else min(left // weights.per_block, weights.blocks - 1)
             return MemoryPlan(resident, weights.blocks - resident, batch, False, weights, activations, kv, c.free)
@@ -384,7 +403,7 @@ def _smallest_change(c: _Context) -> str:
     usable = c.free * HEADROOM - c.decoders
 
     def need(weights: WeightBytes, height: int, width: int) -> int:
-        return weights.non_block + 2 * weights.per_block + max(
+        return weights.non_block + weights.slots + max(
             activation_bytes(c.config, c.frames, height, width, 1, c.dtype, c.fps, c.sp), c.side.encoding,
             c.side.conditioning, c.side.upsampling, c.decoding(height, width))
 
@@ -394,7 +413,7 @@ def _smallest_change(c: _Context) -> str:
                f"the largest visiting stage {size(floor)} (more than sampling's activations {size(acts)})")
     message = (f"{c.budget()}; {size(max(usable, 0))} is left, with every block streamed and one pass per "
                f"forward the run needs {size(need(w, c.height, c.width))}: non-block weights {size(w.non_block)} + 2 "
-               f"block slots {size(2 * w.per_block)} + {working}")
+               f"block slots {size(w.slots)} + {working}")
     if c.fp8_available:
         if need(transformer_weight_bytes(c.config, c.dtype, fp8=True), c.height, c.width) <= usable:
             return message + "; quantise the weights to fp8 (fp8 = quantize, --fp8 quantize) to halve them"
