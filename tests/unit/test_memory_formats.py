@@ -97,3 +97,28 @@ def test_released_bytes_per_weight_of_each_format(version):
     for name, bits in expected.items():
         assert ratios[name] == pytest.approx(bits / 16, abs=0.012), name
     assert ratios["Q8_0"] > ratios["fp8"] and ratios["Q4_K_M"] < 0.31
+
+
+def test_the_small_cards_bench_reports_the_plan_modules_numbers():
+    """bench/small_cards.py on one release, card and size: each cell is `plan_memory` of the format's bytes, and the
+    chosen file follows the stated rule."""
+    from bench.memory_plan import released_side
+    from bench.small_cards import PASSES, RESIDENT_SHARE, readme_table, table
+    from ltx2_core.memory.plan import TILE_BYTES_512
+
+    files = ("fp8", "GGUF Q4_K_M", "GGUF Q2_K")
+    (row,) = table(versions=("2.3",), cards=(12,), sizes=((768, 512, 121),), files=files)
+    config = RELEASED["2.3"]
+    decoders, side = released_side("2.3")
+    for choice, weights in zip(row["choices"], (transformer_weight_bytes(config, fp8=True),
+                                                transformer_weight_bytes(config, layers=gguf_layers("Q4_K_M")),
+                                                transformer_weight_bytes(config, layers=gguf_layers("Q2_K")))):
+        want = plan_memory(config, weights, 12 * 10**9, 121, 512, 768, PASSES, decoders=decoders,
+                           tile_bytes_512=TILE_BYTES_512, side=side, ram=32 * 10**9, mappable=True)
+        assert choice.plan == want
+        assert want.peak <= 12e9
+    residents = [c.plan.resident_blocks for c in row["choices"]]
+    assert residents == sorted(residents) and residents[0] < residents[-1]  # fewer bytes, more blocks resident
+    enough = [c for c in row["choices"] if c.plan.resident_blocks >= RESIDENT_SHARE * 48]
+    assert row["best"] is (enough[0] if enough else max(row["choices"], key=lambda c: c.plan.resident_blocks))
+    assert f"| 12 GB | LTX-2.3 | {row['best'].file}" in readme_table([row])
