@@ -122,3 +122,33 @@ def test_the_small_cards_bench_reports_the_plan_modules_numbers():
     enough = [c for c in row["choices"] if c.plan.resident_blocks >= RESIDENT_SHARE * 48]
     assert row["best"] is (enough[0] if enough else max(row["choices"], key=lambda c: c.plan.resident_blocks))
     assert f"| 12 GB | LTX-2.3 | {row['best'].file}" in readme_table([row])
+
+
+@pytest.mark.parametrize("kind", ["gguf", "int8_rowwise"])
+def test_quantised_transformers_keep_the_sampler_free_of_host_syncs(tmp_path, kind):
+    """Whole guided steps of a GGUF (Q8_0) and a ComfyUI int8 transformer: no host reads, no host-to-device copies
+    (the dequantisation is device work)."""
+    pytest.importorskip("gguf" if kind == "gguf" else "comfy_kitchen")
+    from ltx2_core.geometry import audio_positions, video_positions
+    from ltx2_core.sampling import GuidanceParams, denoise, guided_setup, ltx2_sigmas, noised_state
+    from ltx2_core.types import TextEmbeddings
+    from support.census import OpCensus
+
+    source = demo_transformer(wide_tiny("2.3"), seed=4)
+    path = tmp_path / ("q8.gguf" if kind == "gguf" else "int8.safetensors")
+    if kind == "gguf":
+        write_gguf(path, source, GgufMix("Q8_0"))
+    else:
+        write_comfy_file(path, source, kind)
+    model = load_transformer(path, dtype=torch.float32)
+    g = torch.Generator().manual_seed(0)
+    texts = [TextEmbeddings(torch.randn(1, 5, 256, generator=g), torch.randn(1, 5, 256, generator=g)) for _ in "pn"]
+    guidance = GuidanceParams(cfg=3.0, stg=1.0, stg_blocks=(1,), rescale=0.7, modality=3.0)
+    plan = guided_setup(model, *texts, video_positions(2, 2, 3, 24.0), audio_positions(9), guidance, guidance)
+    video = noised_state(torch.randn(1, 12, 128, generator=g), torch.randn(1, 12, 128, generator=g))
+    audio = noised_state(torch.zeros(1, 9, 128), torch.randn(1, 9, 128, generator=g))
+    with OpCensus() as census:
+        out = denoise(plan, video, audio, ltx2_sigmas(3))
+    assert census.syncs() == {}, census.syncs()
+    assert census.transfers() == 0
+    assert torch.isfinite(out[0].latent).all()
