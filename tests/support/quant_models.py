@@ -18,7 +18,7 @@ from ltx2_core import TransformerConfig
 from ltx2_core.model.transformer.config import StreamConfig
 from ltx2_core.quant.policy import quantised_linear
 
-from support.gguf_blocks import random_blocks
+from support.gguf_quantise import quantise_k
 
 WIDTH = 256  # both streams: heads 2 × 128; the feed-forwards 1,024
 
@@ -35,8 +35,7 @@ def wide_tiny(version: str = "2.3", num_layers: int = 2) -> TransformerConfig:
 def write_gguf(path: Path, model: nn.Module, mix, prefix: str = "") -> dict[str, str]:
     """`model`'s state as a GGUF of `mix` (a `GgufMix`): linear weights in the mix's type for their name (F16 when
     the rows are not whole blocks), 1-D tensors and the other tensors F32; quantised by the `gguf` package where it
-    has a quantiser, else random blocks of small scales (the K types; for byte counts, not accuracy). -> each
-    tensor's type name."""
+    has a quantiser, else (the K types) by `support.gguf_quantise`. -> each tensor's type name."""
     import gguf
 
     linears = {name for name, m in model.named_modules() if isinstance(m, nn.Linear)}
@@ -61,9 +60,7 @@ def _quantise(data: np.ndarray, kind) -> np.ndarray:
     try:
         return gguf.quants.quantize(data, kind)
     except NotImplementedError:
-        block, size = gguf.GGML_QUANT_SIZES[kind]
-        rng = np.random.default_rng(data.size)
-        return random_blocks(kind.name, data.size // block, size, rng, top=0.01).reshape(data.shape[0], -1)
+        return quantise_k(data, kind.name)
 
 
 def comfy_quantised(weight: torch.Tensor, fmt: str) -> tuple[dict[str, torch.Tensor], dict]:
