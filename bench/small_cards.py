@@ -6,8 +6,9 @@ text side streamed as the command line does, 32 GB of RAM).
 The rule for "the file to download": the highest-quality candidate (QUALITY, best first) whose plan keeps at least
 half of its blocks resident (the streamed rest is copied behind the compute: 27 of 48 streamed bf16 blocks cost 2 %
 of a step on an H100, docs/performance.md); when none does, the one with the most resident blocks. Quality order:
-bf16, then the 8-bit files by their measured error (bench/quant_accuracy.py: Q8_0, int8 rowwise, MXFP8, fp8), then
-the GGUF K mixes by bits per weight.
+the measured error of bench/quant_accuracy.py (bf16, int8 rowwise, Q8_0, fp8, MXFP8, then the GGUF K mixes by bits
+per weight). The rule is conservative: on a small card a step computes for many seconds, behind which far more
+streamed blocks are copied; the full table lists every candidate's plan for choosing quality over residency.
 
     python bench/small_cards.py            # the full table (docs/performance.md)
     python bench/small_cards.py --readme   # the README's table: card -> file -> expected peak
@@ -47,7 +48,7 @@ RAM_GB = 32
 PASSES = 4
 RESIDENT_SHARE = 0.5  # the rule's "at least half of the blocks resident"
 # candidate files, best quality first (see the module docstring)
-QUALITY = ("bf16", "GGUF Q8_0", "int8", "MXFP8", "fp8", "GGUF Q6_K", "GGUF Q5_K_M", "GGUF Q4_K_M", "GGUF Q3_K_M",
+QUALITY = ("bf16", "int8", "GGUF Q8_0", "fp8", "MXFP8", "GGUF Q6_K", "GGUF Q5_K_M", "GGUF Q4_K_M", "GGUF Q3_K_M",
            "GGUF Q2_K")
 
 
