@@ -7,7 +7,8 @@ and the decoders; on top of them each stage holds its own working set: sampling 
 cache), decoding one tile, and the stages whose modules visit the device only while they run (`memory.offload`):
 encoding the prompt (Gemma's embeddings and norms, two streamed layers, the text projection and connectors, the
 hidden states), encoding the images (the video encoder) and upsampling (the upsampler). The peak is the weights plus
-the largest stage. The transformer's weight bytes are per dtype, fp8 linears at one byte, per rank under tensor
+the largest stage. The transformer's weight bytes are each format's own (a file's layers as the loader builds them:
+GGUF block types, int8 / MXFP8 / fp8 with their scales; `memory.weight_layout`), per rank under tensor
 parallelism (`transformer_weight_bytes` counts them on a meta model); one forward's activations at the requested
 size and batch of passes are estimated (`activation_bytes`). The plan prefers, in order: every block resident with
 the text K/V cache of 2.0 and 2.5; every block resident without it (the cache saves ~2 % of a step's work,
@@ -70,7 +71,9 @@ class MemoryPlanError(LTX2Error, ValueError):
 
 class WeightBytes(NamedTuple):
     """The transformer's weight bytes: the non-block weights, one block (the largest), the number of blocks, and
-    the two streaming slots of each block kind (`slot_bytes`; 0: two of `per_block`, every block alike)."""
+    the two streaming slots of each block kind (`slot_bytes`; 0: two of `per_block`, every block alike). Where
+    blocks differ (a GGUF mixing types by layer) resident blocks count as the largest and every kind gets its
+    slots, an upper bound of what the streamer holds (its kinds are those of the streamed blocks)."""
 
     non_block: int
     per_block: int
