@@ -8,7 +8,8 @@ standard deviation of 1/√(inputs), the scale of trained networks: at the demo'
 perturbation chaotically (2 % of noise on the weights gave 13 % or 20 % on the output, by chance), and the errors
 said nothing about the formats.
 
-Error: ‖out − ref‖ / ‖ref‖ of one forward's video and audio velocities (demo inputs, sigma 0.7, 17×64×96 video).
+Error: ‖out − ref‖ / ‖ref‖ of one forward's video and audio velocities (demo inputs: sigma 0.7, 17×64×96 video,
+16 text tokens).
 Bytes: the block linears' stored bytes (weights and scales) per weight, and the released LTX-2.3 transformer's
 total bytes in that format per parameter (`memory.plan.transformer_weight_bytes`, what the memory plan counts).
 

@@ -5,8 +5,6 @@ resident model's."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 
