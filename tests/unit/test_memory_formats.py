@@ -150,3 +150,30 @@ def test_quantised_transformers_keep_the_sampler_free_of_host_syncs(tmp_path, ki
     assert census.syncs() == {}, census.syncs()
     assert census.transfers() == 0
     assert torch.isfinite(out[0].latent).all()
+
+
+@pytest.mark.parametrize("layers", ["GGUF Q4_K_M", "int8 rowwise"])
+def test_at_the_released_size_a_streamed_quantised_model_holds_the_planned_bytes(layers):
+    """LTX-2.3 at its released widths as fake tensors (no memory), its linears in the format's layers, streamed
+    to `meta` as a 12 GB plan says: the streamer's device bytes are the plan's."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from ltx2_core.memory.weight_layout import install
+    from ltx2_core.model.transformer import LTX2Transformer
+
+    config = RELEASED["2.3"]
+    rule = gguf_layers("Q4_K_M") if layers.startswith("GGUF") else policy_layers(INT8_ROWWISE)
+    weights = transformer_weight_bytes(config, layers=rule)
+    plan = plan_memory(config, weights, 12 * 10**9, 121, 512, 768, 4)
+    assert 0 < plan.resident_blocks < 48
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            model = LTX2Transformer(config)
+        finally:
+            torch.set_default_dtype(torch.float32)
+        install(model, rule)  # the scales in fp32, as files store them and the loader keeps them
+        streamer = apply_memory_plan(model, plan, "meta")
+    assert streamer.device_weight_bytes() == plan.device_weights
+    assert len(streamer.slots) == 2 and {t.dtype for t in streamer.slots[0]} >= {
+        torch.uint8 if layers.startswith("GGUF") else torch.int8}
