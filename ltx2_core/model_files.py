@@ -41,6 +41,7 @@ from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.loader.vae_weights import DIFFUSION, video_vae_kind
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
 from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
+from ltx2_core.memory.weight_layout import file_layers
 from ltx2_core.memory.sizes import SideBytes, diffusion_decode_bytes, ram_bytes, side_bytes, text_and_image_bytes
 from ltx2_core.quant.policy import quantize_blocks, stores_quantised
 from ltx2_core.model.audio_vae import AudioEncoder
@@ -318,7 +319,9 @@ class ModelFiles:
             if files.vae is not None and files._diffusion_vae():
                 base, tile = diffusion_decode_bytes(frames, height, width)
                 options |= dict(tile_bytes_512=tile, decode_base=base)
-        weights = transformer_weight_bytes(config, weights_dtype, fp8=quantised)
+        weights = transformer_weight_bytes(config, weights_dtype, fp8=files.fp8 == "quantize", layers=None if
+                                           files.checkpoint is None else file_layers(sources[Component.TRANSFORMER],
+                                                                                     files.fp8))
         return plan_run(config, weights, free, frames, height, width, passes, two_stage, **options)
 
     @staticmethod

@@ -7,7 +7,8 @@ and the decoders; on top of them each stage holds its own working set: sampling 
 cache), decoding one tile, and the stages whose modules visit the device only while they run (`memory.offload`):
 encoding the prompt (Gemma's embeddings and norms, two streamed layers, the text projection and connectors, the
 hidden states), encoding the images (the video encoder) and upsampling (the upsampler). The peak is the weights plus
-the largest stage. The transformer's weight bytes are per dtype, fp8 linears at one byte, per rank under tensor
+the largest stage. The transformer's weight bytes are each format's own (a file's layers as the loader builds them:
+GGUF block types, int8 / MXFP8 / fp8 with their scales; `memory.weight_layout`), per rank under tensor
 parallelism (`transformer_weight_bytes` counts them on a meta model); one forward's activations at the requested
 size and batch of passes are estimated (`activation_bytes`). The plan prefers, in order: every block resident with
 the text K/V cache of 2.0 and 2.5; every block resident without it (the cache saves ~2 % of a step's work,
@@ -39,6 +40,7 @@ from ltx2_core.errors import LTX2Error
 from ltx2_core.geometry import audio_latent_length, floor_size, video_tokens
 from ltx2_core.memory import sizes
 from ltx2_core.memory.sizes import SideBytes
+from ltx2_core.memory.weight_layout import LayerRule, layout_bytes, policy_layers
 from ltx2_core.quant.policy import QUANTIZE_TO, weight_bytes
 
 GB = 1e9
@@ -68,24 +70,44 @@ class MemoryPlanError(LTX2Error, ValueError):
 
 
 class WeightBytes(NamedTuple):
+    """The transformer's weight bytes: the non-block weights, one block (the largest), the number of blocks, and
+    the two streaming slots of each block kind (`slot_bytes`; 0: two of `per_block`, every block alike). Where
+    blocks differ (a GGUF mixing types by layer) resident blocks count as the largest and every kind gets its
+    slots, an upper bound of what the streamer holds (its kinds are those of the streamed blocks)."""
+
     non_block: int
     per_block: int
     blocks: int
+    slot_bytes: int = 0
 
     @property
     def total(self) -> int:
         return self.non_block + self.per_block * self.blocks
 
+    @property
+    def slots(self) -> int:
+        """What the streamer's slots hold on the device: two of each block kind (`memory.streaming`)."""
+        return self.slot_bytes or 2 * self.per_block
+
 
 def transformer_weight_bytes(config: TransformerConfig, dtype: torch.dtype = torch.bfloat16, fp8: bool = False,
-                             tp: int = 1) -> WeightBytes:
+                             tp: int = 1, layers: LayerRule | None = None) -> WeightBytes:
     """Weight bytes of the transformer in `dtype`, the linears the quantisation policy names in fp8 (one byte, plus a
     4-byte scale: `quant.policy.QUANTIZE_TO`) when `fp8`, the blocks' matrices divided over `tp` ranks (their
-    vectors and the non-block weights replicated)."""
+    vectors and the non-block weights replicated). `layers`: the linears stored as a file or format stores them
+    (`memory.weight_layout`: `file_layers`, `policy_layers`, `gguf_layers`), counted layer by layer on the meta
+    model (parameters and buffers, as the streamer holds them; one rank only)."""
     from ltx2_core.model.transformer import LTX2Transformer
 
     with torch.device("meta"):
         model = LTX2Transformer(config)
+    if layers is not None or (fp8 and tp == 1):
+        if tp != 1:
+            raise ValueError(f"a weight layout is counted for one rank; got tp={tp}")
+        non_block, each, kinds = layout_bytes(model, dtype, layers if layers is not None else
+                                              policy_layers(QUANTIZE_TO))
+        slots = {kind: 2 * size for kind, size in zip(kinds, each)}
+        return WeightBytes(non_block, max(each), len(each), sum(slots.values()))
     size = torch.finfo(dtype).bits // 8
 
     def bytes_of(prefix: str, module: torch.nn.Module) -> int:
@@ -178,7 +200,7 @@ class MemoryPlan(NamedTuple):
 
     @property
     def device_weights(self) -> int:
-        slots = 2 * self.weights.per_block if self.streamed_blocks else 0
+        slots = self.weights.slots if self.streamed_blocks else 0
         return self.weights.non_block + self.resident_blocks * self.weights.per_block + slots
 
     def stages(self) -> dict[str, int]:
@@ -200,7 +222,7 @@ class MemoryPlan(NamedTuple):
 
     def describe(self) -> str:
         w = self.weights
-        streamed = (f", {self.streamed_blocks} streamed through 2 slots ({size(2 * w.per_block)})"
+        streamed = (f", {self.streamed_blocks} streamed through 2 slots ({size(w.slots)})"
                     if self.streamed_blocks else "")
         kv = f" + text K/V {size(self.text_kv)}" if self.cache_text_kv and self.text_kv else ""
         decoders = f" + decoders {size(self.decoders)}" if self.decoders else ""
@@ -316,7 +338,7 @@ def _sampling_plan(c: _Context, passes: int, stream_all: bool) -> MemoryPlan:
             if not stream_all and budget - weights.non_block - working >= weights.per_block * weights.blocks:
                 return MemoryPlan(weights.blocks, 0, batch, cache, weights, activations, kv, c.free)
         working = max(activations, floor)
-        left = budget - weights.non_block - working - 2 * weights.per_block
+        left = budget - weights.non_block - working - weights.slots
         if left >= 0:
             resident = 0 if stream_all else min(left // weights.per_block, weights.blocks - 1)
             return MemoryPlan(resident, weights.blocks - resident, batch, False, weights, activations, kv, c.free)
@@ -384,7 +406,7 @@ def _smallest_change(c: _Context) -> str:
     usable = c.free * HEADROOM - c.decoders
 
     def need(weights: WeightBytes, height: int, width: int) -> int:
-        return weights.non_block + 2 * weights.per_block + max(
+        return weights.non_block + weights.slots + max(
             activation_bytes(c.config, c.frames, height, width, 1, c.dtype, c.fps, c.sp), c.side.encoding,
             c.side.conditioning, c.side.upsampling, c.decoding(height, width))
 
@@ -394,7 +416,7 @@ def _smallest_change(c: _Context) -> str:
                f"the largest visiting stage {size(floor)} (more than sampling's activations {size(acts)})")
     message = (f"{c.budget()}; {size(max(usable, 0))} is left, with every block streamed and one pass per "
                f"forward the run needs {size(need(w, c.height, c.width))}: non-block weights {size(w.non_block)} + 2 "
-               f"block slots {size(2 * w.per_block)} + {working}")
+               f"block slots {size(w.slots)} + {working}")
     if c.fp8_available:
         if need(transformer_weight_bytes(c.config, c.dtype, fp8=True), c.height, c.width) <= usable:
             return message + "; quantise the weights to fp8 (fp8 = quantize, --fp8 quantize) to halve them"

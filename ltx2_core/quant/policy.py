@@ -53,10 +53,11 @@ def apply_mode(model: nn.Module, mode: str, dtype: torch.dtype | None) -> None:
 
 def stores_quantised(mode: str, checkpoint: str | os.PathLike | None) -> bool:
     """Whether the transformer's policy linears will be quantised once loaded with `mode` from `checkpoint` (None:
-    the demo model), read from the header alone: what the memory plan counts (`weight_bytes`)."""
+    the demo model), read from the header alone (the plan then offers no fp8 quantisation); the plan counts the
+    stored bytes layer by layer (`memory.weight_layout.file_layers`)."""
     if mode == "quantize":
         return True
-    if checkpoint is not None and str(checkpoint).lower().endswith(".gguf"):  # block types, planned as fp8's bytes
+    if checkpoint is not None and str(checkpoint).lower().endswith(".gguf"):  # its types: memory.weight_layout
         return mode == "auto"
     return mode == "auto" and checkpoint is not None and registry.detect(read_header(checkpoint)) is not None
 

@@ -1,0 +1,179 @@
+"""The memory plan counts each format's own bytes (GGUF from the file's tensor types, ComfyUI's int8 and MXFP8 with
+their scales), through the path `ModelFiles.plan()` takes, and a streamed quantised model holds exactly the planned
+bytes on its device: the streamer moves the quantised weights and their scale buffers, and its output is the
+resident model's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltx2_core import ModelFiles, load_transformer
+from ltx2_core.demo import demo_inputs, demo_transformer
+from ltx2_core.memory.plan import apply_memory_plan, plan_memory, transformer_weight_bytes
+from ltx2_core.memory.weight_layout import GGUF_MIXES, GgufMix, file_layers, gguf_layers, policy_layers, tensor_bytes
+from ltx2_core.quant.gguf import GGUFLinear
+from ltx2_core.quant.int8 import INT8_CONVROT, INT8_ROWWISE, INT8_TENSORWISE, Int8Linear
+from ltx2_core.quant.mxfp8 import MXFP8_FORMAT
+from support.configs import released_transformer_configs
+from support.quant_models import wide_tiny, write_comfy_file, write_gguf
+
+RELEASED = released_transformer_configs()
+CONVROT256 = next(f for f in INT8_CONVROT if f.convrot == 256)
+
+
+def _streamed_bytes_match(model, weights, config, resident: int) -> None:
+    """`model` streamed with `resident` blocks holds the plan's device weights and runs as before."""
+    inputs = demo_inputs(model, text_tokens=7)
+    want = model(*inputs)
+    plan = plan_memory(config, weights, 10**12, 9, 64, 96, 4, dtype=torch.float32)
+    plan = plan._replace(resident_blocks=resident, streamed_blocks=config.num_layers - resident)
+    streamer = apply_memory_plan(model, plan, "cpu")
+    assert streamer.device_weight_bytes() == plan.device_weights
+    slot = streamer.slots[0]
+    assert sum(t.numel() * t.element_size() for t in slot) == weights.per_block
+    for got, expected in zip(model(*inputs), want):
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    return slot
+
+
+@pytest.mark.parametrize("mix", [GgufMix("Q8_0"), GgufMix("Q4_K", ((".to_v", "Q6_K"),)), GgufMix("Q5_0")],
+                         ids=["Q8_0", "Q4_K_M", "Q5_0"])
+@pytest.mark.parametrize("resident", [0, 1])
+def test_a_gguf_plans_its_file_types_and_streams_its_bytes(tmp_path, mix, resident):
+    pytest.importorskip("gguf")
+    config = wide_tiny("2.3")
+    path = tmp_path / "tiny.gguf"
+    types = write_gguf(path, demo_transformer(config), mix)
+    assert {"F32", mix.base} <= set(types.values())
+    assert ("F16" in types.values()) == mix.base.endswith("_K")  # patchify's 128 inputs: not whole K blocks
+    weights = transformer_weight_bytes(config, torch.float32, layers=file_layers(path))
+    assert weights == transformer_weight_bytes(config, torch.float32, layers=gguf_layers(mix))  # the rule = the file
+    model = load_transformer(path, dtype=torch.float32)
+    assert weights.non_block + weights.per_block * config.num_layers == tensor_bytes(model)
+    slot = _streamed_bytes_match(model, weights, config, resident)
+    assert any(t.dtype == torch.uint8 for t in slot)  # the quantised bytes move, not a dequantised copy
+    # bytes per weight of a block's linears: the type's (Q8_0 8.5 bits, Q5_0 5.5, Q4_K with Q6_K to_v ~4.9)
+    linears = [m for m in model.transformer_blocks[0].modules() if isinstance(m, GGUFLinear)]
+    bits = 8 * sum(m.weight.numel() for m in linears) / sum(m.in_features * m.out_features for m in linears)
+    assert bits == pytest.approx({"Q8_0": 8.5, "Q4_K": 4.5, "Q5_0": 5.5}[mix.base], abs=0.5)
+
+
+@pytest.mark.parametrize("fmt, layer", [("int8_tensorwise", INT8_TENSORWISE), ("int8_rowwise", INT8_ROWWISE),
+                                        ("int8_convrot", CONVROT256), ("mxfp8", MXFP8_FORMAT)])
+def test_a_comfyui_int8_or_mxfp8_file_is_planned_by_model_files_and_streams_its_bytes(tmp_path, fmt, layer):
+    pytest.importorskip("comfy_kitchen")
+    config = wide_tiny("2.3")
+    path = tmp_path / f"{fmt}.safetensors"
+    write_comfy_file(path, demo_transformer(config), fmt)
+    plan = ModelFiles(checkpoint=path).plan("cpu", frames=9, height=64, width=96, passes=4, budget=10**12,
+                                           dtype=torch.float32)
+    weights = plan.weights
+    assert weights == transformer_weight_bytes(config, torch.float32, layers=policy_layers(layer))
+    model = load_transformer(path, dtype=torch.float32)
+    assert weights.non_block + weights.per_block * config.num_layers == tensor_bytes(model)
+    slot = _streamed_bytes_match(model, weights, config, resident=1)
+    assert {t.dtype for t in slot} >= ({torch.int8} if fmt.startswith("int8") else {torch.float8_e4m3fn})
+    if fmt == "int8_rowwise":  # a 4-byte scale per row travels with the block (a buffer, not a parameter)
+        scales = [m.weight_scale for m in model.transformer_blocks[1].modules() if isinstance(m, Int8Linear)]
+        assert scales and all(s.shape[-1] == 1 and s.numel() > 1 for s in scales)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3", "2.5"])
+def test_released_bytes_per_weight_of_each_format(version):
+    """Header-free: the released configs on meta, each format's block bytes against bf16's (2 bytes a weight)."""
+    config = RELEASED[version]
+    bf16 = transformer_weight_bytes(config)
+    ratios = {name: transformer_weight_bytes(config, layers=gguf_layers(name)).per_block / bf16.per_block
+              for name in GGUF_MIXES}
+    ratios |= {f.label: transformer_weight_bytes(config, layers=policy_layers(f)).per_block / bf16.per_block
+               for f in (INT8_ROWWISE, MXFP8_FORMAT)}
+    ratios["fp8"] = transformer_weight_bytes(config, fp8=True).per_block / bf16.per_block
+    # a block is nearly all linear weights: bits a weight / 16, plus the bf16 vectors and tables
+    expected = {"Q8_0": 8.5, "Q6_K": 6.5625, "Q5_K_M": 5.6, "Q4_K_M": 4.8, "Q3_K_M": 3.6, "Q2_K": 2.75,
+                "int8 rowwise": 8, "MXFP8": 8.25, "fp8": 8}
+    for name, bits in expected.items():
+        assert ratios[name] == pytest.approx(bits / 16, abs=0.012), name
+    assert ratios["Q8_0"] > ratios["fp8"] and ratios["Q4_K_M"] < 0.31
+
+
+def test_the_small_cards_bench_reports_the_plan_modules_numbers():
+    """bench/small_cards.py on one release, card and size: each cell is `plan_memory` of the format's bytes, and the
+    chosen file follows the stated rule."""
+    from bench.memory_plan import released_side
+    from bench.small_cards import PASSES, RESIDENT_SHARE, readme_table, table
+    from ltx2_core.memory.plan import TILE_BYTES_512
+
+    files = ("fp8", "GGUF Q4_K_M", "GGUF Q2_K")
+    (row,) = table(versions=("2.3",), cards=(12,), sizes=((768, 512, 121),), files=files)
+    config = RELEASED["2.3"]
+    decoders, side = released_side("2.3")
+    for choice, weights in zip(row["choices"], (transformer_weight_bytes(config, fp8=True),
+                                                transformer_weight_bytes(config, layers=gguf_layers("Q4_K_M")),
+                                                transformer_weight_bytes(config, layers=gguf_layers("Q2_K")))):
+        want = plan_memory(config, weights, 12 * 10**9, 121, 512, 768, PASSES, decoders=decoders,
+                           tile_bytes_512=TILE_BYTES_512, side=side, ram=32 * 10**9, mappable=True)
+        assert choice.plan == want
+        assert want.peak <= 12e9
+    residents = [c.plan.resident_blocks for c in row["choices"]]
+    assert residents == sorted(residents) and residents[0] < residents[-1]  # fewer bytes, more blocks resident
+    enough = [c for c in row["choices"] if c.plan.resident_blocks >= RESIDENT_SHARE * 48]
+    assert row["best"] is (enough[0] if enough else max(row["choices"], key=lambda c: c.plan.resident_blocks))
+    assert f"| 12 GB | LTX-2.3 | {row['best'].file}" in readme_table([row])
+
+
+@pytest.mark.parametrize("kind", ["gguf", "int8_rowwise"])
+def test_quantised_transformers_keep_the_sampler_free_of_host_syncs(tmp_path, kind):
+    """Whole guided steps of a GGUF (Q8_0) and a ComfyUI int8 transformer: no host reads, no host-to-device copies
+    (the dequantisation is device work)."""
+    pytest.importorskip("gguf" if kind == "gguf" else "comfy_kitchen")
+    from ltx2_core.geometry import audio_positions, video_positions
+    from ltx2_core.sampling import GuidanceParams, denoise, guided_setup, ltx2_sigmas, noised_state
+    from ltx2_core.types import TextEmbeddings
+    from support.census import OpCensus
+
+    source = demo_transformer(wide_tiny("2.3"), seed=4)
+    path = tmp_path / ("q8.gguf" if kind == "gguf" else "int8.safetensors")
+    if kind == "gguf":
+        write_gguf(path, source, GgufMix("Q8_0"))
+    else:
+        write_comfy_file(path, source, kind)
+    model = load_transformer(path, dtype=torch.float32)
+    g = torch.Generator().manual_seed(0)
+    texts = [TextEmbeddings(torch.randn(1, 5, 256, generator=g), torch.randn(1, 5, 256, generator=g)) for _ in "pn"]
+    guidance = GuidanceParams(cfg=3.0, stg=1.0, stg_blocks=(1,), rescale=0.7, modality=3.0)
+    plan = guided_setup(model, *texts, video_positions(2, 2, 3, 24.0), audio_positions(9), guidance, guidance)
+    video = noised_state(torch.randn(1, 12, 128, generator=g), torch.randn(1, 12, 128, generator=g))
+    audio = noised_state(torch.zeros(1, 9, 128), torch.randn(1, 9, 128, generator=g))
+    with OpCensus() as census:
+        out = denoise(plan, video, audio, ltx2_sigmas(3))
+    assert census.syncs() == {}, census.syncs()
+    assert census.transfers() == 0
+    assert torch.isfinite(out[0].latent).all()
+
+
+@pytest.mark.parametrize("layers", ["GGUF Q4_K_M", "int8 rowwise"])
+def test_at_the_released_size_a_streamed_quantised_model_holds_the_planned_bytes(layers):
+    """LTX-2.3 at its released widths as fake tensors (no memory), its linears in the format's layers, streamed
+    to `meta` as a 12 GB plan says: the streamer's device bytes are the plan's."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from ltx2_core.memory.weight_layout import install
+    from ltx2_core.model.transformer import LTX2Transformer
+
+    config = RELEASED["2.3"]
+    rule = gguf_layers("Q4_K_M") if layers.startswith("GGUF") else policy_layers(INT8_ROWWISE)
+    weights = transformer_weight_bytes(config, layers=rule)
+    plan = plan_memory(config, weights, 12 * 10**9, 121, 512, 768, 4)
+    assert 0 < plan.resident_blocks < 48
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            model = LTX2Transformer(config)
+        finally:
+            torch.set_default_dtype(torch.float32)
+        install(model, rule)  # the scales in fp32, as files store them and the loader keeps them
+        streamer = apply_memory_plan(model, plan, "meta")
+    assert streamer.device_weight_bytes() == plan.device_weights
+    assert len(streamer.slots) == 2 and {t.dtype for t in streamer.slots[0]} >= {
+        torch.uint8 if layers.startswith("GGUF") else torch.int8}
