@@ -39,6 +39,7 @@ from ltx2_core.memory.plan import transformer_weight_bytes  # noqa: E402
 from ltx2_core.memory.weight_layout import GGUF_MIXES, GgufMix, gguf_layers, policy_layers  # noqa: E402
 from ltx2_core.quant.int8 import INT8_CONVROT, INT8_ROWWISE, INT8_TENSORWISE  # noqa: E402
 from ltx2_core.quant.mxfp8 import MXFP8_FORMAT  # noqa: E402
+from ltx2_core.quant.nvfp4 import NVFP4_FORMAT  # noqa: E402
 from ltx2_core.quant.policy import quantised_linear  # noqa: E402
 from support.configs import released_transformer_configs  # noqa: E402
 from support.quant_models import wide_tiny, write_comfy_file, write_gguf  # noqa: E402
@@ -46,7 +47,7 @@ from support.quant_models import wide_tiny, write_comfy_file, write_gguf  # noqa
 CONVROT256 = next(f for f in INT8_CONVROT if f.convrot == 256)
 COMFY = {"int8 tensorwise": ("int8_tensorwise", INT8_TENSORWISE), "int8 rowwise": ("int8_rowwise", INT8_ROWWISE),
          "int8 ConvRot/256": ("int8_convrot", CONVROT256), "MXFP8": ("mxfp8", MXFP8_FORMAT),
-         "fp8 (per tensor)": ("float8_e4m3fn", None)}
+         "NVFP4": ("nvfp4", NVFP4_FORMAT), "fp8 (per tensor)": ("float8_e4m3fn", None)}
 GGUF = ("Q8_0", "Q6_K", "Q5_K_M", "Q5_1", "Q5_0", "Q4_K_M", "Q4_1", "Q4_0", "Q3_K_M", "Q2_K")
 
 

@@ -3,12 +3,14 @@
 960×544×121, for LTX-2.0, 2.3 and 2.5 (one-stage, the dev guider's 4 passes, the convolutional video decoder, the
 text side streamed as the command line does, 32 GB of RAM).
 
-The rule for "the file to download": the highest-quality candidate (QUALITY, best first) whose plan keeps at least
-half of its blocks resident (the streamed rest is copied behind the compute: 27 of 48 streamed bf16 blocks cost 2 %
-of a step on an H100, docs/performance.md); when none does, the one with the most resident blocks. Quality order:
-the measured error of bench/quant_accuracy.py (bf16, int8 rowwise, Q8_0, fp8, MXFP8, then the GGUF K mixes by bits
-per weight). The rule is conservative: on a small card a step computes for many seconds, behind which far more
-streamed blocks are copied; the full table lists every candidate's plan for choosing quality over residency.
+The rule for "the file to download": the highest-quality candidate (QUALITY, best first) whose plan fits (card and
+RAM) and whose streamed blocks copy in at most a quarter of the step's compute (COPY_SHARE): the copies run behind
+the compute (27 of 48 streamed bf16 blocks cost 2 % of a step on an H100, docs/performance.md). The step's compute is
+a lower bound (2 · parameters · video tokens · passes at CARD_FLOPS, faster than any 8-16 GB card's dense bf16) and
+its copies an upper bound (every streamed block once per forward at PCIE, a PCIe 4.0 x8 card's, from pinned RAM;
+at DISK, an NVMe drive's, when the streamed blocks do not fit the RAM and are read from the memory-mapped file), so
+the share is overstated; when no file passes, the fitting one with the least copying. Quality order: the measured error of
+bench/quant_accuracy.py (bf16, int8 rowwise, Q8_0, fp8, MXFP8, then the GGUF K mixes by bits per weight).
 
     python bench/small_cards.py            # the full table (docs/performance.md)
     python bench/small_cards.py --readme   # the README's table: card -> file -> expected peak
@@ -36,6 +38,7 @@ from ltx2_core.memory.plan import (  # noqa: E402
     plan_memory,
     transformer_weight_bytes,
 )
+from ltx2_core.geometry import video_tokens  # noqa: E402
 from ltx2_core.memory.weight_layout import gguf_layers, policy_layers  # noqa: E402
 from ltx2_core.model.transformer.config import TransformerConfig  # noqa: E402
 from ltx2_core.quant.int8 import INT8_ROWWISE  # noqa: E402
@@ -46,7 +49,10 @@ SIZES = ((768, 512, 121), (960, 544, 121))
 VERSIONS = ("2.0", "2.3", "2.5")
 RAM_GB = 32
 PASSES = 4
-RESIDENT_SHARE = 0.5  # the rule's "at least half of the blocks resident"
+COPY_SHARE = 0.25  # the rule's "streamed copies in at most a quarter of the step's compute"
+CARD_FLOPS = 60e12  # dense bf16 FLOP/s, above any 8-16 GB card's (RTX 3060 ~25e12, 4070 ~58e12): compute's lower bound
+PCIE = 16e9  # bytes a second host -> device, a PCIe 4.0 x8 card's (x16 cards copy twice as fast)
+DISK = 3e9  # bytes a second from an NVMe drive: streamed blocks that do not fit the RAM come from the file
 # candidate files, best quality first (see the module docstring)
 QUALITY = ("bf16", "int8", "GGUF Q8_0", "fp8", "MXFP8", "GGUF Q6_K", "GGUF Q5_K_M", "GGUF Q4_K_M", "GGUF Q3_K_M",
            "GGUF Q2_K")
@@ -84,13 +90,26 @@ def plan_for(version: str, name: str, card_gb: int, width: int, height: int, fra
     return Choice(name, plan)
 
 
-def best(choices: list[Choice]) -> Choice:
-    """The rule of the module docstring, over `choices` in QUALITY order."""
+def compute_seconds(config: TransformerConfig, width: int, height: int, frames: int) -> float:
+    """A step's compute at CARD_FLOPS: 2 · the transformer's parameters · video tokens · PASSES (a lower bound:
+    attention and the audio tokens left out)."""
+    params = transformer_weight_bytes(config, torch.float32).total / 4
+    return 2 * params * video_tokens(frames, height, width) * PASSES / CARD_FLOPS
+
+
+def copy_seconds(plan: MemoryPlan) -> float:
+    """A step's streamed copies: every streamed block once per forward, at PCIE from pinned RAM, else at DISK."""
+    forwards = -(-PASSES // plan.passes_per_forward)
+    return plan.streamed_blocks * plan.weights.per_block * forwards / (PCIE if plan.pin else DISK)
+
+
+def best(choices: list[Choice], compute: float) -> Choice:
+    """The rule of the module docstring, over `choices` in QUALITY order; `compute`: `compute_seconds`."""
     fitting = [c for c in choices if c.plan is not None]
-    enough = [c for c in fitting if c.plan.resident_blocks >= RESIDENT_SHARE * c.plan.weights.blocks]
-    if enough:
-        return enough[0]
-    return max(fitting, key=lambda c: c.plan.resident_blocks, default=choices[-1])
+    hidden = [c for c in fitting if copy_seconds(c.plan) <= COPY_SHARE * compute]
+    if hidden:
+        return hidden[0]
+    return min(fitting, key=lambda c: copy_seconds(c.plan), default=choices[-1])
 
 
 def table(versions=VERSIONS, cards=CARDS, sizes=SIZES, files=QUALITY) -> list[dict]:
@@ -102,8 +121,9 @@ def table(versions=VERSIONS, cards=CARDS, sizes=SIZES, files=QUALITY) -> list[di
         for width, height, frames in sizes:
             for card in cards:
                 choices = [plan_for(version, n, card, width, height, frames, weights[n]) for n in files]
+                compute = compute_seconds(config, width, height, frames)
                 rows.append(dict(version=version, size=(width, height, frames), card=card, choices=choices,
-                                 best=best(choices)))
+                                 compute=compute, best=best(choices, compute)))
     return rows
 
 
@@ -129,7 +149,8 @@ def _chosen(choice: Choice) -> str:
         return f"none fits ({choice.note})"
     plan = choice.plan
     return (f"{choice.file}: {plan.resident_blocks}/{plan.weights.blocks} blocks resident, peak "
-            f"{plan.peak / GB:.1f} GB, {plan.passes_per_forward} passes per forward")
+            f"{plan.peak / GB:.1f} GB, {plan.passes_per_forward} passes per forward, copies ≤ "
+            f"{copy_seconds(plan):.1f} s a step")
 
 
 def readme_table(rows: list[dict]) -> str:

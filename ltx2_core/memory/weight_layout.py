@@ -28,7 +28,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from ltx2_core.loader.gguf_file import is_gguf, read_gguf, transformer_tensors
+from ltx2_core.loader.gguf_file import transformer_tensors
+from ltx2_core.loader.gguf_reader import is_gguf, read_gguf
 from ltx2_core.quant.format import WeightFormat
 from ltx2_core.quant.gguf import GGUFLinear
 from ltx2_core.quant.gguf_types import TYPES, GgmlType

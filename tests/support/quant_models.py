@@ -65,7 +65,7 @@ def _quantise(data: np.ndarray, kind) -> np.ndarray:
 
 def comfy_quantised(weight: torch.Tensor, fmt: str) -> tuple[dict[str, torch.Tensor], dict]:
     """(the tensors beside `.weight` and the `comfy_quant` entry) of an (out, in) weight as ComfyUI's quantiser
-    stores `fmt`: int8_tensorwise, int8_rowwise, int8_convrot (groups of 256), mxfp8 or float8_e4m3fn."""
+    stores `fmt`: int8_tensorwise, int8_rowwise, int8_convrot (groups of 256), mxfp8, nvfp4 or float8_e4m3fn."""
     import comfy_kitchen as ck
 
     eager = ck.backends.eager.quantization
@@ -80,6 +80,10 @@ def comfy_quantised(weight: torch.Tensor, fmt: str) -> tuple[dict[str, torch.Ten
     if fmt == "mxfp8":
         q, s = eager.quantize_mxfp8(w, pad_32x=w.shape[0] % 32 != 0 or w.shape[1] % 32 != 0)
         return {"weight": q, "weight_scale": s}, {"format": "mxfp8"}
+    if fmt == "nvfp4":
+        tensor_scale = (w.abs().amax() / (6 * 448)).float()
+        q, s = eager.quantize_nvfp4(w, tensor_scale, pad_16x=w.shape[0] % 16 != 0 or w.shape[1] % 16 != 0)
+        return {"weight": q, "weight_scale": s, "weight_scale_2": tensor_scale}, {"format": "nvfp4"}
     scale = (w.abs().amax() / 448).float()
     return {"weight": eager.quantize_per_tensor_fp8(w, scale), "weight_scale": scale}, {"format": "float8_e4m3fn"}
 
