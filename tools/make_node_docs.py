@@ -15,8 +15,9 @@ import contextlib
 import os
 import sys
 import tempfile
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "web" / "docs"
@@ -86,7 +87,7 @@ def main() -> None:
     for name, text in written.items():
         with _atomic(FOLDER / name) as temporary:
             temporary.write_text(text, encoding="utf-8")
-    for stale in sorted(set(p.name for p in FOLDER.glob("*.md")) - set(written)):
+    for stale in sorted({p.name for p in FOLDER.glob("*.md")} - set(written)):
         (FOLDER / stale).unlink()  # a page of a node the pack no longer registers
     print(f"{len(written)} help pages in {FOLDER.relative_to(ROOT)}")
 

@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import av
@@ -90,6 +91,22 @@ def test_every_node_is_registered_and_the_pack_imports_cleanly(comfyui):
     log = comfyui.log.read_text()
     assert f"custom_nodes/{PACK_FOLDER}" in log and "IMPORT FAILED" not in log
     assert TINY["checkpoint"] in info["LTX2CheckpointLoader"]["input"]["required"]["ckpt_name"][0]
+
+
+def test_every_nodes_help_page_is_served_where_the_frontend_looks_and_the_scripts_once(comfyui):
+    """ComfyUI's frontend (1.45) fetches a custom node's help page from /extensions/<pack folder of python_module>/
+    docs/<node id>.md (after docs/<node id>/<locale>.md) and takes a text/html answer for a missing page; the pack's
+    scripts are listed once (pyproject.toml has no [tool.comfy] web key registering web/ a second time)."""
+    info = comfyui.get("/object_info")
+    for name in NODE_CLASS_MAPPINGS:
+        module = info[name]["python_module"]
+        assert module == f"custom_nodes.{PACK_FOLDER}"
+        url = f"{comfyui.url}/extensions/{module.split('.')[1]}/docs/{name}.md"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert "text/html" not in response.headers["Content-Type"]
+            assert response.read() == (ROOT / "web" / "docs" / f"{name}.md").read_bytes()
+    scripts = [path for path in comfyui.get("/extensions") if path.endswith("/ltx2_parallel.js")]
+    assert scripts == [f"/extensions/{PACK_FOLDER}/ltx2_parallel.js"]
 
 
 def test_the_model_loader_lists_the_gguf_files_of_unet_and_the_text_projection_files(comfyui):
