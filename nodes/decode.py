@@ -32,7 +32,7 @@ class LTX2LatentUpsample:
         return {"required": {
             "model": (MODEL, {"tooltip": "the model whose VAE statistics the upsampler works in"}),
             "upsampler": (UPSAMPLER, {"tooltip": "from LTX2 Upsampler Loader"}),
-            "latent": (LATENT, {"tooltip": "the stage-1 latent"}),
+            "latent": (LATENT, {"tooltip": "the stage-1 latent (ours or a native LTX-2 one, video-only too)"}),
         }}
 
     def upsample(self, model: ModelHandle, upsampler: LatentUpsampler, latent: dict | AVLatent):
@@ -53,7 +53,7 @@ class LTX2Decode:
     def INPUT_TYPES(cls):
         return {"required": {
             "model": (MODEL, {"tooltip": "the model whose VAE and vocoder decode"}),
-            "latent": (LATENT, {"tooltip": "the sampled latent"}),
+            "latent": (LATENT, {"tooltip": "the sampled latent (ours or a native audio + video one)"}),
             "spatial_tile": ("INT", {"default": 512, "min": 0, "max": 4096, "step": 32,
                                      "tooltip": "tile size in pixels (0: no spatial tiling); smaller tiles use less "
                                                 "memory"}),

@@ -186,7 +186,8 @@ class LTX2Sampler:
             "required": {
                 "model": (MODEL, {"tooltip": "the LTX-2 model (with its LoRAs)"}),
                 "conditioning": (CONDITIONING, {"tooltip": "the encoded prompts"}),
-                "latent": (LATENT, {"tooltip": "an empty latent, or an upsampled one to refine"}),
+                "latent": (LATENT, {"tooltip": "an empty latent, or an upsampled one to refine; ours or ComfyUI's "
+                                   "native LTX-2 audio + video latent (LTXVConcatAVLatent)"}),
                 "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True,
                                  "tooltip": "the noise seed"}),
                 "steps": ("INT", {"default": 30, "min": 1, "max": 200, "tooltip": "steps of the ltx2 schedule "
