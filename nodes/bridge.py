@@ -27,6 +27,10 @@ try:
     from PIL import Image
 except ImportError:  # not running inside ComfyUI
     model_management = comfy_utils = folder_paths = server = web = Image = None
+try:
+    from comfy.nested_tensor import NestedTensor  # the joint audio + video latent's samples
+except ImportError:
+    NestedTensor = None
 
 IN_COMFYUI = folder_paths is not None
 PREVIEW_SCALE = 8  # a latent cell is 32 px: previews at a quarter of the video's size
@@ -90,6 +94,27 @@ def model_path(folder: str, name: object, marker: str | None = None) -> str:
     if not os.path.exists(name):
         raise FileNotFoundError(f"{name}: no such file (outside ComfyUI a model input is a path)")
     return name
+
+
+class _Nested:
+    """Outside ComfyUI: what our nodes read of ComfyUI's NestedTensor (its `tensors`, `unbind`, the first's shape)."""
+
+    is_nested = True
+
+    def __init__(self, tensors) -> None:
+        self.tensors = list(tensors)
+
+    def unbind(self) -> list[torch.Tensor]:
+        return self.tensors
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.tensors[0].shape
+
+
+def nested_tensor(tensors) -> object:
+    """ComfyUI's NestedTensor of `tensors` (the joint audio + video latent's samples); a stand-in outside ComfyUI."""
+    return NestedTensor(tensors) if NestedTensor is not None else _Nested(tensors)
 
 
 def torch_device() -> torch.device:

@@ -9,6 +9,7 @@ from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.stages import AVLatent, Generation, decode, upsample
 
 from .handles import LATENT, MODEL, UPSAMPLER, ModelHandle
+from .interop import from_comfy, to_comfy
 from .sampling import MAX_SEED
 
 
@@ -31,11 +32,13 @@ class LTX2LatentUpsample:
         return {"required": {
             "model": (MODEL, {"tooltip": "the model whose VAE statistics the upsampler works in"}),
             "upsampler": (UPSAMPLER, {"tooltip": "from LTX2 Upsampler Loader"}),
-            "latent": (LATENT, {"tooltip": "the stage-1 latent"}),
+            "latent": (LATENT, {"tooltip": "the stage-1 latent (ours or a native LTX-2 one, video-only too)"}),
         }}
 
-    def upsample(self, model: ModelHandle, upsampler: LatentUpsampler, latent: AVLatent):
-        return (upsample(latent, upsampler, model.check_loaded().decoders),)
+    def upsample(self, model: ModelHandle, upsampler: LatentUpsampler, latent: dict | AVLatent):
+        """ComfyUI's LATENT (ours or a native one, video-only too) x2; its other keys kept."""
+        result = upsample(from_comfy(latent, video_only=True), upsampler, model.check_loaded().decoders)
+        return (to_comfy(result, like=latent if isinstance(latent, dict) else None),)
 
 
 class LTX2Decode:
@@ -50,7 +53,7 @@ class LTX2Decode:
     def INPUT_TYPES(cls):
         return {"required": {
             "model": (MODEL, {"tooltip": "the model whose VAE and vocoder decode"}),
-            "latent": (LATENT, {"tooltip": "the sampled latent"}),
+            "latent": (LATENT, {"tooltip": "the sampled latent (ours or a native audio + video one)"}),
             "spatial_tile": ("INT", {"default": 512, "min": 0, "max": 4096, "step": 32,
                                      "tooltip": "tile size in pixels (0: no spatial tiling); smaller tiles use less "
                                                 "memory"}),
@@ -63,10 +66,10 @@ class LTX2Decode:
                                         "in two steps (the convolutional decoders draw no noise)"}),
         }}
 
-    def decode(self, model: ModelHandle, latent: AVLatent, spatial_tile: int = 512, temporal_tile: int = 64,
+    def decode(self, model: ModelHandle, latent: dict | AVLatent, spatial_tile: int = 512, temporal_tile: int = 64,
                seed: int = 0):
         tiling = TilingConfig(spatial_tile=spatial_tile or None, spatial_overlap=64 if spatial_tile else 0,
                               temporal_tile=temporal_tile or None, temporal_overlap=24 if temporal_tile else 0)
         decoders = model.check_loaded().decoders
         generator = torch.Generator(next(decoders.video.parameters()).device).manual_seed(seed)
-        return comfy_outputs(decode(latent, decoders, tiling, generator=generator))
+        return comfy_outputs(decode(from_comfy(latent), decoders, tiling, generator=generator))

@@ -21,7 +21,8 @@ from ltx2_core.model.decoders import Decoders
 from ltx2_core.video_io import VideoFrames
 
 MODEL, TEXT_ENCODER, CONDITIONING = "LTX2_MODEL", "LTX2_TEXT_ENCODER", "LTX2_CONDITIONING"
-LATENT, GUIDANCE, UPSAMPLER = "LTX2_LATENT", "LTX2_GUIDANCE", "LTX2_UPSAMPLER"
+GUIDANCE, UPSAMPLER = "LTX2_GUIDANCE", "LTX2_UPSAMPLER"
+LATENT = "LATENT"  # ComfyUI's own: a native LTX-2 latent dict both ways (nodes/interop.py)
 PARALLEL = "LTX2_PARALLEL"
 AUDIO_CONDITION = "LTX2_AUDIO"  # a ltx2_core AudioCondition: a sound (Waveform), start 0, strength
 GUIDES = "LTX2_GUIDES"  # a tuple of `Guide`s: control videos for an IC-LoRA

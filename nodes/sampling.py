@@ -17,12 +17,13 @@ from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.sampling.stage import Stage
-from ltx2_core.stages import AVLatent, empty_latent
+from ltx2_core.stages import empty_latent
 
 from . import bridge
 from .handles import (AUDIO_CONDITION, CONDITIONING, GUIDANCE, GUIDES, LATENT, MODEL, Conditioning, Guide,
                       ModelHandle, control_conditions)
 from .images import IMAGES, at_frames
+from .interop import check_noise_mask, from_comfy, to_comfy
 from .validation import stated_limits
 
 CATEGORY = "LTX-2/sampling"
@@ -77,7 +78,7 @@ class LTX2EmptyLatent:
 
     def make(self, width: int, height: int, frames: int, fps: float = 24.0):
         check_size(width, height)
-        return (empty_latent(width, height, frames, fps),)
+        return (to_comfy(empty_latent(width, height, frames, fps)),)
 
 
 def _blocks(text: str, default: tuple[int, ...], name: str = "stg_blocks") -> tuple[int, ...]:
@@ -185,7 +186,8 @@ class LTX2Sampler:
             "required": {
                 "model": (MODEL, {"tooltip": "the LTX-2 model (with its LoRAs)"}),
                 "conditioning": (CONDITIONING, {"tooltip": "the encoded prompts"}),
-                "latent": (LATENT, {"tooltip": "an empty latent, or an upsampled one to refine"}),
+                "latent": (LATENT, {"tooltip": "an empty latent, or an upsampled one to refine; ours or ComfyUI's "
+                                   "native LTX-2 audio + video latent (LTXVConcatAVLatent)"}),
                 "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True,
                                  "tooltip": "the noise seed"}),
                 "steps": ("INT", {"default": 30, "min": 1, "max": 200, "tooltip": "steps of the ltx2 schedule "
@@ -227,10 +229,14 @@ class LTX2Sampler:
             return str(exc)
         return True
 
-    def sample(self, model: ModelHandle, conditioning: Conditioning, latent: AVLatent, seed: int, steps: int,
+    def sample(self, model: ModelHandle, conditioning: Conditioning, latent: dict, seed: int, steps: int,
                schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
                compile: bool = False, cuda_graphs: bool = False, images: tuple[ImageCondition, ...] = (),
                audio: AudioCondition | None = None, guides: tuple[Guide, ...] = (), unique_id: str | None = None):
+        given = latent  # ComfyUI's LATENT: ours or a native node's (nodes/interop.py)
+        if isinstance(given, dict):
+            check_noise_mask(given)
+        latent = from_comfy(given)
         frames, height, width = latent.pixel_size
         images = at_frames(images, frames)  # first: a frame beyond the clip is refused before any work
         if audio is not None:
@@ -265,5 +271,6 @@ class LTX2Sampler:
         with model.host.sampler(model.loras, previews=previews, compile=compile, cuda_graphs=cuda_graphs,
                                 should_stop=bridge.interrupt_requested) as (sampler, ready), bridge.interrupts():
             generator = torch.Generator(sampler.device).manual_seed(seed)
-            return (sampler(conditioning.positive, negative, latent, stage, generator,
-                            progress=bridge.progress_bar(len(table) - 1, unique_id, ready)),)
+            result = sampler(conditioning.positive, negative, latent, stage, generator,
+                             progress=bridge.progress_bar(len(table) - 1, unique_id, ready))
+        return (to_comfy(result, like=given if isinstance(given, dict) else None),)
