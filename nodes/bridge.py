@@ -168,6 +168,21 @@ def progress_bar(total: int, node_id: str | None, preview: Callable[[], np.ndarr
     return update
 
 
+def load_native_model(patcher, video_shape: tuple[int, ...]) -> tuple[torch.nn.Module, torch.device, torch.dtype]:
+    """ComfyUI's MODEL (a ModelPatcher) loaded for a run as its own samplers load it: its weight patches (LoRAs)
+    applied and room made on the device for a batch of 2 of `video_shape`, partly loaded when it does not fit ->
+    (its diffusion model, the compute device, the compute dtype). Outside ComfyUI the model stays where it is."""
+    model = patcher.model
+    if IN_COMFYUI:
+        memory = patcher.memory_required([2 * video_shape[0], *video_shape[1:]])
+        model_management.load_models_gpu([patcher], memory_required=memory, minimum_memory_required=memory)
+        device = torch.device(patcher.load_device)
+    else:
+        device = next(model.diffusion_model.parameters()).device
+    dtype = getattr(model, "manual_cast_dtype", None) or model.get_dtype()
+    return model.diffusion_model, device, dtype
+
+
 def interrupt_requested() -> bool:
     """Whether the user asked ComfyUI to stop (its flag stays set until raised); False outside ComfyUI."""
     return IN_COMFYUI and model_management.processing_interrupted()
