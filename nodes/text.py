@@ -6,6 +6,7 @@ from ltx2_core import DEFAULT_NEGATIVE_PROMPT, PromptEncoder
 from ltx2_core.stages import encode
 
 from .handles import CONDITIONING, TEXT_ENCODER, Conditioning
+from .native_conditioning import to_native
 from .validation import stated_limits
 
 
@@ -30,10 +31,14 @@ def text_problem(name: str, text: str | None) -> str | None:
 
 
 class LTX2TextEncode:
-    DESCRIPTION = "Encodes the prompt and the negative prompt in one batched text-encoder pass."
+    DESCRIPTION = ("Encodes the prompt and the negative prompt in one batched text-encoder pass; also as ComfyUI's "
+                   "own CONDITIONING for native guiders and samplers (CFGGuider, LTXVConditioning, ...).")
     CATEGORY = "LTX-2/conditioning"
-    RETURN_TYPES = (CONDITIONING,)
-    RETURN_NAMES = ("conditioning",)
+    RETURN_TYPES = (CONDITIONING, "CONDITIONING", "CONDITIONING")
+    RETURN_NAMES = ("conditioning", "positive", "negative")
+    OUTPUT_TOOLTIPS = ("both prompts, for our sampler", "the prompt as ComfyUI's CONDITIONING (the model's text "
+                       "contexts, ready for ComfyUI's LTX-2 model)", "the negative prompt the same way (zeros when "
+                       "it is empty, as ConditioningZeroOut)")
     FUNCTION = "encode"
 
     @classmethod
@@ -56,4 +61,6 @@ class LTX2TextEncode:
         if problem := prompt_problem(prompt) or text_problem("negative_prompt", negative_prompt):
             raise ValueError(problem)
         positive, negative = encode(text_encoder, prompt, negative_prompt or None)
-        return (Conditioning(positive, negative),)
+        unconditional = negative if negative is not None else positive._replace(video=positive.video * 0,
+                                                                                audio=positive.audio * 0)
+        return Conditioning(positive, negative), to_native(positive), to_native(unconditional)

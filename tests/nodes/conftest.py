@@ -21,7 +21,7 @@ def files(tiny_checkpoints, gemma_files, tmp_path_factory):
 def loaded(files):
     (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu")
     (encoder,) = node("LTX2TextEncoderLoader", files["gemma"], model, "cpu", False)
-    (conditioning,) = node("LTX2TextEncode", encoder, "a red car in the rain", "blurry")
+    conditioning = node("LTX2TextEncode", encoder, "a red car in the rain", "blurry")[0]
     (guidance,) = node("LTX2Guidance", model, cfg=3.0, stg=1.0, rescale=0.7, modality=3.0, stg_blocks="auto",
                        audio_cfg=7.0, audio_stg=1.0, audio_rescale=0.7, audio_modality=3.0, audio_stg_blocks="1")
     return model, encoder, conditioning, guidance

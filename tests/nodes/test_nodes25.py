@@ -29,7 +29,7 @@ def release(tmp_path_factory):
 def loaded(release):
     (model,) = node("LTX2ModelLoader", release["distilled"], release["vae"], release["audio_vae"], "auto", "cpu")
     (encoder,) = node("LTX2TextEncoderLoader", release["text_encoder"], model, "cpu", False)
-    (conditioning,) = node("LTX2TextEncode", encoder, "a red car in the rain", "blurry")
+    conditioning = node("LTX2TextEncode", encoder, "a red car in the rain", "blurry")[0]
     return model, conditioning
 
 

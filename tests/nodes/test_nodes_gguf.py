@@ -33,7 +33,7 @@ def models(tmp_path_factory):
 
 def _sampled(model, gemma: str):
     (encoder,) = node("LTX2TextEncoderLoader", gemma, model, "cpu", False)
-    (conditioning,) = node("LTX2TextEncode", encoder, "a red car in the rain", "blurry")
+    conditioning = node("LTX2TextEncode", encoder, "a red car in the rain", "blurry")[0]
     (latent,) = node("LTX2EmptyLatent", 64, 32, 9)
     return node("LTX2Sampler", model, conditioning, latent, 3, 2, "ltx2")[0]
 

@@ -1,0 +1,88 @@
+"""ComfyUI's own LTX-2 MODEL in our sampler, in the shared ComfyUI 0.26.0: Load Checkpoint (with and without
+LoraLoaderModelOnly) -> CFGGuider -> LTX-2 SamplerCustomAdvanced (fast) gives the latent our own loader (and LTX-2
+LoRA Loader) -> LTX-2 Sampler gives from the same file, seed, sigmas and CFG. The prompts are LTX-2 Text Encode's,
+its native CONDITIONING outputs feeding CFGGuider. The latents are split by LTXVSeparateAVLatent and written by
+SaveLatent (plain tensors), then read here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import torch
+from safetensors.torch import load_file
+
+from .conftest import ROOT, TINY
+
+SIGMAS = "1.0, 0.6, 0.25, 0.0"
+SEED, CFG, LORA_STRENGTH = 7, 3.0, 0.5
+
+
+def _guidance() -> dict:
+    scales = {"cfg": CFG, "stg": 0.0, "rescale": 0.0, "modality": 1.0, "stg_blocks": "auto"}
+    return {"model": ["1", 0], **scales, **{f"audio_{k}": v for k, v in scales.items()}}
+
+
+def _save(node: str, source: str, prefix: str) -> dict:
+    return {f"{node}s": {"class_type": "LTXVSeparateAVLatent", "inputs": {"av_latent": [source, 0]}},
+            f"{node}v": {"class_type": "SaveLatent", "inputs": {"samples": [f"{node}s", 0],
+                                                                "filename_prefix": f"{prefix}_video"}},
+            f"{node}a": {"class_type": "SaveLatent", "inputs": {"samples": [f"{node}s", 1],
+                                                                "filename_prefix": f"{prefix}_audio"}}}
+
+
+def _graph() -> dict:
+    ckpt = TINY["native_checkpoint"]
+    graph = {
+        "1": {"class_type": "LTX2CheckpointLoader", "inputs": {"ckpt_name": ckpt, "weight_dtype": "auto",
+                                                               "device": "default", "fp8": "auto", "memory": "auto"}},
+        "2": {"class_type": "LTX2TextEncoderLoader", "inputs": {"text_encoder": TINY["text_encoder"],
+                                                                "model": ["1", 0], "device": "default",
+                                                                "offload": True}},
+        "3": {"class_type": "LTX2TextEncode", "inputs": {"text_encoder": ["2", 0], "prompt": "a red car in the rain",
+                                                         "negative_prompt": "blurry"}},
+        "4": {"class_type": "LTX2EmptyLatent", "inputs": {"width": 96, "height": 64, "frames": 9, "fps": 24.0}},
+        "5": {"class_type": "LTX2Guidance", "inputs": _guidance()},
+        "20": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": ckpt}},
+        "21": {"class_type": "RandomNoise", "inputs": {"noise_seed": SEED}},
+        "22": {"class_type": "KSamplerSelect", "inputs": {"sampler_name": "euler"}},
+        "23": {"class_type": "ManualSigmas", "inputs": {"sigmas": SIGMAS}},
+        "30": {"class_type": "LTX2LoraLoader", "inputs": {"model": ["1", 0], "lora_name": TINY["lora"],
+                                                          "strength": LORA_STRENGTH}},
+        "40": {"class_type": "LoraLoaderModelOnly", "inputs": {"model": ["20", 0], "lora_name": TINY["lora"],
+                                                               "strength_model": LORA_STRENGTH}},
+    }
+    for ours, native, model, native_model in (("6", "24", "1", "20"), ("31", "41", "30", "40")):
+        graph[ours] = {"class_type": "LTX2Sampler", "inputs": {
+            "model": [model, 0], "conditioning": ["3", 0], "latent": ["4", 0], "seed": SEED, "steps": 3,
+            "schedule": "ltx2", "guidance": ["5", 0], "sigmas": SIGMAS, "compile": False, "cuda_graphs": False}}
+        graph[native + "g"] = {"class_type": "CFGGuider", "inputs": {"model": [native_model, 0], "positive": ["3", 1],
+                                                                     "negative": ["3", 2], "cfg": CFG}}
+        graph[native] = {"class_type": "LTX2SamplerCustomAdvanced", "inputs": {
+            "noise": ["21", 0], "guider": [native + "g", 0], "sampler": ["22", 0], "sigmas": ["23", 0],
+            "latent_image": ["4", 0]}}
+        graph |= _save(ours + "o", ours, f"ours{ours}") | _save(native + "o", native, f"native{native}")
+    return graph
+
+
+def test_native_model_and_lora_in_our_sampler_equal_our_loader(comfyui, tmp_path):
+    workflow = tmp_path / "native_model.api.json"
+    workflow.write_text(json.dumps(_graph()))
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "ltx2_client.py"), str(workflow), "--server",
+                          comfyui.url, "--out", str(tmp_path / "out"), "--timeout", "600"],
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+    def latent(prefix: str) -> torch.Tensor:
+        (file,) = (comfyui.base / "output").glob(f"{prefix}_*.latent")
+        return load_file(str(file))["latent_tensor"]
+
+    for ours, native in (("6", "24"), ("31", "41")):
+        for part in ("video", "audio"):
+            a, b = latent(f"ours{ours}_{part}"), latent(f"native{native}_{part}")
+            assert a.shape == b.shape and a.abs().max() > 0.1
+            # the same blocks on the same weights; ComfyUI's Linear layers (its LoRA patches) in ours
+            torch.testing.assert_close(b, a, rtol=0, atol=1e-4, msg=f"{part}, {'LoRA' if ours == '31' else 'plain'}")
+    # the LoRA changes the result: the native LoRA loader's patches reached our loop
+    assert (latent("native41_video") - latent("native24_video")).abs().max() > 1e-3
