@@ -15,6 +15,7 @@ import math
 import torch
 
 from ltx2_core.audio_io import Waveform
+from ltx2_core.conditioning.images import EncodedImage
 from ltx2_core.geometry import AUDIO_DOWNSAMPLE, AUDIO_HOP, AUDIO_SAMPLE_RATE, pixel_size
 from ltx2_core.stages import AUDIO_CHANNELS, MEL_BINS, AVLatent
 
@@ -113,15 +114,37 @@ def split(latent: object) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     return video, audio
 
 
-def check_noise_mask(latent: dict) -> None:
-    """ValueError unless the latent's noise mask is absent or all ones (everything sampled): our sampler holds
-    frames through its images input, not a mask."""
+MASK_REFUSED = ("latent: its noise mask {what}, which our samplers cannot hold; hold images with LTX-2 Image "
+                "Condition (LTX-2 Sampler's images input) instead, or sample it with ComfyUI's own sampler")
+
+
+def mask_conditions(latent: dict) -> list[EncodedImage]:
+    """What a native noise mask asks, as our conditions: none for no mask or an all-ones one; for the mask
+    LTXVImgToVideo / LTXVImgToVideoInplace make (the first t latent frames at 1 − strength, the rest 1, the audio's
+    all 1), the latent's own first t frames held at that strength, as LTX-2 Image Condition holds an image at frame
+    0 (ltx-core's conditioning: the tokens' timesteps scaled by the mask, their clean values restored). Any other
+    mask (a spatial one, frames past the start, on the audio) is refused naming what works."""
     mask = latent.get("noise_mask")
+    if mask is None:
+        return []
     parts = list(mask.tensors) if is_nested(mask) else [mask]
-    if any(part is not None and not bool((part == 1).all()) for part in parts):
-        raise ValueError("latent: it carries a noise mask (from LTXVImgToVideo, LTXVAddGuide or Set Latent Noise "
-                         "Mask), which LTX-2 Sampler does not read; hold images with LTX-2 Image Condition into the "
-                         "sampler's images input instead, or sample it with ComfyUI's own sampler")
+    video, _ = split(latent)
+    if len(parts) > 1 and not bool((parts[1] == 1).all()):
+        raise ValueError(MASK_REFUSED.format(what="covers the audio (hold a sound with LTX-2 Audio Condition)"))
+    video_mask = parts[0]
+    if video_mask is None or bool((video_mask == 1).all()):
+        return []
+    if video is None or video_mask.ndim != 5 or video_mask.shape[2] != video.shape[2]:
+        raise ValueError(MASK_REFUSED.format(what=f"{tuple(video_mask.shape)} does not fit the video latent"))
+    frames = video_mask.float().flatten(3).transpose(1, 2).flatten(2)  # (B, F', values of a frame)
+    values = frames[..., 0]
+    held = int((values[0] < 1).sum())
+    if (not bool((frames == values.unsqueeze(-1)).all()) or not bool((values == values[:1]).all())
+            or not bool((values[0, :held] == values[0, 0]).all()) or not bool((values[0, held:] == 1).all())
+            or held == 0 or not 0 <= float(values[0, 0]) < 1):
+        raise ValueError(MASK_REFUSED.format(what="is not LTXVImgToVideo's (the first frames at one strength, the "
+                                                  "rest 1, the same over each frame)"))
+    return [EncodedImage(video[:1, :, :held], 0, 1.0 - float(values[0, 0]))]
 
 
 def clip_fps(frames: int, audio_latents: int) -> float:

@@ -15,7 +15,7 @@ from ltx2_core.sampling import sigma_table
 from ltx2_core.sampling.stage import Stage
 
 from . import bridge
-from .interop import check_noise_mask, from_comfy, split, to_comfy
+from .interop import from_comfy, mask_conditions, split, to_comfy
 from .native_conditioning import from_native
 from .native_model import NATIVE_SAMPLER, native_configs, native_connectors, native_transformer
 
@@ -122,7 +122,7 @@ class LTX2SamplerCustomAdvanced:
         values = check_sigmas(sigmas)
         patcher, positive, negative, cfg = check_guider(guider)
         config, text = native_configs(patcher.model.model_config.unet_config)
-        check_noise_mask(latent_image)
+        held = mask_conditions(latent_image)  # LTXVImgToVideo(Inplace)'s frames, as our image conditions
         latent = from_comfy(latent_image)
         video, _ = split(latent_image)
         diffusion_model, device, dtype = bridge.load_native_model(patcher, tuple(video.shape))
@@ -135,7 +135,7 @@ class LTX2SamplerCustomAdvanced:
         guidance = GuidanceParams(cfg=cfg)
         host = LocalHost(native_transformer(diffusion_model, config, device, dtype), device, dtype)
         stage = Stage(sigma_table(values), noise_scale=values[0], video_guidance=guidance, audio_guidance=guidance,
-                      ancestral_seed=seed + 1 if ancestral else None)
+                      conditions=held, ancestral_seed=seed + 1 if ancestral else None)
         with host.sampler(should_stop=bridge.interrupt_requested) as (run, ready), \
                 bridge.interrupts():
             generator = torch.Generator(device).manual_seed(seed)

@@ -23,7 +23,7 @@ from . import bridge
 from .handles import (AUDIO_CONDITION, CONDITIONING, GUIDANCE, GUIDES, LATENT, MODEL, Conditioning, Guide,
                       ModelHandle, control_conditions)
 from .images import IMAGES, at_frames
-from .interop import check_noise_mask, from_comfy, to_comfy
+from .interop import from_comfy, mask_conditions, to_comfy
 from .validation import stated_limits
 
 CATEGORY = "LTX-2/sampling"
@@ -234,8 +234,7 @@ class LTX2Sampler:
                compile: bool = False, cuda_graphs: bool = False, images: tuple[ImageCondition, ...] = (),
                audio: AudioCondition | None = None, guides: tuple[Guide, ...] = (), unique_id: str | None = None):
         given = latent  # ComfyUI's LATENT: ours or a native node's (nodes/interop.py)
-        if isinstance(given, dict):
-            check_noise_mask(given)
+        held = mask_conditions(given) if isinstance(given, dict) else []  # LTXVImgToVideo's frames
         latent = from_comfy(given)
         frames, height, width = latent.pixel_size
         images = at_frames(images, frames)  # first: a frame beyond the clip is refused before any work
@@ -249,7 +248,7 @@ class LTX2Sampler:
         encoder = model.checked_audio_encoder() if audio is not None else None
         if problem := model.host.memory_problem(frames, height, width, latent.fps):
             raise ValueError(problem)
-        conditions = encode_conditions(images, model.video_encoder, height, width)
+        conditions = held + encode_conditions(images, model.video_encoder, height, width)
         if audio is not None:  # held by this stage; the latent carries the sound while a stage holds it exactly
             encoded, sound = encode_audio_condition(audio, encoder, frames / latent.fps, latent.audio.shape[2])
             conditions, latent = [*conditions, encoded], latent._replace(sound=sound)

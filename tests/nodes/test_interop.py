@@ -10,7 +10,8 @@ import torch
 from ltx2_core.audio_io import Waveform
 from ltx2_core.stages import AVLatent, empty_latent
 from nodes import bridge
-from nodes.interop import FPS_KEY, SOUND_KEY, Latent, clip_fps, from_comfy, is_nested, split, to_comfy
+from nodes.interop import (FPS_KEY, SOUND_KEY, Latent, clip_fps, from_comfy, is_nested, mask_conditions, split,
+                           to_comfy)
 from support.node_calls import node
 
 
@@ -131,14 +132,41 @@ def test_the_sampler_takes_a_native_latent_as_ours_and_gives_one_native_nodes_sp
     assert images.shape == (9, 64, 96, 3) and fps == 24.0 and sound["waveform"].shape[:2] == (1, 2)
 
 
-def test_the_sampler_refuses_a_native_noise_mask_and_a_video_only_latent(loaded):
+def _image_to_video(strength: float) -> dict:
+    """What LTXVImgToVideoInplace + LTXVConcatAVLatent give: an image's latent in frame 0, its mask 1 − strength."""
+    latent = native_av(9, 64, 96)
+    video, audio = latent["samples"].tensors
+    mask = torch.ones(1, 1, video.shape[2], 1, 1)
+    mask[:, :, 0] = 1.0 - strength
+    latent["noise_mask"] = FakeNested((mask, torch.ones_like(audio)))
+    return latent
+
+
+def test_ltxv_img_to_video_masks_become_our_held_first_frame():
+    latent = _image_to_video(0.8)
+    (held,) = mask_conditions(latent)
+    assert held.frame == 0 and abs(held.strength - 0.8) < 1e-6
+    assert held.latent.data_ptr() == latent["samples"].tensors[0].data_ptr()  # the latent's own frame, not a copy
+    assert mask_conditions(native_av(9, 64, 96, mask=True)) == [] and mask_conditions(native_av(9, 64, 96)) == []
+
+
+def test_the_sampler_holds_an_img_to_video_frame_and_refuses_other_masks(loaded):
     model, _, conditioning, _ = loaded
-    masked = native_av(9, 64, 96)
-    video, audio = masked["samples"].tensors
-    keep_first = torch.ones_like(video)
-    keep_first[:, :, 0] = 0  # LTXVImgToVideo's: the first latent frame kept
-    masked["noise_mask"] = FakeNested((keep_first, torch.ones_like(audio)))
-    with pytest.raises(ValueError, match="noise mask.*LTX-2 Image Condition"):
-        node("LTX2Sampler", model, conditioning, masked, 5, 2, "ltx2")
+    latent = _image_to_video(1.0)
+    (got,) = node("LTX2Sampler", model, conditioning, latent, 5, 2, "ltx2")
+    given = latent["samples"].tensors[0]
+    # strength 1: the first latent frame is held exactly (restored, not computed), the others are sampled
+    assert torch.equal(got.video[:, :, 0], given[:, :, 0])
+    assert (got.video[:, :, 1:] - given[:, :, 1:]).abs().max() > 1e-2
+    spatial, later, audio = _image_to_video(1.0), _image_to_video(1.0), _image_to_video(1.0)
+    spatial["noise_mask"].tensors[0] = torch.ones(1, 1, 2, 2, 3)
+    spatial["noise_mask"].tensors[0][..., 0, 0] = 0  # Set Latent Noise Mask's kind: a region
+    later["noise_mask"].tensors[0] = torch.tensor([1.0, 0.0]).view(1, 1, 2, 1, 1)  # a frame past the start
+    audio["noise_mask"].tensors[1] = torch.zeros_like(audio["noise_mask"].tensors[1])
+    for masked, why in ((spatial, "first frames at one strength"), (later, "first frames at one strength"),
+                        (audio, "LTX-2 Audio Condition")):
+        with pytest.raises(ValueError, match=f"noise mask.*{why}.*LTX-2 Image Condition"):
+            node("LTX2Sampler", model, conditioning, masked, 5, 2, "ltx2")
+    video = latent["samples"].tensors[0]
     with pytest.raises(ValueError, match="video-only.*LTXVEmptyLatentAudio"):
         node("LTX2Sampler", model, conditioning, {"samples": video}, 5, 2, "ltx2")

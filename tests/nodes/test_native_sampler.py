@@ -149,3 +149,20 @@ def test_refusals_name_what_works():
     wrong = patcher(model)
     wrong.model.model_config.unet_config = {"image_model": "flux"}
     _refusal("not LTX-2's audio", guider=CFGGuider(wrong, cond(positive), cond(negative), 1.0))
+
+
+def test_an_img_to_video_latent_keeps_its_first_frame():
+    """LTXVImgToVideoInplace's mask at strength 1 (nodes.interop.mask_conditions): frame 0 held exactly."""
+    model = native_model()
+    positive, negative = prompts()
+    video = torch.randn(1, 128, 2, 2, 3, generator=torch.Generator().manual_seed(2))
+    mask = torch.ones(1, 1, 2, 1, 1)
+    mask[:, :, 0] = 0.0
+    latent = {"samples": to_comfy(empty_latent(96, 64, 9, 24.0)._replace(video=video))["samples"],
+              "noise_mask": to_comfy(empty_latent(96, 64, 9, 24.0)._replace(video=mask))["samples"]}
+    latent["noise_mask"].tensors[1].fill_(1.0)
+    guider = CFGGuider(patcher(model), cond(positive), cond(negative), 1.0)
+    out, _ = LTX2SamplerCustomAdvanced().sample(Noise_RandomNoise(3), guider, ksampler(sample_euler),
+                                                torch.tensor(SIGMAS), latent)
+    got, _ = split(out)
+    assert torch.equal(got[:, :, 0], video[:, :, 0]) and (got[:, :, 1] - video[:, :, 1]).abs().max() > 1e-2
