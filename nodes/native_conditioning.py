@@ -31,8 +31,8 @@ IMAGE_OR_GUIDE = ("use LTX-2 Image Condition (first / last / any frame) for imag
 REFUSED = {
     "keyframe_idxs": ("native guide frames (LTXVAddGuide)", IMAGE_OR_GUIDE),
     "guide_attention_entries": ("native guide attention (LTXVAddGuide)", IMAGE_OR_GUIDE),
-    "ref_audio": ("ID-LoRA reference audio (LTXV Reference Audio)", "this pack has no reference-audio conditioning; "
-                  "remove that node or sample with ComfyUI's own sampler"),
+    "ref_audio": ("ID-LoRA reference audio (LTXV Reference Audio)",
+                  "this pack has no reference-audio conditioning; remove that node or sample with ComfyUI's sampler"),
     "area": ("area conditioning (Conditioning (Set Area))", "LTX-2 conditions the whole clip; remove that node"),
     "mask": ("mask conditioning (Conditioning (Set Mask))", "LTX-2 conditions the whole clip; remove that node"),
     "control": ("a ControlNet (Apply ControlNet)", "use LTX-2 Video Guide (IC-LoRA control) instead"),
@@ -88,22 +88,44 @@ def _width_problem(i: int, width: int, video_width: int, audio_width: int | None
                       "release (LTXAVTextEncoderLoader with this checkpoint, or LTX-2 Text Encode)")
 
 
-def _connect(features: torch.Tensor, connectors: tuple[EmbeddingsConnector, EmbeddingsConnector], i: int
-             ) -> TextEmbeddings:
-    """Flagged features (B, n real tokens, W) -> our connector outputs, padded on the left with a mask to the
-    register multiple of max(MIN_TOKENS, n) tokens, as our encoder pads (and native's connectors fill)."""
+def _padded_tokens(real: int, connectors: tuple[EmbeddingsConnector, EmbeddingsConnector]) -> int:
+    """The register multiple of max(MIN_TOKENS, real) tokens: native's connectors' length, our encoder's 1024."""
+    registers = math.lcm(connectors[0].config.num_registers, connectors[1].config.num_registers)
+    return registers * math.ceil(max(MIN_TOKENS, real) / registers)
+
+
+def _check_entry(i: int, cond: torch.Tensor, options: dict,
+                 connectors: tuple[EmbeddingsConnector, EmbeddingsConnector] | None, video_width: int
+                 ) -> tuple[int, int]:
+    """ValueError naming the fix for what our sampler cannot use; else the entry's (tokens, video + audio width)
+    once converted."""
+    _check_options(i, options)
+    width = cond.shape[-1]
+    audio_width = None if connectors is None else connectors[1].config.width
+    if options.get(UNPROCESSED):
+        if connectors is None:
+            raise ValueError("conditioning: it holds text features the model's connectors must still process "
+                             "(LTXAVTextEncoderLoader's); give the node the LTX-2 model they belong to")
+        if width not in (video_width + audio_width, video_width if video_width == audio_width else -1):
+            raise _width_problem(i, width, video_width, audio_width, flagged=True)
+        return _padded_tokens(cond.shape[1], connectors), video_width + audio_width
+    if width <= video_width or (audio_width is not None and width != video_width + audio_width):
+        raise _width_problem(i, width, video_width, audio_width, flagged=False)
+    return cond.shape[1], width
+
+
+def _connect(features: torch.Tensor, connectors: tuple[EmbeddingsConnector, EmbeddingsConnector]) -> TextEmbeddings:
+    """Flagged features (B, n real tokens, W) -> our connector outputs, padded on the left with a mask to
+    `_padded_tokens`, as our encoder pads (and native's connectors fill). W: video + audio widths, split there, or
+    the one width of both connectors (LTX-2.0: one projection feeds both)."""
     video_connector, audio_connector = connectors
     video_width, audio_width = video_connector.config.width, audio_connector.config.width
-    width = features.shape[-1]
-    if width == video_width + audio_width:
+    if features.shape[-1] == video_width + audio_width:
         video, audio = features.split([video_width, audio_width], dim=-1)
-    elif width == video_width == audio_width:  # LTX-2.0: one projection feeds both connectors
-        video = audio = features
     else:
-        raise _width_problem(i, width, video_width, audio_width, flagged=True)
-    registers = math.lcm(video_connector.config.num_registers, audio_connector.config.num_registers)
+        video = audio = features
     batch, real = features.shape[:2]
-    tokens = registers * math.ceil(max(MIN_TOKENS, real) / registers)
+    tokens = _padded_tokens(real, connectors)
     mask = torch.cat([features.new_zeros(batch, tokens - real, dtype=torch.long),
                       features.new_ones(batch, real, dtype=torch.long)], dim=1)
     outputs = []
@@ -121,34 +143,29 @@ def from_native(conditioning: object, connectors: tuple[EmbeddingsConnector, Emb
 
     connectors: the model's (video, audio) EmbeddingsConnector, for flagged entries (None: only connector outputs
     are taken); video_width: the video text context's width (the split point of unflagged entries). Flagged entries
-    come out on the connectors' device and dtype, unflagged ones as given. ValueError naming the fix for native
-    guides, area / mask / timestep-range conditioning, widths of another model, entries that cannot batch."""
+    come out on the connectors' device and dtype, unflagged ones as given. Everything is checked before a connector
+    runs: ValueError naming the fix for native guides, area / mask / timestep-range conditioning, widths of another
+    model, entries that cannot batch."""
     entries = _entries(conditioning)
     if connectors is not None and connectors[0].config.width != video_width:
         raise ValueError(f"video_width {video_width} is not the video connector's width "
                          f"{connectors[0].config.width}")
-    for i, (_, options) in enumerate(entries):
-        _check_options(i, options)
+    shapes = [_check_entry(i, cond, options, connectors, video_width) for i, (cond, options) in enumerate(entries)]
     frame_rate = _frame_rate(entries)
-    parts = []
-    for i, (cond, options) in enumerate(entries):
-        if options.get(UNPROCESSED):
-            if connectors is None:
-                raise ValueError("conditioning: it holds text features the model's connectors must still process "
-                                 "(LTXAVTextEncoderLoader's); give the node the LTX-2 model they belong to")
-            parts.append(_connect(cond, connectors, i))
-        else:
-            audio_width = None if connectors is None else connectors[1].config.width
-            if cond.shape[-1] <= video_width or (audio_width is not None and cond.shape[-1] != video_width + audio_width):
-                raise _width_problem(i, cond.shape[-1], video_width, audio_width, flagged=False)
-            video, audio = cond.split([video_width, cond.shape[-1] - video_width], dim=-1)
-            parts.append(TextEmbeddings(video, audio))
-    shapes = {(p.video.shape[1:], p.audio.shape[1:]) for p in parts}
-    if len(shapes) > 1:
-        tokens = [p.video.shape[1] for p in parts]
-        raise ValueError(f"conditioning: its {len(parts)} entries (Conditioning (Combine) / (Concat)) hold "
+    tokens, widths = [tokens for tokens, _ in shapes], sorted({width for _, width in shapes})
+    if len(widths) > 1:
+        raise ValueError(f"conditioning: its entries are {widths} wide, encoded for different models; encode every "
+                         "prompt with the text encoder of this model's release")
+    if len(set(tokens)) > 1:
+        raise ValueError(f"conditioning: its {len(entries)} entries (Conditioning (Combine) / (Concat)) hold "
                          f"{tokens} tokens, which cannot make one batch; encode one prompt per conditioning (each "
                          f"under {MIN_TOKENS} tokens), or combine them before encoding into one prompt")
+    parts = []
+    for cond, options in entries:
+        if options.get(UNPROCESSED):
+            parts.append(_connect(cond, connectors))
+        else:
+            parts.append(TextEmbeddings(*cond.split([video_width, cond.shape[-1] - video_width], dim=-1)))
     if len(parts) == 1:
         return parts[0], frame_rate
     device, dtype = parts[0].video.device, parts[0].video.dtype

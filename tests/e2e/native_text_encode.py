@@ -24,8 +24,7 @@ import sys
 
 def tiny_sizes(sizes: dict) -> None:
     """Sets the sizes ComfyUI hard-codes for Gemma 3 12B and LTX-2's projection to the tiny model's."""
-    import comfy.text_encoders.llama as llama
-    import comfy.text_encoders.lt as lt
+    from comfy.text_encoders import llama, lt
 
     gemma = {k: sizes["gemma"][k] for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                                             "num_attention_heads", "num_key_value_heads")}
@@ -62,17 +61,16 @@ def main(gemma_file: str, checkpoint: str, prompt: str, frame_rate: str, sizes: 
     import comfy.options
 
     comfy.options.enable_args_parsing()
-    import comfy.cli_args  # noqa: F401  (parses --cpu now)
+    import comfy.cli_args  # parses --cpu now
 
     sys.argv = argv
     tiny_sizes(json.loads(sizes))
-    import torch
-    from safetensors.torch import save_file
-
     import comfy.sd
     import folder_paths
+    import torch
     from comfy_extras.nodes_lt import LTXVConditioning
     from comfy_extras.nodes_lt_audio import LTXAVTextEncoderLoader
+    from safetensors.torch import save_file
 
     folder_paths.add_model_folder_path("text_encoders", os.path.dirname(gemma_file))
     folder_paths.add_model_folder_path("checkpoints", os.path.dirname(checkpoint))

@@ -111,6 +111,9 @@ def test_bad_conditionings_are_refused(encoder):
         from_native(to_native(_embeddings(), 24) + to_native(_embeddings(), 25), None, 6)
     with pytest.raises(ValueError, match=r"\[8, 16\] tokens, which cannot make one batch"):
         from_native(to_native(_embeddings(8)) + to_native(_embeddings(16)), None, 6)
+    wider = to_native(TextEmbeddings(torch.randn(1, 8, 6), torch.randn(1, 8, 5)))
+    with pytest.raises(ValueError, match=r"\[10, 11\] wide"):
+        from_native(to_native(_embeddings()) + wider, None, 6)
     with pytest.raises(ValueError, match="the LTX-2 model they belong to"):
         from_native([[torch.zeros(1, 5, 10), {UNPROCESSED: True}]], None, 6)
     wrong = torch.zeros(1, 5, video_width + 3)
@@ -118,3 +121,20 @@ def test_bad_conditionings_are_refused(encoder):
         from_native([[wrong, {UNPROCESSED: True}]], _connectors(encoder), video_width)
     with pytest.raises(ValueError, match="connector outputs"):
         from_native([[wrong, {}]], _connectors(encoder), video_width)
+
+
+def test_everything_is_checked_before_a_connector_runs(encoder):
+    video_width = encoder.projection.config.video.width
+    flagged = [_native_features(encoder, PROMPT), {UNPROCESSED: True}]
+    late = to_native(encoder.encode_batch([PROMPT]))[0]
+    late[1]["keyframe_idxs"] = torch.zeros(1, 3, 4, 2)
+    calls = []
+    hook = encoder.projection.video_connector.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        with pytest.raises(ValueError, match="entry 1 carries native guide frames"):
+            from_native([flagged, late], _connectors(encoder), video_width)
+        assert calls == []
+        from_native([flagged], _connectors(encoder), video_width)
+        assert calls == [1]
+    finally:
+        hook.remove()
