@@ -106,13 +106,16 @@ def comfyui(tmp_path_factory, tiny_checkpoints, gemma_files):
     (base / "custom_nodes").mkdir()
     (base / "gguf-files").mkdir()
     (base / "custom_nodes" / PACK_FOLDER).symlink_to(ROOT)
+    # test-only: ComfyUI's own LTX-2 text path at the tiny sizes (tiny_native_text/__init__.py)
+    (base / "custom_nodes" / "ltx2_test_tiny_native_text").symlink_to(ROOT / "tests" / "e2e" / "tiny_native_text")
     _models(base, tiny_checkpoints, gemma_files)
     port, log = _free_port(), base / "server.log"
     with log.open("w") as out:
         process = subprocess.Popen(
             [str(python), "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(port), "--base-directory",
              str(base), "--database-url", f"sqlite:///{base}/comfyui.db", "--disable-auto-launch"],
-            cwd=path, stdout=out, stderr=subprocess.STDOUT)
+            cwd=path, stdout=out, stderr=subprocess.STDOUT,
+            env=os.environ | {"LTX2_TINY_NATIVE_SIZES": _tiny_sizes()})
     server = Server(f"http://127.0.0.1:{port}", base, log, process.pid)
     try:
         _wait_until_up(server, process)
@@ -123,6 +126,17 @@ def comfyui(tmp_path_factory, tiny_checkpoints, gemma_files):
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def _tiny_sizes() -> str:
+    """The tiny Gemma's and the native bundle's text sizes, for the test-only tiny_native_text folder."""
+    from ltx2_core import TransformerConfig
+    from ltx2_core.model.text.config import TextConfig
+    from support.configs import TINY_GEMMA, TINY_GEMMA_FEATURES
+
+    text = TextConfig.tiny(TransformerConfig.tiny("2.3"))
+    return json.dumps({"gemma": TINY_GEMMA, "features": TINY_GEMMA_FEATURES, "video": text.video.width,
+                       "audio": text.audio.width})
 
 
 def _wait_until_up(server: Server, process: subprocess.Popen, timeout: float = 180.0) -> None:

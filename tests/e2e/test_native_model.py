@@ -1,8 +1,9 @@
-"""ComfyUI's own LTX-2 MODEL in our sampler, in the shared ComfyUI 0.26.0: Load Checkpoint (with and without
-LoraLoaderModelOnly) -> CFGGuider -> LTX-2 SamplerCustomAdvanced (fast) gives the latent our own loader (and LTX-2
-LoRA Loader) -> LTX-2 Sampler gives from the same file, seed, sigmas and CFG. The prompts are LTX-2 Text Encode's,
-its native CONDITIONING outputs feeding CFGGuider. The latents are split by LTXVSeparateAVLatent and written by
-SaveLatent (plain tensors), then read here."""
+"""ComfyUI's own LTX-2 MODEL and CONDITIONING in our sampler, in the shared ComfyUI 0.26.0: Load Checkpoint (with
+and without LoraLoaderModelOnly) -> CFGGuider -> LTX-2 SamplerCustomAdvanced (fast) gives the latent our own loader
+(and LTX-2 LoRA Loader) -> LTX-2 Sampler gives from the same file, seed, sigmas and CFG. The prompts are LTX-2 Text
+Encode's native CONDITIONING outputs, and (node 54) ComfyUI's own LTXAVTextEncoderLoader + CLIPTextEncode +
+LTXVConditioning (the test server's tiny_native_text folder sets its hard-coded Gemma sizes to the tiny file's).
+The latents are split by LTXVSeparateAVLatent and written by SaveLatent (plain tensors), then read here."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from safetensors.torch import load_file
 from .conftest import ROOT, TINY
 
 SIGMAS = "1.0, 0.6, 0.25, 0.0"
+PROMPT, NEGATIVE = "A red car drives through the rain at night.", "blurry"
 SEED, CFG, LORA_STRENGTH = 7, 3.0, 0.5
 
 
@@ -40,8 +42,8 @@ def _graph() -> dict:
         "2": {"class_type": "LTX2TextEncoderLoader", "inputs": {"text_encoder": TINY["text_encoder"],
                                                                 "model": ["1", 0], "device": "default",
                                                                 "offload": True}},
-        "3": {"class_type": "LTX2TextEncode", "inputs": {"text_encoder": ["2", 0], "prompt": "a red car in the rain",
-                                                         "negative_prompt": "blurry"}},
+        "3": {"class_type": "LTX2TextEncode", "inputs": {"text_encoder": ["2", 0], "prompt": PROMPT,
+                                                         "negative_prompt": NEGATIVE}},
         "4": {"class_type": "LTX2EmptyLatent", "inputs": {"width": 96, "height": 64, "frames": 9, "fps": 24.0}},
         "5": {"class_type": "LTX2Guidance", "inputs": _guidance()},
         "20": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": ckpt}},
@@ -63,6 +65,20 @@ def _graph() -> dict:
             "noise": ["21", 0], "guider": [native + "g", 0], "sampler": ["22", 0], "sigmas": ["23", 0],
             "latent_image": ["4", 0]}}
         graph |= _save(ours + "o", ours, f"ours{ours}") | _save(native + "o", native, f"native{native}")
+    # ComfyUI's own text path (test server: tiny_native_text sets its Gemma sizes) -> CFGGuider -> ours
+    graph |= {
+        "50": {"class_type": "LTXAVTextEncoderLoader", "inputs": {"text_encoder": TINY["text_encoder"],
+                                                                  "ckpt_name": ckpt, "device": "default"}},
+        "51": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["50", 0], "text": PROMPT}},
+        "52": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["50", 0], "text": NEGATIVE}},
+        "53": {"class_type": "LTXVConditioning", "inputs": {"positive": ["51", 0], "negative": ["52", 0],
+                                                            "frame_rate": 24.0}},
+        "54g": {"class_type": "CFGGuider", "inputs": {"model": ["20", 0], "positive": ["53", 0],
+                                                      "negative": ["53", 1], "cfg": CFG}},
+        "54": {"class_type": "LTX2SamplerCustomAdvanced", "inputs": {
+            "noise": ["21", 0], "guider": ["54g", 0], "sampler": ["22", 0], "sigmas": ["23", 0],
+            "latent_image": ["4", 0]}},
+    } | _save("54o", "54", "native54")
     return graph
 
 
@@ -78,11 +94,12 @@ def test_native_model_and_lora_in_our_sampler_equal_our_loader(comfyui, tmp_path
         (file,) = (comfyui.base / "output").glob(f"{prefix}_*.latent")
         return load_file(str(file))["latent_tensor"]
 
-    for ours, native in (("6", "24"), ("31", "41")):
+    for ours, native in (("6", "24"), ("31", "41"), ("6", "54")):
         for part in ("video", "audio"):
             a, b = latent(f"ours{ours}_{part}"), latent(f"native{native}_{part}")
             assert a.shape == b.shape and a.abs().max() > 0.1
-            # the same blocks on the same weights; ComfyUI's Linear layers (its LoRA patches) in ours
+            # the same blocks on the same weights, ComfyUI's Linear layers (its LoRA patches) in ours: 0.0 measured
+            # (CPU); ComfyUI's own text encoding (54) differs from ours by 1e-6 in the contexts: 2.6e-6 measured
             torch.testing.assert_close(b, a, rtol=0, atol=1e-4, msg=f"{part}, {'LoRA' if ours == '31' else 'plain'}")
     # the LoRA changes the result: the native LoRA loader's patches reached our loop
     assert (latent("native41_video") - latent("native24_video")).abs().max() > 1e-3
