@@ -93,8 +93,9 @@ def split(latent: object) -> tuple[torch.Tensor | None, torch.Tensor | None]:
             raise ValueError(f"latent: an LTX-2 audio + video latent nests 2 tensors (video, audio), this one "
                              f"{len(parts)}; join them with LTXVConcatAVLatent")
         video, audio = parts
-    elif isinstance(samples, torch.Tensor) and samples.ndim == 4 and latent.get("type") == "audio":
-        video, audio = None, samples
+    elif isinstance(samples, torch.Tensor) and samples.ndim == 4 and (
+            latent.get("type") == "audio" or tuple(samples.shape[1::2]) == (AUDIO_CHANNELS, MEL_BINS)):
+        video, audio = None, samples  # LTXVSeparateAVLatent's and Load Latent's audio carry no "type"
     elif isinstance(samples, torch.Tensor) and samples.ndim == 5:
         video, audio = samples, None
     else:

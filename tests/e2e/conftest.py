@@ -1,7 +1,7 @@
 """A real ComfyUI server for the end-to-end tests: the shared ComfyUI 0.26.0 (`../shared/comfyui/setup.sh` prints
 COMFYUI_PATH and COMFYUI_PYTHON; `.ci/run` exports them), started on 127.0.0.1 with a throw-away base directory,
-the pack linked into its custom_nodes/ and tiny random-weight model files in its models/ folders. Without those two
-variables every test here is skipped."""
+the pack (and the test-only node of tests/e2e/dump_node) linked into its custom_nodes/ and tiny random-weight model
+files in its models/ folders. Without those two variables every test here is skipped."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from support.release25 import write_release25
 
 ROOT = Path(__file__).resolve().parents[2]
 PACK_FOLDER = "ComfyUI-LTX2-Fast"
+DUMP_NODE_FOLDER = "ltx2-e2e-dump-node"  # tests/e2e/dump_node: the test-only E2E Save Tensors node
 # the tiny files, by the name a user would pick in each model folder
 TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.safetensors",
         "upsampler": "tiny-upscaler-x2.safetensors", "lora": "tiny-distilled-lora.safetensors",
@@ -108,6 +109,7 @@ def comfyui(tmp_path_factory, tiny_checkpoints, gemma_files):
     (base / "custom_nodes" / PACK_FOLDER).symlink_to(ROOT)
     # test-only: ComfyUI's own LTX-2 text path at the tiny sizes (tiny_native_text/__init__.py)
     (base / "custom_nodes" / "ltx2_test_tiny_native_text").symlink_to(ROOT / "tests" / "e2e" / "tiny_native_text")
+    (base / "custom_nodes" / DUMP_NODE_FOLDER).symlink_to(ROOT / "tests" / "e2e" / "dump_node")
     _models(base, tiny_checkpoints, gemma_files)
     port, log = _free_port(), base / "server.log"
     with log.open("w") as out:

@@ -76,6 +76,8 @@ def test_audio_only_and_video_only_latents():
     assert ours.video is None and ours.audio is audio["samples"]
     back = to_comfy(ours)
     assert back["samples"] is audio["samples"] and back["type"] == "audio"
+    untyped = {"samples": torch.randn(1, 8, 30, 16)}  # LTXVSeparateAVLatent's or Load Latent's audio: no "type"
+    assert from_comfy(untyped).video is None and from_comfy(untyped).audio is untyped["samples"]
     video = {"samples": torch.randn(1, 128, 2, 2, 3), "downscale_ratio_spacial": 32}  # EmptyLTXVLatentVideo
     with pytest.raises(ValueError, match="LTXVEmptyLatentAudio.*LTXVConcatAVLatent"):
         from_comfy(video)
