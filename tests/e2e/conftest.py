@@ -30,7 +30,9 @@ TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.
         "upsampler": "tiny-upscaler-x2.safetensors", "lora": "tiny-distilled-lora.safetensors",
         "fp8_checkpoint": "tiny-ltx-2.3-fp8.safetensors", "misplaced": "gemma_3_12B_it_misplaced.safetensors",
         "ic_lora": "ltx2_example_tiny_ic_lora.safetensors", "int8_checkpoint": "tiny-ltx-2.3-int8.safetensors",
-        "native_checkpoint": "tiny-ltx-2.3-native.safetensors"}  # ComfyUI's own loaders read it (support/native_files.py)
+        "native_checkpoint": "tiny-ltx-2.3-native.safetensors",
+        # ComfyUI's quantiser's layouts of the native bundle (each with its dequantised twin, "twin-" + name)
+        "native_int8": "tiny-ltx-2.3-native-int8.safetensors", "native_fp8": "tiny-ltx-2.3-native-fp8.safetensors"}  # ComfyUI's own loaders read it (support/native_files.py)
 # the tiny 2.3 GGUF model: field -> (models folder, name)
 # (the names the GGUF example picks: the tiny model stands in for a user's LTX-2.3 distilled Q4_K_M conversion, whose
 # rows too small for K blocks the writer keeps in Q8_0 / F16)
@@ -78,7 +80,9 @@ def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
     write_fp8_checkpoint(tiny_checkpoints["2.3"], folders["checkpoints"] / TINY["fp8_checkpoint"], "official")
     # ComfyUI's int8 (tensorwise, comfy_quant-marked) layout of the same bundle, as its quantiser writes it
     write_comfy_quantised(tiny_checkpoints["2.3"], folders["checkpoints"] / TINY["int8_checkpoint"], "int8_tensorwise")
-    write_native_checkpoint(folders["checkpoints"] / TINY["native_checkpoint"])
+    native = write_native_checkpoint(folders["checkpoints"] / TINY["native_checkpoint"])
+    for name, fmt in (("native_int8", "int8_tensorwise"), ("native_fp8", "float8_e4m3fn")):
+        write_comfy_quantised(native, folders["checkpoints"] / TINY[name], fmt)
     (folders["text_encoders"] / TINY["text_encoder"]).symlink_to(gemma_files[0])
     (folders["checkpoints"] / TINY["misplaced"]).symlink_to(gemma_files[0])  # a Gemma file in the checkpoint slot
     write_upsampler(folders["latent_upscale_models"] / TINY["upsampler"], version="2.3")
