@@ -21,6 +21,29 @@ CORE = {"LoadImage": ({"image"}, set(), 2), "LoadAudio": ({"audio"}, set(), 1),
         "CreateVideo": ({"images", "fps"}, {"audio", "bit_depth"}, 1),
         "SaveVideo": ({"video", "filename_prefix", "format", "codec"}, set(), 0),
         "SaveAudioAdvanced": ({"audio", "filename_prefix", "format"}, set(), 1)}
+# and those of ComfyUI's own LTX-2.3 template, which ltx23_native_template_fast keeps (ComfyUI 0.26's inputs; a
+# dynamic combo's sub-input, ResizeImageMaskNode's resize_type.longer_size, as an optional one)
+CORE |= {"CheckpointLoaderSimple": ({"ckpt_name"}, set(), 3), "LTXVAudioVAELoader": ({"ckpt_name"}, set(), 1),
+         "LTXAVTextEncoderLoader": ({"text_encoder", "ckpt_name", "device"}, set(), 1),
+         "CLIPTextEncode": ({"text", "clip"}, set(), 1),
+         "LTXVConditioning": ({"positive", "negative", "frame_rate"}, set(), 2),
+         "LoraLoaderModelOnly": ({"model", "lora_name", "strength_model"}, set(), 1),
+         "LatentUpscaleModelLoader": ({"model_name"}, set(), 1),
+         "LTXVLatentUpsampler": ({"samples", "upscale_model", "vae"}, set(), 1),
+         "EmptyLTXVLatentVideo": ({"width", "height", "length", "batch_size"}, set(), 1),
+         "LTXVEmptyLatentAudio": ({"frames_number", "frame_rate", "batch_size", "audio_vae"}, set(), 1),
+         "LTXVConcatAVLatent": ({"video_latent", "audio_latent"}, set(), 1),
+         "LTXVSeparateAVLatent": ({"av_latent"}, set(), 2),
+         "LTXVImgToVideoInplace": ({"vae", "image", "latent", "strength", "bypass"}, set(), 1),
+         "LTXVPreprocess": ({"image", "img_compression"}, set(), 1),
+         "ResizeImageMaskNode": ({"input", "resize_type", "scale_method"}, {"resize_type.longer_size"}, 1),
+         "CFGGuider": ({"model", "positive", "negative", "cfg"}, set(), 1),
+         "KSamplerSelect": ({"sampler_name"}, set(), 1),
+         "RandomNoise": ({"noise_seed"}, set(), 1), "ManualSigmas": ({"sigmas"}, set(), 1),
+         "VAEDecodeTiled": ({"samples", "vae", "tile_size", "overlap", "temporal_size", "temporal_overlap"}, set(), 1),
+         "LTXVAudioVAEDecode": ({"samples", "audio_vae"}, set(), 1), "ComfyNumberConvert": ({"value"}, set(), 2),
+         "PrimitiveBoolean": ({"value"}, set(), 1), "PrimitiveInt": ({"value"}, set(), 1),
+         "PrimitiveFloat": ({"value"}, set(), 1)}
 FOLDER_COMBOS = {"ckpt_name", "transformer", "video_vae", "audio_vae", "text_encoder", "lora_name", "upscale_model_name",
                  "distilled_lora", "text_projection", "image", "audio", "file"}
 
