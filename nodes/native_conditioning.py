@@ -137,6 +137,13 @@ def _connect(features: torch.Tensor, connectors: tuple[EmbeddingsConnector, Embe
 
 
 @torch.no_grad()
+def check_native(conditioning: object) -> None:
+    """The checks of `from_native` that need no model (the entries' form and options: native guides, areas, masks,
+    timestep ranges, strengths), for a caller to run before it loads anything."""
+    for i, (_, options) in enumerate(_entries(conditioning)):
+        _check_options(i, options)
+
+
 def from_native(conditioning: object, connectors: tuple[EmbeddingsConnector, EmbeddingsConnector] | None,
                 video_width: int) -> tuple[TextEmbeddings, float | None]:
     """ComfyUI's CONDITIONING -> (our TextEmbeddings: the entries batched in order, frame_rate or None).

@@ -16,7 +16,7 @@ from ltx2_core.sampling.stage import Stage
 
 from . import bridge
 from .interop import from_comfy, mask_conditions, split, to_comfy
-from .native_conditioning import from_native
+from .native_conditioning import check_native, from_native
 from .native_model import NATIVE_SAMPLER, native_configs, native_connectors, native_transformer
 
 CATEGORY = "LTX-2/sampling"
@@ -121,6 +121,9 @@ class LTX2SamplerCustomAdvanced:
         seed, ancestral = check_noise(noise), check_sampler(sampler)
         values = check_sigmas(sigmas)
         patcher, positive, negative, cfg = check_guider(guider)
+        for prompts in (positive, negative):
+            if prompts is not None:
+                check_native(prompts)  # LTXVAddGuide's guides, areas, ...: refused before the model loads
         config, text = native_configs(patcher.model.model_config.unet_config)
         held = mask_conditions(latent_image)  # LTXVImgToVideo(Inplace)'s frames, as our image conditions
         latent = from_comfy(latent_image)

@@ -166,3 +166,16 @@ def test_an_img_to_video_latent_keeps_its_first_frame():
                                                 torch.tensor(SIGMAS), latent)
     got, _ = split(out)
     assert torch.equal(got[:, :, 0], video[:, :, 0]) and (got[:, :, 1] - video[:, :, 1]).abs().max() > 1e-2
+
+
+def test_native_guides_are_refused_before_the_model_loads(monkeypatch):
+    """LTXVAddGuide's keyframe data names our nodes, and nothing is loaded first."""
+    from nodes import bridge
+
+    def no_load(*_):
+        raise AssertionError("the model was loaded before the prompts were checked")
+
+    monkeypatch.setattr(bridge, "load_native_model", no_load)
+    positive, negative = prompts()
+    guided = cond(positive, keyframe_idxs=torch.zeros(1, 3, 6, 2))
+    _refusal("LTX-2 Image Condition", guider=CFGGuider(patcher(native_model()), guided, cond(negative), 1.0))
