@@ -61,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per sampler after one warm-up each")
     parser.add_argument("--cpu", action="store_true", help="run ComfyUI with --cpu (the default without CUDA)")
     parser.add_argument("--quick", action="store_true", help="CPU smoke run: the tiny bundle, 96x64, 9 frames, "
-                        "2 repeats")
+                        "2 repeats (unless given)")
     parser.add_argument("--bundle-python", default=os.environ.get("LTX2_PYTHON", "python"),
                         help="without --checkpoint: the project's own Python (with tests/requirements.txt) that "
                         "writes the tiny bundle (default: $LTX2_PYTHON or `python`)")
@@ -70,7 +70,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         if args.checkpoint:
             parser.error("--quick runs the tiny bundle; leave --checkpoint out")
-        vars(args).update(QUICK, cpu=True)
+        args.cpu = True
+        for key, value in QUICK.items():  # the sizes and repeats given explicitly stay
+            if getattr(args, key) == parser.get_default(key):
+                setattr(args, key, value)
     if not args.comfyui or not (Path(args.comfyui) / "main.py").is_file():
         parser.error(f"--comfyui {args.comfyui!r} is not ComfyUI's folder (with main.py); pass it or set COMFYUI_PATH")
     if args.checkpoint and not Path(args.checkpoint).is_file():
@@ -91,7 +94,7 @@ def start_comfyui(path: str, cpu: bool) -> None:
     import comfy.options
 
     comfy.options.enable_args_parsing()
-    import comfy.cli_args  # noqa: F401  (parses the arguments now)
+    import comfy.cli_args  # parses the arguments now
 
     sys.argv = argv
     import comfy.utils
@@ -115,7 +118,7 @@ def tiny_checkpoint(folder: str, python: str) -> str:
     code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/tests']\n"
             "from pathlib import Path\nfrom support.native_files import write_native_checkpoint\n"
             "write_native_checkpoint(Path(sys.argv[2]))")
-    done = subprocess.run([python, "-c", code, str(ROOT), str(path)], capture_output=True, text=True)
+    done = subprocess.run([python, "-c", code, str(ROOT), str(path)], capture_output=True, text=True, check=False)
     if done.returncode != 0 or not path.is_file():
         raise SystemExit(f"writing the tiny bundle with {python} failed (give --bundle-python the project's Python "
                          f"with tests/requirements.txt, or --checkpoint):\n{done.stderr[-2000:]}")
@@ -135,13 +138,18 @@ def run_bench(args: argparse.Namespace, checkpoint: str) -> dict:
     folder_paths.add_model_folder_path("checkpoints", os.path.dirname(os.path.abspath(checkpoint)))
     name = os.path.basename(checkpoint)
     pack = load_pack()
-    from comfy_extras.nodes_custom_sampler import (CFGGuider, KSamplerSelect, ManualSigmas, RandomNoise,
-                                                   SamplerCustomAdvanced)
+    from comfy_extras.nodes_custom_sampler import (
+        CFGGuider,
+        KSamplerSelect,
+        ManualSigmas,
+        RandomNoise,
+        SamplerCustomAdvanced,
+    )
     from comfy_extras.nodes_lt import EmptyLTXVLatentVideo, LTXVConcatAVLatent
     from comfy_extras.nodes_lt_audio import LTXVAudioVAELoader, LTXVEmptyLatentAudio
-    from nodes import CheckpointLoaderSimple  # ComfyUI's nodes.py
 
     from ltx2_core.types import TextEmbeddings
+    from nodes import CheckpointLoaderSimple  # ComfyUI's nodes.py
 
     native_configs = sys.modules[PACK + ".nodes.native_model"].native_configs
     to_native = sys.modules[PACK + ".nodes.native_conditioning"].to_native
@@ -224,15 +232,14 @@ def _mib(value: float | None) -> str:
 
 def table(report: dict) -> str:
     rows, ratio = report["samplers"], report["ours_over_native"]
-    lines = [f"Native swap: {report['checkpoint']} ({report['dtype']}), {report['width']}x{report['height']}x"
+    quick = " (--quick: a CPU smoke run, not a speed claim)" if report["quick"] else ""
+    title = (f"Native swap: {report['checkpoint']} ({report['dtype']}), {report['width']}x{report['height']}x"
              f"{report['frames']} @ {report['fps']} fps, cfg {report['cfg']:g}, euler, {report['steps']} steps, "
              f"{report['device']}, torch {report['torch']}, ComfyUI {report['comfyui']}; median of "
-             f"{report['repeats']} after a warm-up" + (" (--quick: a CPU smoke run, not a speed claim)"
-                                                      if report["quick"] else ""),
-             "",
-             "| sampler | whole sampling (s) | per step (ms) | peak device memory (MiB) | video latent std / abs max "
-             "| audio latent std / abs max |",
-             "|---|---:|---:|---:|---:|---:|"]
+             f"{report['repeats']} after a warm-up{quick}")
+    header = ("| sampler | whole sampling (s) | per step (ms) | peak device memory (MiB) | video latent std / abs max "
+              "| audio latent std / abs max |")
+    lines = [title, "", header, "|---|---:|---:|---:|---:|---:|"]
     names = {"native": "ComfyUI SamplerCustomAdvanced", "ours": "LTX-2 SamplerCustomAdvanced (fast)"}
     for key in ("native", "ours"):
         row = rows[key]
@@ -240,9 +247,9 @@ def table(report: dict) -> str:
                      f"{_mib(row['peak_mib'])} | {row['video']['std']:.3f} / {row['video']['abs_max']:.3f} | "
                      f"{row['audio']['std']:.3f} / {row['audio']['abs_max']:.3f} |")
     peak = "n/a" if ratio["peak"] is None else f"{ratio['peak']:.2f}"
-    lines += [f"| ours / native | {ratio['time']:.2f} | {ratio['time']:.2f} | {peak} | | |", "",
-              "The noise differs (native: comfy.sample.prepare_noise on the CPU from the seed; ours: our generator "
-              "seeded with it), so the results are not compared value for value; their statistics are side by side."]
+    note = ("The noise differs (native: comfy.sample.prepare_noise on the CPU from the seed; ours: our generator "
+            "seeded with it), so the results are not compared value for value; their statistics are side by side.")
+    lines += [f"| ours / native | {ratio['time']:.2f} | {ratio['time']:.2f} | {peak} | | |", "", note]
     return "\n".join(lines)
 
 
