@@ -1,5 +1,6 @@
 """ComfyUI's SamplerCustomAdvanced against LTX-2 SamplerCustomAdvanced (fast) on the SAME native MODEL, in one
-ComfyUI process (its modules imported, no server): the node swap of docs/interop/native_sampler.md, timed.
+ComfyUI process (its modules imported, no server): the node swap of nodes/native_sampler.py, timed
+(docs/performance.md "Native swap").
 
     $COMFYUI_PYTHON bench/native_swap.py --comfyui $COMFYUI_PATH --checkpoint ltx-2.3-22b-distilled.safetensors \\
         [--width 768 --height 512 --frames 121 --fps 24] [--cfg 3] [--sigmas "1.0, ..., 0.0"] [--repeats 5] \\
