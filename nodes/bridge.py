@@ -201,8 +201,9 @@ def interrupts() -> Iterator[None]:
 
 
 def add_json_route(path: str, produce: Callable[[], object]) -> None:
-    """A read-only `GET path` on ComfyUI's server answering `produce()` as JSON (nothing outside ComfyUI)."""
-    if not IN_COMFYUI:
+    """A read-only `GET path` on ComfyUI's server answering `produce()` as JSON; nothing outside ComfyUI or when
+    ComfyUI's modules run without its server (a script importing them in-process: no `PromptServer.instance`)."""
+    if not IN_COMFYUI or getattr(server.PromptServer, "instance", None) is None:
         return
 
     async def handler(request):

@@ -73,3 +73,28 @@ def test_root_module_loads_outside_a_package():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.NODE_CLASS_MAPPINGS == {} and module.WEB_DIRECTORY == "./web"
+
+
+def test_json_route_only_with_a_running_server(monkeypatch):
+    """`add_json_route` (nodes/parallel.py's /ltx2/devices at import) registers on ComfyUI's server, and does
+    nothing where ComfyUI's modules run without one (a script importing them in-process, bench/native_swap.py)."""
+    from types import SimpleNamespace
+
+    from nodes import bridge
+
+    registered = []
+
+    class Routes:
+        def get(self, path):
+            return lambda handler: registered.append((path, handler))
+
+    class PromptServer:  # ComfyUI's class: `instance` is set only when the server is built
+        pass
+
+    monkeypatch.setattr(bridge, "IN_COMFYUI", True)
+    monkeypatch.setattr(bridge, "server", SimpleNamespace(PromptServer=PromptServer))
+    bridge.add_json_route("/ltx2/test", dict)
+    assert registered == []
+    PromptServer.instance = SimpleNamespace(routes=Routes())
+    bridge.add_json_route("/ltx2/test", dict)
+    assert [path for path, _ in registered] == ["/ltx2/test"]
