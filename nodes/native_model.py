@@ -23,6 +23,7 @@ from torch import nn
 
 from ltx2_core import TransformerConfig
 from ltx2_core.errors import ConfigError
+from ltx2_core.hosts import LocalHost
 from ltx2_core.model.text.config import TextConfig
 from ltx2_core.model.text.connector import EmbeddingsConnector
 from ltx2_core.model.transformer import LTX2Transformer
@@ -88,6 +89,13 @@ def native_transformer(diffusion_model: nn.Module, config: TransformerConfig, de
     with torch.device("meta"):
         ours = LTX2Transformer(config)
     return adopt(ours, diffusion_model, device, dtype)
+
+
+def native_host(diffusion_model: nn.Module, config: TransformerConfig, device: torch.device,
+                dtype: torch.dtype) -> LocalHost:
+    """Where our sampler runs a native model: here, on ComfyUI's device (the native loader's counterpart of the
+    checkpoint loader's host; a native MODEL has no multi-device layout)."""
+    return LocalHost(native_transformer(diffusion_model, config, device, dtype), device, dtype)
 
 
 def native_connectors(diffusion_model: nn.Module, config: TextConfig, device: torch.device,

@@ -10,14 +10,13 @@ import math
 import torch
 
 from ltx2_core import GuidanceParams
-from ltx2_core.hosts import LocalHost
 from ltx2_core.sampling import sigma_table
 from ltx2_core.sampling.stage import Stage
 
 from . import bridge
 from .interop import from_comfy, mask_conditions, split, to_comfy
 from .native_conditioning import check_native, from_native
-from .native_model import NATIVE_SAMPLER, native_configs, native_connectors, native_transformer
+from .native_model import NATIVE_SAMPLER, native_configs, native_connectors, native_host
 
 CATEGORY = "LTX-2/sampling"
 GUIDERS = ("CFGGuider", "Guider_Basic")  # ComfyUI's CFGGuider and BasicGuider nodes' objects
@@ -136,7 +135,7 @@ class LTX2SamplerCustomAdvanced:
         if fps is not None:
             latent = latent._replace(fps=float(fps))
         guidance = GuidanceParams(cfg=cfg)
-        host = LocalHost(native_transformer(diffusion_model, config, device, dtype), device, dtype)
+        host = native_host(diffusion_model, config, device, dtype)
         stage = Stage(sigma_table(values), noise_scale=values[0], video_guidance=guidance, audio_guidance=guidance,
                       conditions=held, ancestral_seed=seed + 1 if ancestral else None)
         with host.sampler(should_stop=bridge.interrupt_requested) as (run, ready), \

@@ -9,7 +9,8 @@ from pathlib import Path
 
 NODES = Path(__file__).resolve().parents[2] / "nodes"
 HOST_CLASSES = {"LocalHost", "WorkerHost", "LocalSampler", "WorkerSampler", "Controller"}
-CONSTRUCTS = {"loaders.py": {"LocalHost", "WorkerHost", "Controller"}}  # the checkpoint loader builds the host
+# the checkpoint loader builds the host; native_model.py the one of a native MODEL (LTX-2 SamplerCustomAdvanced)
+CONSTRUCTS = {"loaders.py": {"LocalHost", "WorkerHost", "Controller"}, "native_model.py": {"LocalHost"}}
 
 
 def _problems(path: Path) -> list[str]:
