@@ -52,6 +52,12 @@ def adopt(ours: nn.Module, theirs: nn.Module, device: torch.device, dtype: torch
             raise ValueError(f"the native model's {name} is {native.in_features} -> {native.out_features}, ours "
                              f"{module.in_features} -> {module.out_features}: its config differs from its weights; use "
                              f"{NATIVE_SAMPLER}")
+        if (getattr(native, "bias", None) is None) != (module.bias is None):
+            has = "has" if module.bias is None else "lacks"
+            raise ValueError(f"the native model's {name} {has} a bias, unlike the checkpoint's config (ComfyUI "
+                             "0.26.0 builds LTX-2.5's feed-forwards with biases the release does not have, and "
+                             "leaves them unset): load the file with LTX-2 Model Loader / Checkpoint Loader and "
+                             "sample with LTX-2 Sampler")
         ours.set_submodule(name, native)
     tensors = dict(theirs.named_parameters()) | dict(theirs.named_buffers())
     for name, own in [*ours.named_parameters(), *ours.named_buffers()]:

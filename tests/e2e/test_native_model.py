@@ -11,10 +11,14 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
-from .conftest import ROOT, TINY
+from ltx2_core.model.transformer import LTX2Transformer
+from support.configs import RELEASED_2_0, RELEASED_2_3, RELEASED_2_5, released_transformer_configs
+
+from .conftest import ROOT, TINY, _comfyui
 
 SIGMAS = "1.0, 0.6, 0.25, 0.0"
 PROMPT, NEGATIVE = "A red car drives through the rain at night.", "blurry"
@@ -127,3 +131,27 @@ def test_native_model_and_lora_in_our_sampler_equal_our_loader(comfyui, tmp_path
             torch.testing.assert_close(b, a, rtol=0, atol=1e-4, msg=f"{part}: ours {ours}, native {native}")
     # the LoRA changes the result: the native LoRA loader's patches reached our loop
     assert (latent("native41_video") - latent("native24_video")).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3", "2.5"])
+def test_released_sizes_adopt_comfyui_model_on_meta(version, tmp_path):
+    """ComfyUI's own LTXAVModel at the released size (on `meta`: no memory), as Load Checkpoint builds it from the
+    release's metadata: our transformer takes every one of its tensors (2.0, 2.3: every Linear is ComfyUI's module);
+    LTX-2.5, which ComfyUI 0.26.0 builds with feed-forward biases the release lacks, is refused naming our loaders."""
+    path, python = _comfyui()
+    section = {"2.0": RELEASED_2_0, "2.3": RELEASED_2_3, "2.5": RELEASED_2_5}[version]
+    out = tmp_path / "adopted.json"
+    run = subprocess.run([str(python), str(ROOT / "tests" / "e2e" / "native_released_meta.py"), str(ROOT),
+                          json.dumps(section), str(out)], cwd=path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    result = json.loads(out.read_text())
+    if version == "2.5":
+        assert "LTX-2 Model Loader" in result["error"] and "bias" in result["error"]
+        return
+    config = released_transformer_configs()[version]
+    with torch.device("meta"):
+        ours = LTX2Transformer(config)
+    linears = sum(isinstance(m, torch.nn.Linear) for m in ours.modules())
+    assert result == {"native": len(ours.state_dict()), "ours": len(ours.state_dict()), "linears": linears,
+                      "bytes": result["bytes"]}
+    assert result["bytes"] > 30e9  # the 19B / 22B DiT in bf16 (it is ComfyUI's: nothing was allocated)

@@ -179,3 +179,12 @@ def test_native_guides_are_refused_before_the_model_loads(monkeypatch):
     positive, negative = prompts()
     guided = cond(positive, keyframe_idxs=torch.zeros(1, 3, 6, 2))
     _refusal("LTX-2 Image Condition", guider=CFGGuider(patcher(native_model()), guided, cond(negative), 1.0))
+
+
+def test_adopt_refuses_a_layer_whose_bias_differs_from_the_config():
+    """ComfyUI 0.26.0 builds LTX-2.5's feed-forwards with biases the release lacks: such a model is refused."""
+    theirs = native_model()
+    old = theirs.transformer_blocks[0].ff.net[2]
+    theirs.transformer_blocks[0].ff.net[2] = torch.nn.Linear(old.in_features, old.out_features, bias=False)
+    with pytest.raises(ValueError, match="bias.*LTX-2 Model Loader"):
+        native_transformer(theirs, CONFIG, torch.device("cpu"), torch.float32)
