@@ -14,7 +14,7 @@ from ltx2_core.sampling import sigma_table
 from ltx2_core.sampling.stage import Stage
 
 from . import bridge
-from .interop import from_comfy, mask_conditions, split, to_comfy
+from .interop import from_comfy, mask_conditions, to_comfy
 from .native_conditioning import check_native, from_native
 from .native_model import NATIVE_SAMPLER, native_configs, native_connectors, native_host
 
@@ -126,8 +126,11 @@ class LTX2SamplerCustomAdvanced:
         config, text = native_configs(patcher.model.model_config.unet_config)
         held = mask_conditions(latent_image)  # LTXVImgToVideo(Inplace)'s frames, as our image conditions
         latent = from_comfy(latent_image)
-        video, _ = split(latent_image)
-        diffusion_model, device, dtype = bridge.load_native_model(patcher, tuple(video.shape))
+        if latent.video is None:
+            raise ValueError("latent_image: an audio-only latent; this node samples video + audio (LTXVConcatAVLatent "
+                             "of EmptyLTXVLatentVideo and LTXVEmptyLatentAudio); for sound alone use LTX-2 Generate's "
+                             "audio_only")
+        diffusion_model, device, dtype = bridge.load_native_model(patcher, tuple(latent.video.shape))
         connectors = native_connectors(diffusion_model, text, device, dtype)
         positive, fps = from_native(positive, connectors, config.video.context_dim)
         negative = None if negative is None or math.isclose(cfg, 1.0) else from_native(negative, connectors,

@@ -146,6 +146,8 @@ def test_refusals_name_what_works():
     _refusal("needs a negative prompt", guider=CFGGuider(patcher(model), cond(positive), None, 4.0))
     _refusal("fall strictly", sigmas=torch.tensor([1.0, 0.5]))
     _refusal("RandomNoise", noise=types.SimpleNamespace(seed=None))
+    audio_only = {"samples": to_comfy(empty_latent(64, 64, 9, 24.0))["samples"].tensors[1], "type": "audio"}
+    _refusal("audio-only", latent_image=audio_only)
     wrong = patcher(model)
     wrong.model.model_config.unet_config = {"image_model": "flux"}
     _refusal("not LTX-2's audio", guider=CFGGuider(wrong, cond(positive), cond(negative), 1.0))
