@@ -85,6 +85,20 @@ RELEASED_2_5 = {**RELEASED_2_3, "ff_bias": False, "audio_ff_bias": False, "use_p
 GEMMA_SOURCE_2_5 = {"gemma_version": "gemma4-12b-ltx-v1"}
 
 
+def bf16_transformer(config):
+    """Our transformer of `config` built in bf16 (the released dtype): inside a FakeTensorMode, the released sizes
+    without memory."""
+    import torch
+
+    from ltx2_core.model.transformer import LTX2Transformer
+
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        return LTX2Transformer(config)
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
 def released_transformer_configs() -> dict:
     """The released transformers' configs by version (for byte counts and plans at full size)."""
     from ltx2_core import TransformerConfig

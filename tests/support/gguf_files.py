@@ -45,19 +45,23 @@ def type_for(name: str, value: torch.Tensor, quant):
 
 
 def write_gguf(path, state: dict[str, torch.Tensor], quant=None, arch: str | None = "ltxv", prefix: str = "",
-               fields: dict[str, str] | None = None) -> dict:
-    """`state` as a GGUF (names under `prefix`, ggml shapes; `quant` default Q4_K); -> the type of each tensor."""
+               fields: dict[str, str] | None = None, kind=None, quantize=None) -> dict:
+    """`state` as a GGUF (names under `prefix`, ggml shapes); -> the type of each tensor. Each tensor's type is
+    `kind(name, value)` (default: `type_for` with `quant`, default Q4_K) and its blocks `quantize(data, type)`
+    (default `_quantize`: gguf's own, random blocks for the K types it cannot quantise); F32 is stored as it is."""
     gguf = _gguf()
     quant = gguf.GGMLQuantizationType.Q4_K if quant is None else quant
+    kind = kind or (lambda name, value: type_for(name, value, quant))
+    quantize = quantize or _quantize
     writer = gguf.GGUFWriter(path, arch)
     for key, value in (fields or {}).items():
         writer.add_string(key, value)
     types = {}
     for name, value in state.items():
-        kind = type_for(name, value, quant)
+        types[name] = kind(name, value)
         data = value.detach().float().numpy()
-        writer.add_tensor(prefix + name, _quantize(data, kind), raw_dtype=kind)
-        types[name] = kind
+        stored = data if types[name] == gguf.GGMLQuantizationType.F32 else quantize(data, types[name])
+        writer.add_tensor(prefix + name, stored, raw_dtype=types[name])
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -18,6 +18,7 @@ from ltx2_core import TransformerConfig
 from ltx2_core.model.transformer.config import StreamConfig
 from ltx2_core.quant.policy import quantised_linear
 
+from support.gguf_files import write_gguf as write_gguf_state
 from support.gguf_quantise import quantise_k
 
 WIDTH = 256  # both streams: heads 2 × 128; the feed-forwards 1,024
@@ -39,19 +40,14 @@ def write_gguf(path: Path, model: nn.Module, mix, prefix: str = "") -> dict[str,
     import gguf
 
     linears = {name for name, m in model.named_modules() if isinstance(m, nn.Linear)}
-    writer, types = gguf.GGUFWriter(str(path), "ltxv"), {}
-    for name, value in model.state_dict().items():
+
+    def kind(name: str, value: torch.Tensor):
         module = name.rsplit(".", 1)[0]
-        kind = mix.kind(module, value.shape[-1]).name if name.endswith(".weight") and module in linears else "F32"
-        data = value.detach().float().numpy()
-        raw = gguf.GGMLQuantizationType[kind]
-        writer.add_tensor(prefix + name, data if kind == "F32" else _quantise(data, raw), raw_dtype=raw)
-        types[name] = kind
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return types
+        linear = name.endswith(".weight") and module in linears
+        return gguf.GGMLQuantizationType[mix.kind(module, value.shape[-1]).name if linear else "F32"]
+
+    types = write_gguf_state(str(path), model.state_dict(), prefix=prefix, kind=kind, quantize=_quantise)
+    return {name: stored.name for name, stored in types.items()}
 
 
 def _quantise(data: np.ndarray, kind) -> np.ndarray:

@@ -15,7 +15,7 @@ from ltx2_core.memory.weight_layout import GGUF_MIXES, GgufMix, file_layers, ggu
 from ltx2_core.quant.gguf import GGUFLinear
 from ltx2_core.quant.int8 import INT8_CONVROT, INT8_ROWWISE, INT8_TENSORWISE, Int8Linear
 from ltx2_core.quant.mxfp8 import MXFP8_FORMAT
-from support.configs import released_transformer_configs
+from support.configs import bf16_transformer, released_transformer_configs
 from support.quant_models import wide_tiny, write_comfy_file, write_gguf
 
 RELEASED = released_transformer_configs()
@@ -161,7 +161,6 @@ def test_at_the_released_size_a_streamed_quantised_model_holds_the_planned_bytes
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from ltx2_core.memory.weight_layout import install
-    from ltx2_core.model.transformer import LTX2Transformer
 
     config = RELEASED["2.3"]
     rule = gguf_layers("Q4_K_M") if layers.startswith("GGUF") else policy_layers(INT8_ROWWISE)
@@ -169,11 +168,7 @@ def test_at_the_released_size_a_streamed_quantised_model_holds_the_planned_bytes
     plan = plan_memory(config, weights, 12 * 10**9, 121, 512, 768, 4)
     assert 0 < plan.resident_blocks < 48
     with FakeTensorMode(allow_non_fake_inputs=True):
-        torch.set_default_dtype(torch.bfloat16)
-        try:
-            model = LTX2Transformer(config)
-        finally:
-            torch.set_default_dtype(torch.float32)
+        model = bf16_transformer(config)
         install(model, rule)  # the scales in fp32, as files store them and the loader keeps them
         streamer = apply_memory_plan(model, plan, "meta")
     assert streamer.device_weight_bytes() == plan.device_weights

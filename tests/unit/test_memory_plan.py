@@ -22,7 +22,7 @@ from ltx2_core.memory.plan import (
     text_kv_bytes,
     transformer_weight_bytes,
 )
-from support.configs import released_transformer_configs
+from support.configs import bf16_transformer, released_transformer_configs
 
 RELEASED = released_transformer_configs()
 
@@ -99,15 +99,10 @@ def test_the_activation_estimate_covers_what_a_full_width_forward_holds(version)
     from ltx2_core.demo import demo_inputs
     from ltx2_core.geometry import audio_latent_length, audio_positions, video_positions
     from ltx2_core.memory.plan import activation_bytes
-    from ltx2_core.model.transformer import LTX2Transformer
 
     config = dataclasses.replace(RELEASED[version], num_layers=2)
     with FakeTensorMode(allow_non_fake_inputs=True):
-        torch.set_default_dtype(torch.bfloat16)
-        try:
-            model = LTX2Transformer(config)
-        finally:
-            torch.set_default_dtype(torch.float32)
+        model = bf16_transformer(config)
         with torch.no_grad():
             video, audio, _ = demo_inputs(model, pixel_frames=17, height=256, width=256, text_tokens=8)
             video, audio = (type(s)(*(t.expand(4, *t.shape[1:]) for t in s)) for s in (video, audio))
