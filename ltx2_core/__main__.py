@@ -52,10 +52,11 @@ from ltx2_core.conditioning.retake import Retake
 from ltx2_core.conditioning.video import VideoCondition
 from ltx2_core.releases import RELEASES
 from ltx2_core.media import aac_sample_rates
-from ltx2_core.memory.plan import GB, MemoryPlan
+from ltx2_core.memory.footprint import ModelSizes, request_problem
+from ltx2_core.memory.plan import GB, MemoryPlan, MemoryPlanError
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
-from ltx2_core.pipeline import Distribution, Generation, check_stg_blocks, generate, guidance_for
+from ltx2_core.pipeline import Distribution, Generation, check_stg_blocks, generate, guidance_for, request_job
 from ltx2_core.request import ONE_GPU, Request
 from ltx2_core.sampling.guidance import active_passes
 from ltx2_core.sampling import GuidanceParams
@@ -224,15 +225,19 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     frames = min(request.frames, request.windows.window) if request.windows is not None else request.frames
     return files.plan(args.device, frames=frames, height=request.height, width=request.width,
                       passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
-                      fps=request.fps, images=len(request.images) + encoded_frames(request), dtype=DTYPES[args.dtype] if args.dtype else None,
+                      fps=request.fps, images=request.encoded_frames, dtype=DTYPES[args.dtype] if args.dtype else None,
                       memory=args.memory, budget=budget, source=None if budget else f"free on {args.device}")
 
 
-def encoded_frames(request: Request) -> int:
-    """Frames the video encoder takes besides the images: a held video's (sound for a video, a retake) and the
-    controls', each counted as an image (an estimate: each clip is encoded in one piece)."""
-    held = request.frames if request.one_stage_input else 0
-    return held + request.frames * len(request.controls)  # the controls at their (smaller) size, counted in full
+def check_memory(args: argparse.Namespace, request: Request, sizes: ModelSizes, plan: MemoryPlan | None) -> None:
+    """The whole request (its latents, activations, decode tiles, frames, the mp4's buffers) against the free memory
+    of the device and the host (`memory.footprint`), checked before the models load (`sizes` from the files'
+    headers) and again once they are (what they hold is then taken); MemoryPlanError names the nearest size that
+    fits. A parallel run's ranks meet their own devices' memory."""
+    cap = args.passes_per_forward or (plan.passes_per_forward if plan is not None else None)
+    job = request_job(request, sizes.config, plan.tiling() if plan is not None else TilingConfig())
+    if problem := request_problem(job, sizes._replace(passes_per_forward=cap), torch.device(args.device)):
+        raise MemoryPlanError(problem)
 
 
 def layout(args: argparse.Namespace) -> ParallelConfig:
@@ -276,6 +281,8 @@ def run(args: argparse.Namespace) -> None:
     request = check_early(args, request, files)
     plan = memory_plan(args, request, files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1
+    if not parallel:
+        check_memory(args, request, files.model_sizes(DTYPES[args.dtype] if args.dtype else None), plan)
     try:
         result = _generate(args, request, files, parallel, plan)
     finally:
@@ -307,6 +314,10 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
         what += (f" in {request.windows.count(request.frames)} windows of {request.windows.window} frames sharing "
                  f"{request.windows.overlap}")
     say(f"loaded in {time.perf_counter() - start:.1f} s; {what}, seed {request.seed}")
+    if not parallel:
+        dtype = models.transformer.scale_shift_table.dtype  # never quantised: the compute dtype
+        check_memory(args, request, ModelSizes.of(files.transformer_config(), dtype, models.decoders.video,
+                                                  models.upsampler), plan)
     progress = None if args.no_progress or not launch.is_main() else ProgressBars()
     try:
         passes_per_forward = args.passes_per_forward or (plan.passes_per_forward if plan is not None else None)

@@ -17,7 +17,9 @@ import torch
 
 from ltx2_core.compile import compile_blocks
 from ltx2_core.loader.lora import Lora, fused_loras
-from ltx2_core.memory.plan import MemoryPlan, activation_problem
+from ltx2_core.memory.footprint import Job, ModelSizes, request_problem
+from ltx2_core.memory.plan import MemoryPlan
+from ltx2_core.model.decoders import Decoders
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.model.video_vae.tiling import TilingConfig
@@ -60,7 +62,11 @@ class Host(Protocol):
         """A sampler for one run with `loras` on the transformer while the run lasts (every stage), restored after
         it; `should_stop` is polled by samplers that wait on other processes."""
 
-    def memory_problem(self, frames: int, height: int, width: int, fps: float) -> str | None: ...
+    def memory_problem(self, job: Job, decoders: Decoders | None = None,
+                       upsampler: torch.nn.Module | None = None) -> str | None:
+        """Why `job` cannot run now with this host's transformer, `decoders` and `upsampler` (their widths;
+        `footprint.request_problem`: every stage against the free memory of the device and the host), before
+        anything is allocated; None when it fits or the free memory is unknown."""
 
     def tiling(self) -> TilingConfig: ...
 
@@ -96,10 +102,13 @@ class LocalHost:
         with fused_loras(self.transformer, loras) if loras else contextlib.nullcontext():
             yield HostedSampler(sampler, previews.ready if previews is not None else None)
 
-    def memory_problem(self, frames: int, height: int, width: int, fps: float) -> str | None:
-        """Why one forward's activations cannot fit on the device now (None: they fit, or the free memory is
-        unknown), before anything is allocated."""
-        return activation_problem(self.config, self.dtype, self.device, frames, height, width, fps)
+    def memory_problem(self, job: Job, decoders: Decoders | None = None,
+                       upsampler: torch.nn.Module | None = None) -> str | None:
+        """The passes of one forward capped as the memory plan caps them."""
+        cap = None if self.memory is None else self.memory.passes_per_forward
+        sizes = ModelSizes.of(self.config, self.dtype, decoders.video if decoders is not None else None, upsampler,
+                              passes_per_forward=cap)
+        return request_problem(job, sizes, self.device)
 
     def tiling(self) -> TilingConfig:
         return TilingConfig() if self.memory is None else self.memory.tiling()
@@ -129,9 +138,14 @@ class WorkerHost:
                                 preview=previews.projection if previews is not None else None)
         yield HostedSampler(sampler, sampler.take_preview if previews is not None else None)
 
-    def memory_problem(self, frames: int, height: int, width: int, fps: float) -> str | None:
-        """None: each worker meets its own device's memory when the job runs."""
-        return None
+    def memory_problem(self, job: Job, decoders: Decoders | None = None,
+                       upsampler: torch.nn.Module | None = None) -> str | None:
+        """Sampling's activations are not counted (each worker meets its own device's memory when the job runs);
+        the rest is, on the device of the `decoders` (this process's)."""
+        weight = next(decoders.video.parameters()) if decoders is not None else None
+        sizes = ModelSizes.of(self.config, weight.dtype if weight is not None else torch.bfloat16,
+                              decoders.video if decoders is not None else None, upsampler, sampling_here=False)
+        return request_problem(job, sizes, weight.device if weight is not None else self.device)
 
     def tiling(self) -> TilingConfig:
         return TilingConfig()

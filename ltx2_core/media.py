@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ltx2_core.errors import NonFiniteError
+from ltx2_core.finite import all_finite
 
 # a float frame rate is read as the nearest fraction with a denominator up to 1001, so 29.97002997 -> 30000/1001
 FPS_MAX_DENOMINATOR = 1001
@@ -147,7 +148,7 @@ def _check_audio(audio: torch.Tensor, sample_rate: int | None, codec: str = "aac
 
 
 def _check_range(name: str, values: torch.Tensor, low: float, high: float) -> None:
-    if not bool(torch.isfinite(values).all()):  # no clamp repairs these: they come from the model, not from rounding
+    if not bool(all_finite(values)):  # no clamp repairs these: they come from the model, not from rounding
         nan, inf = int(values.isnan().sum()), int(values.isinf().sum())
         raise NonFiniteError(f"{name}: {nan} NaN and {inf} infinite values of {values.numel()}, so the model produced "
                              "no valid output (damaged weights, or a float16 run that overflowed: use bfloat16 or "

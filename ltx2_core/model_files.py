@@ -38,7 +38,9 @@ from ltx2_core.loader.release_folder import RELEASE_FILES, find_release_files
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources, video_vae_prefix
 from ltx2_core.loader.text_weights import load_prompt_encoder
+from ltx2_core.loader.upsampler_weights import upsampler_config
 from ltx2_core.loader.vae_weights import DIFFUSION, video_vae_kind
+from ltx2_core.memory.footprint import RELEASED_UPSAMPLER_CHANNELS, ModelSizes
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
 from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
 from ltx2_core.memory.weight_layout import file_layers
@@ -283,6 +285,22 @@ class ModelFiles:
         if self.checkpoint is None:
             raise ValueError("load_checkpoint needs a checkpoint; the demo model loads whole with load()")
         return self._placed(self._load(device, dtype, None, plan, whole=False, transformer=transformer), plan, device)
+
+    def model_sizes(self, dtype: torch.dtype | None = None) -> ModelSizes:
+        """What the memory check counts of these files' models (`memory.footprint`), from the headers: the
+        transformer's config, the compute dtype (`dtype`, else the files' bf16 or the demo's float32), the video
+        decoder's width (the demo's; LTX-2.5's diffusion decoder) and the upsampler's."""
+        files = self.resolved()
+        if files.checkpoint is None:
+            from ltx2_core.demo.decoders import DEMO_UPSAMPLER_WIDTH, DEMO_VAES  # built only when asked for
+
+            channels = DEMO_VAES[files.version]["decoder_base_channels"]
+            return ModelSizes(files.transformer_config(), dtype or torch.float32, channels,
+                              upsampler_channels=DEMO_UPSAMPLER_WIDTH)
+        mid = upsampler_config(read_header(files.upsampler)).mid_channels if files.upsampler else None
+        return ModelSizes(files.transformer_config(), dtype or torch.bfloat16,
+                          diffusion=files.vae is not None and files._diffusion_vae(),
+                          upsampler_channels=mid or RELEASED_UPSAMPLER_CHANNELS)
 
     def plan(self, device: torch.device | str, *, frames: int, height: int, width: int, passes: int,
              two_stage: bool = False, fps: float = 24.0, images: int = 0, dtype: torch.dtype | None = None,

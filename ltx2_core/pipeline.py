@@ -64,6 +64,7 @@ from ltx2_core.conditioning.retake import encode_retake
 from ltx2_core.geometry import audio_latent_length
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader.lora import Lora, check_lora, fused_loras
+from ltx2_core.memory.footprint import STAGES, Job
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.audio_vae import AudioEncoder
@@ -71,7 +72,7 @@ from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, guided_step, ltx2_sigmas, sigma_table
-from ltx2_core.sampling.guidance import default_guidance, default_steps
+from ltx2_core.sampling.guidance import active_passes, default_guidance, default_steps
 from ltx2_core.stages import AVLatent, Generation, decode, empty_audio_latent, empty_latent, encode, sample, upsample
 from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.sampling.stage import Stage
@@ -112,6 +113,16 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
     if request.audio_only:
         return GuidanceParams(), replace(request.audio_guidance or audio, modality=1.0)
     return request.video_guidance or video, request.audio_guidance or held_audio_guidance(request.audio, audio)
+
+
+def request_job(request: Request, config: TransformerConfig, tiling: TilingConfig | None = TilingConfig(),
+                stages: tuple[str, ...] = STAGES) -> Job:
+    """What `request` allocates, as the memory check counts it (`memory.footprint`): its clip, the guidance passes
+    of stage 1, its stages (two-stage's ×2), window, frames for the video encoder and decode `tiling`."""
+    return Job(request.frames, request.height, request.width, request.fps, stages,
+               len(active_passes(*guidance_for(request, config))), request.two_stage,
+               request.windows.window if request.windows is not None else None, request.encoded_frames, tiling,
+               not request.audio_only)
 
 
 def held_audio_guidance(sound: AudioCondition | None, guidance: GuidanceParams) -> GuidanceParams:

@@ -73,6 +73,14 @@ class Request:
         return self.mode == "two-stage" or (self.mode == "distilled" and not self.one_stage_input)
 
     @property
+    def encoded_frames(self) -> int:
+        """Frames the video encoder takes: the images, a held video's (sound for a video, a retake) and the
+        controls', each counted as an image (an estimate: each clip is encoded in one piece, the controls at their
+        smaller size counted in full)."""
+        held = self.frames if self.one_stage_input else 0
+        return len(self.images) + held + self.frames * len(self.controls)
+
+    @property
     def one_stage_input(self) -> bool:
         """Whether the clip is an input file's, sampled in one stage at its size (sound for a video, a retake)."""
         return self.video_input is not None or self.retake is not None

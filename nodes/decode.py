@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 from ltx2_core import TilingConfig
+from ltx2_core.memory.footprint import Job
+from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.stages import AVLatent, Generation, decode, upsample
 
@@ -37,7 +39,12 @@ class LTX2LatentUpsample:
 
     def upsample(self, model: ModelHandle, upsampler: LatentUpsampler, latent: dict | AVLatent):
         """ComfyUI's LATENT (ours or a native one, video-only too) x2; its other keys kept."""
-        result = upsample(from_comfy(latent, video_only=True), upsampler, model.check_loaded().decoders)
+        given = from_comfy(latent, video_only=True)
+        job = Job.of_latent(given.video, given.audio, given.fps, ("upsampling",), two_stage=True)
+        job = job._replace(height=2 * job.height, width=2 * job.width)  # counted at the upsampled size
+        if problem := model.check_loaded().host.memory_problem(job, model.decoders, upsampler):
+            raise MemoryPlanError(problem)
+        result = upsample(given, upsampler, model.decoders)
         return (to_comfy(result, like=latent if isinstance(latent, dict) else None),)
 
 
@@ -70,6 +77,9 @@ class LTX2Decode:
                seed: int = 0):
         tiling = TilingConfig(spatial_tile=spatial_tile or None, spatial_overlap=64 if spatial_tile else 0,
                               temporal_tile=temporal_tile or None, temporal_overlap=24 if temporal_tile else 0)
-        decoders = model.check_loaded().decoders
+        decoders, given = model.check_loaded().decoders, from_comfy(latent)
+        job = Job.of_latent(given.video, given.audio, given.fps, ("decoding", "frames"), tiling=tiling)
+        if problem := model.host.memory_problem(job, decoders):
+            raise MemoryPlanError(problem)
         generator = torch.Generator(next(decoders.video.parameters()).device).manual_seed(seed)
-        return comfy_outputs(decode(from_comfy(latent), decoders, tiling, generator=generator))
+        return comfy_outputs(decode(given, decoders, tiling, generator=generator))

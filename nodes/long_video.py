@@ -7,6 +7,9 @@ from ltx2_core import Models, PromptEncoder, Request, Windows, frames_for, load_
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.loader.lora import split_ic_loras
 from ltx2_core.long_video import generate_long
+from ltx2_core.memory.footprint import GENERATION
+from ltx2_core.memory.plan import MemoryPlanError
+from ltx2_core.pipeline import request_job
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.preview import StagePreviews, rgb_projection
 from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW
@@ -88,8 +91,9 @@ class LTX2GenerateLong:
                           images=images, windows=windows)
         request.check()  # the windows, and what they cannot continue, before the model is touched
         model = model.check_loaded()
-        if problem := model.host.memory_problem(min(frames, window), height, width, fps):
-            raise ValueError(problem + "; or shorten the window")
+        job = request_job(request, model.config, model.host.tiling(), GENERATION)
+        if problem := model.host.memory_problem(job, model.decoders, upsampler):
+            raise MemoryPlanError(problem + " (duration), or shorten the window")
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
         every_stage, ic_loras = split_ic_loras(model.loras)
         models = Models(model.host.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder,

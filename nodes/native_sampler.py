@@ -10,6 +10,8 @@ import math
 import torch
 
 from ltx2_core import GuidanceParams
+from ltx2_core.memory.footprint import Job
+from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.sampling import sigma_table
 from ltx2_core.sampling.stage import Stage
 
@@ -139,6 +141,9 @@ class LTX2SamplerCustomAdvanced:
             latent = latent._replace(fps=float(fps))
         guidance = GuidanceParams(cfg=cfg)
         host = native_host(diffusion_model, config, device, dtype)
+        job = Job.of_latent(latent.video, latent.audio, latent.fps, ("sampling",), passes=1 if negative is None else 2)
+        if problem := host.memory_problem(job):
+            raise MemoryPlanError(problem)
         stage = Stage(sigma_table(values), noise_scale=values[0], video_guidance=guidance, audio_guidance=guidance,
                       conditions=held, ancestral_seed=seed + 1 if ancestral else None)
         with host.sampler(should_stop=bridge.interrupt_requested) as (run, ready), \

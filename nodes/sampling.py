@@ -11,11 +11,13 @@ from ltx2_core.conditioning.audio import AudioCondition, encode_audio_condition
 from ltx2_core.conditioning.control import encode_control
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
 from ltx2_core.geometry import is_frame_count
+from ltx2_core.memory.footprint import Job, request_problem
+from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.pipeline import distilled_ancestral_seed, held_audio_guidance, uncond_contexts
 from ltx2_core.preview import LatentPreview, rgb_projection
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
-from ltx2_core.sampling.guidance import default_guidance
+from ltx2_core.sampling.guidance import active_passes, default_guidance
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import empty_latent
 
@@ -78,6 +80,8 @@ class LTX2EmptyLatent:
 
     def make(self, width: int, height: int, frames: int, fps: float = 24.0):
         check_size(width, height)
+        if problem := request_problem(Job(frames, height, width, fps, ("latent",))):
+            raise MemoryPlanError(problem)
         return (to_comfy(empty_latent(width, height, frames, fps)),)
 
 
@@ -246,8 +250,11 @@ class LTX2Sampler:
         table, noise_scale = sigma_schedule(schedule, steps, sigmas)
         model = model.check_loaded()
         encoder = model.checked_audio_encoder() if audio is not None else None
-        if problem := model.host.memory_problem(frames, height, width, latent.fps):
-            raise ValueError(problem)
+        passes = len(active_passes(*guidance)) if guidance is not None else 1
+        job = Job.of_latent(latent.video, latent.audio, latent.fps, ("encoding", "sampling"), passes=passes,
+                            encoded_frames=len(images) + frames * len(controls))
+        if problem := model.host.memory_problem(job, model.decoders):
+            raise MemoryPlanError(problem)
         conditions = held + encode_conditions(images, model.video_encoder, height, width)
         if audio is not None:  # held by this stage; the latent carries the sound while a stage holds it exactly
             encoded, sound = encode_audio_condition(audio, encoder, frames / latent.fps, latent.audio.shape[2])

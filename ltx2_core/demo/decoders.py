@@ -76,6 +76,7 @@ DEMO_VOCODERS["2.5"] = DEMO_VOCODERS["2.3"]  # BigVGAN-v2 + bandwidth extension,
 # the released x2 upsamplers' form: LTX-2.0's rational resampler, LTX-2.3's plain one (model/upsampler.py); 2.5's
 # file is read with 1.2.0's defaults (plain)
 DEMO_RATIONAL_UPSAMPLERS = {"2.0": True, "2.3": False, "2.5": False}
+DEMO_UPSAMPLER_WIDTH = 32
 
 
 def demo_decoders(version: str = DEFAULT_VERSION, seed: int = 0) -> Decoders:
@@ -114,7 +115,7 @@ def demo_audio_encoder(seed: int = 5) -> AudioEncoder:
 
 def demo_upsampler(version: str = DEFAULT_VERSION, seed: int = 0) -> LatentUpsampler:
     """A random-weight x2 upsampler of the released form (2.0 rational, 2.3 plain) for 128-channel latents."""
-    config = UpsamplerConfig(in_channels=128, mid_channels=32, num_blocks_per_stage=1, spatial_scale=2.0,
+    config = UpsamplerConfig(in_channels=128, mid_channels=DEMO_UPSAMPLER_WIDTH, num_blocks_per_stage=1, spatial_scale=2.0,
                              rational_resampler=DEMO_RATIONAL_UPSAMPLERS[version])
     upsampler = LatentUpsampler(config)
     _random_(upsampler, torch.Generator().manual_seed(seed))

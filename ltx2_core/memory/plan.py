@@ -38,7 +38,6 @@ import torch
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.errors import LTX2Error
 from ltx2_core.geometry import audio_latent_length, floor_size, video_tokens
-from ltx2_core.memory import sizes
 from ltx2_core.memory.sizes import SideBytes
 from ltx2_core.memory.weight_layout import LayerRule, layout_bytes, policy_layers
 from ltx2_core.quant.policy import QUANTIZE_TO, weight_bytes
@@ -97,15 +96,18 @@ def transformer_weight_bytes(config: TransformerConfig, dtype: torch.dtype = tor
     vectors and the non-block weights replicated). `layers`: the linears stored as a file or format stores them
     (`memory.weight_layout`: `file_layers`, `policy_layers`, `gguf_layers`), counted layer by layer on the meta
     model (parameters and buffers, as the streamer holds them; one rank only)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
     from ltx2_core.model.transformer import LTX2Transformer
 
-    with torch.device("meta"):
+    with unset_fake_temporarily(), torch.device("meta"):  # a caller's fake-tensor mode cannot convert meta weights
         model = LTX2Transformer(config)
     if layers is not None or (fp8 and tp == 1):
         if tp != 1:
             raise ValueError(f"a weight layout is counted for one rank; got tp={tp}")
-        non_block, each, kinds = layout_bytes(model, dtype, layers if layers is not None else
-                                              policy_layers(QUANTIZE_TO))
+        with unset_fake_temporarily():
+            non_block, each, kinds = layout_bytes(model, dtype, layers if layers is not None else
+                                                  policy_layers(QUANTIZE_TO))
         slots = {kind: 2 * size for kind, size in zip(kinds, each)}
         return WeightBytes(non_block, max(each), len(each), sum(slots.values()))
     size = torch.finfo(dtype).bits // 8
@@ -143,17 +145,6 @@ def activation_bytes(config: TransformerConfig, frames: int, height: int, width:
     if sp > 1:
         live += batch * (video * config.video.width * SP_WIDTHS + 2 * everyone * config.audio.width) * size
     return live + text + rope
-
-
-def activation_problem(config: TransformerConfig, dtype: torch.dtype, device: torch.device, frames: int, height: int,
-                       width: int, fps: float = 24.0) -> str | None:
-    """Why a clip cannot be sampled on `device`: one guidance pass's activations alone exceed its free memory
-    (checked before anything is allocated). None when they fit or the free memory is unknown."""
-    need, free = activation_bytes(config, frames, height, width, 1, dtype, fps), sizes.free_memory_bytes(device)
-    if free is None or need <= free:
-        return None
-    return (f"{width}x{height}, {frames} frames needs about {size(need)} for one forward's activations, but "
-            f"{size(free)} are free on {device.type}; lower the width, height or frames")
 
 
 def text_kv_bytes(config: TransformerConfig, batch: int, dtype: torch.dtype = torch.bfloat16) -> int:
@@ -231,7 +222,8 @@ class MemoryPlan(NamedTuple):
         line = (f"memory plan: {self.resident_blocks}/{w.blocks} blocks resident "
                 f"({size(w.non_block + self.resident_blocks * w.per_block)} with the non-block weights){streamed} + "
                 f"activations {size(self.activations)} ({self.passes_per_forward} passes per forward){kv}{decoders}"
-                f"{visiting}; decoding in {self.decode_tile} px tiles; peak {size(self.peak)} of {size(self.free)} "
+                f"{visiting}; decoding in {self.decode_tile} px tiles ({size(self.stages()['decoding'])}); peak "
+                f"{size(self.peak)} of {size(self.free)} "
                 f"{self.source}")
         if self.ram is None:
             return line
@@ -359,14 +351,14 @@ def _host_plan(plan: MemoryPlan, ram: int, mappable: bool, fp8_available: bool) 
     message = (f"host memory: {size(ram)} of RAM available ({size(budget)} usable); the run needs "
                f"{size(streamed)} for streaming ({', '.join(parts)}) + {size(visitors)} for the modules that visit "
                "the device between their visits")
-    if fp8_available:
-        return _refuse(message + "; use the fp8 checkpoint (its streamed blocks are half the size and are read from "
-                       "the memory-mapped file)")
-    if not mappable:
-        return _refuse(message + "; keep the files' dtypes (loader weight_dtype auto and fp8 auto; no --dtype and "
-                       "--fp8 auto) so the streamed weights are read from the memory-mapped files, or close programs "
-                       "to free RAM")
-    return _refuse(message + "; close programs to free RAM, or use a card with more memory (fewer streamed blocks)")
+    changes = []  # the smallest first: keeping the dtypes maps the weights, the fp8 file halves what is pinned
+    if not mappable and visitors <= budget:
+        changes.append("keep the files' dtypes (loader weight_dtype auto and fp8 auto; no --dtype and --fp8 auto) "
+                       "so the streamed weights are read from the memory-mapped files")
+    if fp8_available and streamed - plan.streamed_blocks * plan.weights.per_block // 2 + visitors <= budget:
+        changes.append("use the fp8 checkpoint (its streamed blocks are half the size)")
+    return _refuse(message + "; " + (", or ".join(changes) or "close programs to free RAM, or use a card with more "
+                                     "memory (fewer streamed blocks)"))
 
 
 def _refuse(message: str) -> MemoryPlan:

@@ -199,23 +199,101 @@ def diffusion_decode_bytes(frames: int, height: int, width: int) -> tuple[int, i
 def free_memory_bytes(device: torch.device) -> int | None:
     """Free memory where a forward's activations go: the GPU's, or the host's available RAM (None: unknown)."""
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+        return device_room(device)
     return ram_bytes()
 
 
+def device_room(device: torch.device) -> int:
+    """A GPU's free memory now: what the driver has free plus what PyTorch's caching allocator holds unused (it
+    reuses that before asking the driver)."""
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return torch.cuda.mem_get_info(device)[0] + max(0, cached)
+
+
 def ram_bytes() -> int | None:
-    """The RAM available to this run now (MemAvailable: free memory plus what the system can reclaim), None where
-    it cannot be read."""
-    meminfo = Path("/proc/meminfo")
-    if meminfo.exists():
-        for line in meminfo.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
+    """The RAM available to this run now (`host_room`), None where it cannot be read."""
+    return host_room()[0]
+
+
+def host_room() -> tuple[int | None, str]:
+    """(bytes this process may still allocate on the host, what sets it): the least of the system's available RAM
+    (MemAvailable: free memory plus what it can reclaim), the room under the process's limits (RLIMIT_DATA against
+    its data segments, RLIMIT_AS against its address space: `prlimit`, `ulimit -d / -v`) and its cgroup's
+    (memory.max, a container's limit). (None, "") where none can be read."""
+    rooms = [room for room in (_available(), *_rlimit_rooms(), _cgroup_room()) if room is not None]
+    return min(rooms, default=(None, ""))
+
+
+def _available() -> tuple[int, str] | None:
+    meminfo = _fields(Path("/proc/meminfo"))
+    if "MemAvailable" in meminfo:
+        return meminfo["MemAvailable"], "RAM available"
     try:
         import psutil
     except ImportError:
         return None
-    return int(psutil.virtual_memory().available)
+    return int(psutil.virtual_memory().available), "RAM available"
+
+
+def _fields(path: Path) -> dict[str, int]:
+    """A /proc file's "Name: value kB" lines in bytes."""
+    if not path.exists():
+        return {}
+    fields = {}
+    for line in path.read_text().splitlines():
+        name, _, value = line.partition(":")
+        if value.strip().endswith("kB"):
+            fields[name] = int(value.split()[0]) * 1024
+    return fields
+
+
+def _rlimit_rooms() -> list[tuple[int, str]]:
+    """The room under the data-segment and address-space limits, where set."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return []
+    status = _fields(Path("/proc/self/status"))
+    rooms = []
+    for limit, used, name in ((resource.RLIMIT_DATA, "VmData", "RLIMIT_DATA"), (resource.RLIMIT_AS, "VmSize",
+                                                                                   "RLIMIT_AS")):
+        soft = resource.getrlimit(limit)[0]
+        if soft != resource.RLIM_INFINITY and used in status:
+            rooms.append((max(0, soft - status[used]), f"the process's {name} limit of {_gb(soft)}"))
+    return rooms
+
+
+def _cgroup_room() -> tuple[int, str] | None:
+    """The room under this process's cgroup memory limit (v2 memory.max, v1 memory.limit_in_bytes), where set."""
+    cgroup = Path("/proc/self/cgroup")
+    if not cgroup.exists():
+        return None
+    for line in cgroup.read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            folder, files = Path("/sys/fs/cgroup") / path.lstrip("/"), ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            folder = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        if (room := _cgroup_file_room(folder / files[0], folder / files[1])) is not None:
+            return room
+    return None
+
+
+def _cgroup_file_room(limit: Path, usage: Path) -> tuple[int, str] | None:
+    try:
+        text, used = limit.read_text().strip(), int(usage.read_text())
+    except (OSError, ValueError):
+        return None
+    if text == "max" or int(text) >= 1 << 60:  # v1 writes "no limit" as a page-rounded 2^63
+        return None
+    return max(0, int(text) - used), f"the cgroup's memory limit of {_gb(int(text))}"
+
+
+def _gb(count: int) -> str:
+    return f"{count / 1e9:.1f} GB"
 
 
 def side_bytes(checkpoint, text_encoder, upsampler, dtype: torch.dtype, *, images: int, frames: int, height: int,

@@ -10,6 +10,7 @@ import torch
 from ltx2_core.demo import demo_lora, demo_transformer
 from ltx2_core.hosts import Host, LocalHost, WorkerHost
 from ltx2_core.loader.lora import fused_loras
+from ltx2_core.memory.footprint import Job
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import ParallelConfig
@@ -43,7 +44,7 @@ def test_a_local_host_fuses_the_handles_loras_while_the_run_lasts():
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)  # fp32, the same deltas added in one order
     for name, value in transformer.state_dict().items():
         assert torch.equal(value, before[name]), name  # restored copies: exact
-    assert host.memory_problem(9, 64, 64, 24.0) is None and host.tiling() == TilingConfig()
+    assert host.memory_problem(Job(9, 64, 64)) is None and host.tiling() == TilingConfig()
     host.release()
     assert all(p.is_meta for p in transformer.parameters())
 
@@ -59,7 +60,9 @@ def test_both_hosts_answer_the_same_questions():
             assert callable(sampler) and sampler.device == torch.device("cpu") and preview is not None
         with host.sampler() as (_, preview):
             assert preview is None  # no previews asked for
-        assert host.memory_problem(9, 64, 64, 24.0) is None and host.tiling() == TilingConfig()
+        assert host.memory_problem(Job(9, 64, 64)) is None and host.tiling() == TilingConfig()
+        # the whole request is counted on either (on workers the host's share: no machine holds 2 TB of frames)
+        assert "would fit" in host.memory_problem(Job(1441, 8192, 8192, passes=4))
     with workers.sampler(compile=True, previews=previews) as (sampler, _):
         assert isinstance(sampler, WorkerSampler) and sampler.compile and sampler.projection is not None
     with pytest.raises(ValueError, match="cuda_graphs is not available with a multi-GPU layout"), \

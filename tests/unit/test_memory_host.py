@@ -58,11 +58,26 @@ def test_ltx_2_0_bf16_streaming_is_pinned_when_the_ram_holds_it_and_mapped_or_re
     mapped = plan(ram=32, mappable=True)
     assert not mapped.pin and "read from the memory-mapped files" in mapped.describe()
     with pytest.raises(MemoryPlanError, match=r"host memory: 32.0 GB of RAM available \(27.2 GB usable\); the run "
-                       r"needs 45.5 GB for streaming \(31 streamed blocks 23.9 GB, Gemma's layers 21.5 GB\) .* use the "
-                       "fp8 checkpoint"):
+                       r"needs 45.5 GB for streaming \(31 streamed blocks 23.9 GB, Gemma's layers 21.5 GB\) .*; keep "
+                       r"the files' dtypes \(.*\) so the streamed weights are read from the memory-mapped files$"):
         plan(ram=32, mappable=False)
     with pytest.raises(MemoryPlanError, match="keep the files' dtype"):
         plan(fp8=True, card=16, ram=16, mappable=False)
+
+
+def test_a_ram_refusal_names_the_smallest_change_that_fits():
+    """Keeping the files' dtype (read from the mapped files) before the fp8 checkpoint: on main the fp8 file was
+    named first even where keeping the dtype alone would fit (§5 of issue 35); the fp8 file only where its halved
+    blocks pinned would fit, and neither where the waiting modules alone overflow the RAM."""
+    with pytest.raises(MemoryPlanError) as caught:
+        plan(ram=48, mappable=False)  # pinned bf16 needs 45.5 + 4.9 GB of 40.8 usable; fp8's 33.5 + 4.9 fit
+    assert str(caught.value).endswith("keep the files' dtypes (loader weight_dtype auto and fp8 auto; no --dtype and "
+                                      "--fp8 auto) so the streamed weights are read from the memory-mapped files, or "
+                                      "use the fp8 checkpoint (its streamed blocks are half the size)")
+    with pytest.raises(MemoryPlanError, match=r"; close programs to free RAM, or use a card with more memory"):
+        plan(ram=5, mappable=True)  # the waiting modules (4.9 GB) alone exceed 4.2 GB usable
+    with pytest.raises(MemoryPlanError, match=r"; close programs to free RAM, or use a card with more memory"):
+        plan(ram=5, mappable=False)
 
 
 def test_the_printed_line_shows_the_device_and_the_host_budget():
@@ -85,6 +100,17 @@ def test_a_refusal_states_the_budget_what_was_set_aside_and_what_the_run_needs()
     assert message.endswith("use a GPU with more memory, or spread the model over several with tensor parallelism")
     with pytest.raises(MemoryPlanError, match=r"on 13.0 GB free \(12.0 GB usable\), .*; quantise the weights to fp8"):
         plan("2.3", card=13)
+
+
+def test_the_printed_line_names_every_figure_of_the_peak_also_when_decoding_sets_it():
+    """The weights, the decoders and the largest stage add up to the peak; on main the decode tile's bytes were left
+    out, so where decoding sets the peak the parts summed to less (175 MB against "peak 378.9 MB")."""
+    small = plan("2.3", fp8=True, card=32, ram=64)._replace(activations=10**6, text_kv=0, side=SideBytes())
+    stages = small.stages()
+    assert max(stages, key=stages.get) == "decoding"
+    line = small.describe()
+    assert f"decoding in 512 px tiles ({size(stages['decoding'])})" in line, line
+    assert small.peak == small.device_weights + small.decoders + stages["decoding"]
 
 
 def test_stream_all_streams_every_block_and_says_so():

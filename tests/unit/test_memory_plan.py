@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -198,3 +199,20 @@ def test_a_sequence_parallel_rank_holds_its_share_of_the_video_activations():
     weights = transformer_weight_bytes(config, fp8=True)
     plans = [plan_memory(config, weights, 80 * 10**9, 2401, 512, 768, 1, sp=sp) for sp in (1, 4)]
     assert plans[1].activations < plans[0].activations / 2
+
+
+def test_the_weight_bytes_are_counted_alike_inside_a_callers_fake_tensor_mode():
+    """In a fresh process (the failure hid behind an earlier count): the plan's meta model was converted inside the
+    caller's FakeTensorMode, and fp8's layout failed with "Couldn't swap Linear.weight" (test_memory_stages's fp8
+    cases alone)."""
+    import subprocess
+    import sys
+
+    script = ("import torch\nfrom torch._subclasses.fake_tensor import FakeTensorMode\n"
+              "from ltx2_core import TransformerConfig\nfrom ltx2_core.memory.plan import transformer_weight_bytes\n"
+              "config = TransformerConfig.tiny('2.0')\nwith FakeTensorMode(allow_non_fake_inputs=True):\n"
+              "    inside = transformer_weight_bytes(config, fp8=True)\n"
+              "assert inside == transformer_weight_bytes(config, fp8=True), inside\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert run.returncode == 0, run.stderr[-2000:]
