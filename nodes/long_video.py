@@ -93,7 +93,7 @@ class LTX2GenerateLong:
         model = model.check_loaded()
         job = request_job(request, model.config, model.host.tiling(), GENERATION)
         if problem := model.host.memory_problem(job, model.decoders, upsampler):
-            raise MemoryPlanError(problem + " (duration), or shorten the window")
+            raise MemoryPlanError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))
         every_stage, ic_loras = split_ic_loras(model.loras)
         models = Models(model.host.transformer, text_encoder, model.decoders, upsampler, lora, model.video_encoder,

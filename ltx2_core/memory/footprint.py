@@ -67,7 +67,7 @@ STATE_VALUES = 8  # float32 values per token and channel the sampling loop keeps
 # decoders (base 128) measures 55-79 B in bf16 and 134 B in float32, the demo's (base 8) 28 B in float32
 DECODE_FIXED, DECODE_PER_CHANNEL = 20, 0.25
 FRAME_BYTES = 3 * 4  # a float32 RGB pixel frame: the decoded video (3, F, H, W) and the frames (F, H, W, 3)
-FINITE_CHECK = 7 * PIECE  # torch.isfinite of one piece of float32 values: their absolute values and three masks
+FINITE_CHECK = 7  # torch.isfinite of a float32 value (of one piece): its absolute value and three boolean masks
 WRITER_FIXED, WRITER_FRAMES, WRITER_PIXEL = 40_000_000, 32, 10
 # the audio decoder's and the vocoder's peak values per second of sound (fake-tensor accounting of the released
 # widths: 2.0's HiFi-GAN 6.2 M, 2.3's BigVGAN + bandwidth extension 8.5 M), and the sound's float32 stereo at 48 kHz
@@ -243,7 +243,9 @@ def decode_tile_bytes(job: Job, model: ModelSizes) -> int:
     pixels = 1
     for axis in axes:
         pixels *= max(piece.stop - piece.start for piece in axis.output)
-    return int(pixels * (DECODE_FIXED + DECODE_PER_CHANNEL * model.decoder_channels * model.value_bytes))
+    whole = all(len(axis.output) == 1 for axis in axes)  # one tile: its float32 output is the decoded video
+    fixed = DECODE_FIXED - (FRAME_BYTES if whole else 0)
+    return int(pixels * (fixed + DECODE_PER_CHANNEL * model.decoder_channels * model.value_bytes))
 
 
 def _decoding(job: Job, model: ModelSizes) -> list[Part]:
@@ -262,8 +264,9 @@ def _frames(job: Job, model: ModelSizes) -> list[Part]:
     """The decoded video's NaN check (`finite.all_finite`'s pieces) and the frames made of it (F, H, W, 3)."""
     if not job.video:
         return []
-    return [Part("the frames", FRAME_BYTES * job.frames * job.height * job.width, False, until=KEPT),
-            Part("the NaN check", FINITE_CHECK, False)]
+    values = 3 * job.frames * job.height * job.width
+    return [Part("the frames", FRAME_BYTES // 3 * values, False, until=KEPT),
+            Part("the NaN check", FINITE_CHECK * min(values, PIECE), False)]
 
 
 def _writing(job: Job, model: ModelSizes) -> list[Part]:
@@ -341,24 +344,26 @@ def describe(job: Job) -> str:
 
 
 def nearest(job: Job, fits: Callable[[Job], bool]) -> str:
-    """The nearest jobs that fit: the most frames (8k+1) at this size, and the largest size (keeping the aspect,
-    multiples of 32, of 64 for two-stage) with these frames."""
+    """The nearest jobs that fit: the most frames (8k+1; a long clip's duration) at this size, and the largest size
+    (keeping the aspect, multiples of 32, of 64 for two-stage) with these frames."""
     options = []
     counts = [f for f in range(1, job.frames, 8) if is_frame_count(f)]
     frames = _largest(counts, lambda f: fits(job._replace(frames=f, window=min(job.window or f, f))))
     if frames is not None:
-        options.append(f"{frames} frames ({frames / job.fps:.1f} s) at this size" if job.video else
-                       f"{frames / job.fps:.1f} s")
+        seconds = f"{frames / job.fps:.1f} s"
+        options.append(seconds if not job.video else f"{seconds} at this size" if job.window else
+                       f"{frames} frames ({seconds}) at this size")
     if job.video:
         step = 64 if job.two_stage else 32
-        widths = list(range(step, job.width, step))
-        resized = lambda w: job._replace(width=w, height=max(step, job.height * w // job.width // step * step))
-        width = _largest(widths, lambda w: fits(resized(w)))
+        resized = lambda w: job._replace(width=w, height=max(step, job.height * w // job.width // step * step))  # noqa: E731
+        width = _largest(list(range(step, job.width, step)), lambda w: fits(resized(w)))
         if width is not None:
-            options.append(f"{width}x{resized(width).height} with {job.frames} frames")
+            options.append(f"{width}x{resized(width).height} at this length")
     if not options:
         return "nothing smaller fits either: free memory (close other programs, unload other models) first"
-    return f"{' or '.join(options)} would fit; lower the frames, width or height"
+    lower = "duration, window, width or height" if job.window else "frames, width or height" if job.video else \
+        "duration"
+    return f"{' or '.join(options)} would fit; lower the {lower}"
 
 
 def _largest(candidates: list[int], fits: Callable[[int], bool]) -> int | None:

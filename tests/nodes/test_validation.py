@@ -148,18 +148,3 @@ def test_a_missing_or_non_text_file_name_gets_a_message_not_a_type_error(value):
         assert "pick a file from models/checkpoints" in LTX2CheckpointLoader.VALIDATE_INPUTS(ckpt_name=value)
     with pytest.raises(ValueError, match="pick a file from models/checkpoints"):
         LTX2CheckpointLoader().load(value)
-
-
-def test_a_clip_whose_activations_cannot_fit_is_refused_before_anything_is_allocated(loaded, monkeypatch):
-    from ltx2_core.memory import sizes
-    from ltx2_core.memory.plan import activation_problem
-
-    model, encoder, conditioning, _ = loaded
-    (latent,) = NODES["LTX2EmptyLatent"]().make(96, 64, 9, 24.0)
-    monkeypatch.setattr(sizes, "free_memory_bytes", lambda device: 10**5)
-    with pytest.raises(ValueError, match=r"96x64, 9 frames needs about .* are free on cpu; lower the width"):
-        NODES["LTX2Sampler"]().sample(model, conditioning, latent, 0, 2, "ltx2")
-    with pytest.raises(ValueError, match=r"96x64, 9 frames needs about"):
-        NODES["LTX2Generate"]().generate(model, encoder, "a cat", "", "one-stage", 96, 64, 9, 24.0, 1, 2)
-    monkeypatch.setattr(sizes, "free_memory_bytes", lambda device: None)  # unknown: not refused
-    assert activation_problem(model.config, torch.float32, torch.device("cpu"), 9, 64, 96) is None

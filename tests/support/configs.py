@@ -42,6 +42,15 @@ RELEASED_VAE_2_3 = RELEASED_VAE_SECTIONS["2.3"]
 # the audio sections of the demo model: the released structure at toy widths
 TINY_AUDIO_VAE = DEMO_AUDIO_VAE
 TINY_VOCODERS = DEMO_VOCODERS
+# the released widths in that structure (spec §4): the audio VAE decoder's two residual blocks a level, HiFi-GAN
+# 1,024 wide (2.0), BigVGAN-v2 1,536 wide with its 512-wide bandwidth extension (2.3 and 2.5)
+RELEASED_AUDIO_VAE = {**DEMO_AUDIO_VAE, "model": {"params": {
+    **DEMO_AUDIO_VAE["model"]["params"],
+    "ddconfig": {**DEMO_AUDIO_VAE["model"]["params"]["ddconfig"], "num_res_blocks": 2}}}}
+RELEASED_VOCODERS = {
+    "2.0": {**DEMO_VOCODERS["2.0"], "upsample_initial_channel": 1024},
+    "2.3": {"vocoder": {**DEMO_VOCODERS["2.3"]["vocoder"], "upsample_initial_channel": 1536},
+            "bwe": {**DEMO_VOCODERS["2.3"]["bwe"], "upsample_initial_channel": 512}}}
 
 # Gemma 3's text model at toy size: only the sizes differ from Gemma 3 12B (see ltx2_core.model.text.gemma3)
 TINY_GEMMA = {"vocab_size": 320, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
