@@ -316,7 +316,7 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
     say(f"loaded in {time.perf_counter() - start:.1f} s; {what}, seed {request.seed}")
     if not parallel:
         dtype = models.transformer.scale_shift_table.dtype  # never quantised: the compute dtype
-        check_memory(args, request, ModelSizes.of(files.transformer_config(), dtype, models.decoders.video,
+        check_memory(args, request, ModelSizes.of(files.transformer_config(), dtype, models.decoders,
                                                   models.upsampler), plan)
     progress = None if args.no_progress or not launch.is_main() else ProgressBars()
     try:

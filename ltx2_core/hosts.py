@@ -106,8 +106,7 @@ class LocalHost:
                        upsampler: torch.nn.Module | None = None) -> str | None:
         """The passes of one forward capped as the memory plan caps them."""
         cap = None if self.memory is None else self.memory.passes_per_forward
-        sizes = ModelSizes.of(self.config, self.dtype, decoders.video if decoders is not None else None, upsampler,
-                              passes_per_forward=cap)
+        sizes = ModelSizes.of(self.config, self.dtype, decoders, upsampler, passes_per_forward=cap)
         return request_problem(job, sizes, self.device)
 
     def tiling(self) -> TilingConfig:
@@ -143,8 +142,8 @@ class WorkerHost:
         """Sampling's activations are not counted (each worker meets its own device's memory when the job runs);
         the rest is, on the device of the `decoders` (this process's)."""
         weight = next(decoders.video.parameters()) if decoders is not None else None
-        sizes = ModelSizes.of(self.config, weight.dtype if weight is not None else torch.bfloat16,
-                              decoders.video if decoders is not None else None, upsampler, sampling_here=False)
+        sizes = ModelSizes.of(self.config, weight.dtype if weight is not None else torch.bfloat16, decoders, upsampler,
+                              sampling_here=False)
         return request_problem(job, sizes, weight.device if weight is not None else self.device)
 
     def tiling(self) -> TilingConfig:

@@ -46,7 +46,7 @@ from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, pla
 from ltx2_core.memory.weight_layout import file_layers
 from ltx2_core.memory.sizes import SideBytes, diffusion_decode_bytes, ram_bytes, side_bytes, text_and_image_bytes
 from ltx2_core.quant.policy import quantize_blocks, stores_quantised
-from ltx2_core.model.audio_vae import AudioEncoder
+from ltx2_core.model.audio_vae import AudioEncoder, VocoderConfig
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
@@ -289,14 +289,16 @@ class ModelFiles:
     def model_sizes(self, dtype: torch.dtype | None = None) -> ModelSizes:
         """What the memory check counts of these files' models (`memory.footprint`), from the headers: the
         transformer's config, the compute dtype (`dtype`, else the files' bf16 or the demo's float32), the video
-        decoder's width (the demo's; LTX-2.5's diffusion decoder) and the upsampler's."""
+        decoder's width (the demo's; LTX-2.5's diffusion decoder), the upsampler's and the demo's vocoder's (a file's:
+        the released 2.3 width, the wider one)."""
         files = self.resolved()
         if files.checkpoint is None:
-            from ltx2_core.demo.decoders import DEMO_UPSAMPLER_WIDTH, DEMO_VAES  # built only when asked for
+            from ltx2_core.demo.decoders import DEMO_UPSAMPLER_WIDTH, DEMO_VAES, DEMO_VOCODERS  # only when asked for
 
-            channels = DEMO_VAES[files.version]["decoder_base_channels"]
-            return ModelSizes(files.transformer_config(), dtype or torch.float32, channels,
-                              upsampler_channels=DEMO_UPSAMPLER_WIDTH)
+            vocoder = VocoderConfig.from_metadata(DEMO_VOCODERS[files.version]).generator.initial_channels
+            return ModelSizes(files.transformer_config(), dtype or torch.float32,
+                              DEMO_VAES[files.version]["decoder_base_channels"],
+                              upsampler_channels=DEMO_UPSAMPLER_WIDTH, vocoder_channels=vocoder)
         mid = upsampler_config(read_header(files.upsampler)).mid_channels if files.upsampler else None
         return ModelSizes(files.transformer_config(), dtype or torch.bfloat16,
                           diffusion=files.vae is not None and files._diffusion_vae(),

@@ -78,7 +78,7 @@ class LTX2Decode:
         tiling = TilingConfig(spatial_tile=spatial_tile or None, spatial_overlap=64 if spatial_tile else 0,
                               temporal_tile=temporal_tile or None, temporal_overlap=24 if temporal_tile else 0)
         decoders, given = model.check_loaded().decoders, from_comfy(latent)
-        job = Job.of_latent(given.video, given.audio, given.fps, ("decoding", "frames"), tiling=tiling)
+        job = Job.of_latent(given.video, given.audio, given.fps, ("decoding", "frames", "writing"), tiling=tiling)
         if problem := model.host.memory_problem(job, decoders):
             raise MemoryPlanError(problem)
         generator = torch.Generator(next(decoders.video.parameters()).device).manual_seed(seed)

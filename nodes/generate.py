@@ -11,7 +11,6 @@ from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.conditioning.retake import Retake
 from ltx2_core.loader.lora import split_ic_loras
-from ltx2_core.memory.footprint import GENERATION
 from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.pipeline import request_job
@@ -110,7 +109,7 @@ class LTX2Generate:
         model = model.check_loaded()
         held_sound = audio is not None or (retake is not None and retake.sound is not None)
         audio_encoder = model.checked_audio_encoder() if held_sound else None
-        job = request_job(request, model.config, model.host.tiling(), GENERATION)
+        job = request_job(request, model.config, model.host.tiling())
         if problem := model.host.memory_problem(job, model.decoders, upsampler):
             raise MemoryPlanError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))

@@ -7,7 +7,6 @@ from ltx2_core import Models, PromptEncoder, Request, Windows, frames_for, load_
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.loader.lora import split_ic_loras
 from ltx2_core.long_video import generate_long
-from ltx2_core.memory.footprint import GENERATION
 from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.pipeline import request_job
 from ltx2_core.model.upsampler import LatentUpsampler
@@ -91,7 +90,7 @@ class LTX2GenerateLong:
                           images=images, windows=windows)
         request.check()  # the windows, and what they cannot continue, before the model is touched
         model = model.check_loaded()
-        job = request_job(request, model.config, model.host.tiling(), GENERATION)
+        job = request_job(request, model.config, model.host.tiling())
         if problem := model.host.memory_problem(job, model.decoders, upsampler):
             raise MemoryPlanError(problem)
         lora = None if distilled_lora == NO_LORA else load_lora(bridge.model_path("loras", distilled_lora))

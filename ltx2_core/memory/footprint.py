@@ -16,13 +16,15 @@ and the command line all):
 * upsampling: the upsampler's activations (`sizes.upsample_activation_bytes`) and the ×2 latent;
 * decoding: one tile's activations (the largest tile `tiling.tile_axes` cuts, DECODE_FIXED + DECODE_PER_CHANNEL ×
   the decoder's base width bytes per pixel frame of the tile; LTX-2.5's diffusion decoder: `sizes.
-  diffusion_decode_bytes`), the audio decoder and vocoder over the whole sound (AUDIO_DECODE_VALUES a second); on
+  diffusion_decode_bytes`), the audio decoder and the vocoder over the whole sound (the larger of AUDIO_DECODER_VALUES
+  a second and VOCODER_VALUES a second and channel of the vocoder's width); on
   the host the decoded video (float32, 12 B per pixel frame) and the waveform;
 * frames: the frames (F, H, W, 3), another float32 copy made while the decoded video is alive, and the NaN check's
   pieces (`finite.all_finite`);
-* writing (the command line's mp4): the H.264 encoder's frame buffers (WRITER_FIXED and WRITER_PIXEL bytes per
-  pixel of up to WRITER_FRAMES frames: measured with libx264 on 2 cores, 1024x1024 to 2048x2048, 9 to 97 frames)
-  and the sound's copies.
+* writing the mp4 (the command line's, or ComfyUI's SaveVideo of a node's frames, which converts one frame at a time
+  as ours does): the H.264 encoder's frame buffers (WRITER_FIXED and WRITER_PIXEL bytes per pixel of up to
+  WRITER_FRAMES frames: measured with libx264 on 2 cores, 512x512 to 2048x2048, 9 to 97 frames) and the sound's
+  copies.
 
 Fake-tensor accounting of the released decoders (tests/unit/test_request_memory.py) and the resident set of a real
 CPU run (the same file) hold these figures. On a CPU the device is the host: both sides count against the RAM.
@@ -54,11 +56,11 @@ from ltx2_core.memory.sizes import (
     image_activation_bytes,
     upsample_activation_bytes,
 )
+from ltx2_core.model.decoders import Decoders
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.model.video_vae.tiling import TilingConfig, tile_axes
 
-GENERATION = ("latent", "encoding", "sampling", "upsampling", "decoding", "frames")  # what a generating node runs
-STAGES = GENERATION + ("writing",)
+STAGES = ("latent", "encoding", "sampling", "upsampling", "decoding", "frames", "writing")
 KEPT = STAGES[-1]  # a part held to the job's end
 LATENT_CHANNELS, AUDIO_VALUES = 128, 8 * 16  # a video latent cell's values; an audio latent's
 STATE_VALUES = 8  # float32 values per token and channel the sampling loop keeps beside the activations
@@ -69,10 +71,11 @@ DECODE_FIXED, DECODE_PER_CHANNEL = 20, 0.25
 FRAME_BYTES = 3 * 4  # a float32 RGB pixel frame: the decoded video (3, F, H, W) and the frames (F, H, W, 3)
 FINITE_CHECK = 7  # torch.isfinite of a float32 value (of one piece): its absolute value and three boolean masks
 WRITER_FIXED, WRITER_FRAMES, WRITER_PIXEL = 40_000_000, 32, 10
-# the audio decoder's and the vocoder's peak values per second of sound (fake-tensor accounting of the released
-# widths: 2.0's HiFi-GAN 6.2 M, 2.3's BigVGAN + bandwidth extension 8.5 M), and the sound's float32 stereo at 48 kHz
-AUDIO_DECODE_VALUES, WAVEFORM_BYTES = 8_600_000, 2 * 48_000 * 4
-RELEASED_DECODER_CHANNELS, RELEASED_UPSAMPLER_CHANNELS = 128, 1024
+# the peak values per second of sound of the audio VAE decoder (its mel stages: 6.2 M, released and tiny alike) and
+# of the vocoder per channel of its width (2.0's HiFi-GAN 1024 wide 5.3 k, 2.3's BigVGAN 1536 wide with its bandwidth
+# extension 5.5 k; fake-tensor accounting), one after the other; the sound's float32 stereo at 48 kHz
+AUDIO_DECODER_VALUES, VOCODER_VALUES, WAVEFORM_BYTES = 6_300_000, 5_600, 2 * 48_000 * 4
+RELEASED_DECODER_CHANNELS, RELEASED_UPSAMPLER_CHANNELS, RELEASED_VOCODER_CHANNELS = 128, 1024, 1536
 AUDIO_LATENTS_PER_SECOND = AUDIO_SAMPLE_RATE / AUDIO_HOP / AUDIO_DOWNSAMPLE
 
 
@@ -112,8 +115,8 @@ class Job(NamedTuple):
 class ModelSizes(NamedTuple):
     """What the counts need of the model: the transformer's `config` (None: no transformer, e.g. an empty latent),
     the compute `dtype`, the video decoder's base width (`decoder_channels`; LTX-2.5's `diffusion` decoder instead),
-    the upsampler's width, the plan's cap on the passes of one forward, and whether sampling runs here (False:
-    on workers, which meet their own devices' memory)."""
+    the upsampler's and the vocoder's widths, the plan's cap on the passes of one forward, and whether sampling runs
+    here (False: on workers, which meet their own devices' memory)."""
 
     config: TransformerConfig | None = None
     dtype: torch.dtype = torch.bfloat16
@@ -122,16 +125,19 @@ class ModelSizes(NamedTuple):
     upsampler_channels: int = RELEASED_UPSAMPLER_CHANNELS
     passes_per_forward: int | None = None
     sampling_here: bool = True
+    vocoder_channels: int = RELEASED_VOCODER_CHANNELS
 
     @classmethod
-    def of(cls, config: TransformerConfig | None, dtype: torch.dtype, video_decoder: torch.nn.Module | None = None,
+    def of(cls, config: TransformerConfig | None, dtype: torch.dtype, decoders: Decoders | None = None,
            upsampler: torch.nn.Module | None = None, **fields) -> ModelSizes:
-        """The sizes of loaded modules: the decoder's and the upsampler's widths read from their configs."""
-        decoder = getattr(video_decoder, "config", None)
-        channels = getattr(decoder, "decoder_base_channels", None)
+        """The sizes of loaded modules: the decoders' and the upsampler's widths read from their configs."""
+        video = getattr(decoders, "video", None)
+        channels = getattr(getattr(video, "config", None), "decoder_base_channels", None)
+        vocoder = getattr(decoders, "vocoder", None)
+        generator = getattr(getattr(vocoder, "vocoder", vocoder), "config", None)  # 2.3's BigVGAN, 2.0's HiFi-GAN
         mid = getattr(getattr(upsampler, "config", None), "mid_channels", RELEASED_UPSAMPLER_CHANNELS)
-        return cls(config, dtype, channels or RELEASED_DECODER_CHANNELS, decoder is not None and channels is None,
-                   mid, **fields)
+        return cls(config, dtype, channels or RELEASED_DECODER_CHANNELS, video is not None and channels is None,
+                   mid, vocoder_channels=getattr(generator, "initial_channels", RELEASED_VOCODER_CHANNELS), **fields)
 
     @property
     def value_bytes(self) -> int:
@@ -250,7 +256,8 @@ def decode_tile_bytes(job: Job, model: ModelSizes) -> int:
 
 def _decoding(job: Job, model: ModelSizes) -> list[Part]:
     """The tiles into the decoded video on the host (held while the frames are made of it), and the sound."""
-    audio = int(job.seconds * AUDIO_DECODE_VALUES * model.value_bytes)
+    values = max(AUDIO_DECODER_VALUES, VOCODER_VALUES * model.vocoder_channels)
+    audio = int(job.seconds * values * model.value_bytes)
     parts = [Part("the audio decoder's activations", audio, True),
              Part("the waveform", int(job.seconds * WAVEFORM_BYTES), False, until=KEPT)]
     if not job.video:
@@ -345,25 +352,36 @@ def describe(job: Job) -> str:
 
 def nearest(job: Job, fits: Callable[[Job], bool]) -> str:
     """The nearest jobs that fit: the most frames (8k+1; a long clip's duration) at this size, and the largest size
-    (keeping the aspect, multiples of 32, of 64 for two-stage) with these frames."""
+    (keeping the aspect, multiples of 32, of 64 for two-stage) at this length; where neither alone fits, the
+    largest size at half, a quarter, ... of the frames."""
     options = []
-    counts = [f for f in range(1, job.frames, 8) if is_frame_count(f)]
-    frames = _largest(counts, lambda f: fits(job._replace(frames=f, window=min(job.window or f, f))))
+    shorter = lambda f: job._replace(frames=f, window=min(job.window or f, f))  # noqa: E731
+    frames = _largest([f for f in range(1, job.frames, 8) if is_frame_count(f)], lambda f: fits(shorter(f)))
     if frames is not None:
         seconds = f"{frames / job.fps:.1f} s"
         options.append(seconds if not job.video else f"{seconds} at this size" if job.window else
-                       f"{frames} frames ({seconds}) at this size")
+                       f"{frames} frame{'s' if frames > 1 else ''} ({seconds}) at this size")
     if job.video:
-        step = 64 if job.two_stage else 32
-        resized = lambda w: job._replace(width=w, height=max(step, job.height * w // job.width // step * step))  # noqa: E731
-        width = _largest(list(range(step, job.width, step)), lambda w: fits(resized(w)))
-        if width is not None:
-            options.append(f"{width}x{resized(width).height} at this length")
+        size = _largest_size(job, fits)
+        options += [f"{size.width}x{size.height} at this length"] if size is not None else []
+    count = job.frames
+    while job.video and not options and count > 1:
+        count = (count - 1) // 16 * 8 + 1  # about half, 8k+1
+        if (size := _largest_size(shorter(count), fits)) is not None:
+            options.append(f"{size.width}x{size.height} with {count} frames ({count / job.fps:.1f} s)")
     if not options:
         return "nothing smaller fits either: free memory (close other programs, unload other models) first"
     lower = "duration, window, width or height" if job.window else "frames, width or height" if job.video else \
         "duration"
     return f"{' or '.join(options)} would fit; lower the {lower}"
+
+
+def _largest_size(job: Job, fits: Callable[[Job], bool]) -> Job | None:
+    """The job at the largest smaller size that fits (the aspect kept, in multiples of 32, of 64 for two-stage)."""
+    step = 64 if job.two_stage else 32
+    resized = lambda w: job._replace(width=w, height=max(step, job.height * w // job.width // step * step))  # noqa: E731
+    width = _largest(list(range(step, job.width, step)), lambda w: fits(resized(w)))
+    return None if width is None else resized(width)
 
 
 def _largest(candidates: list[int], fits: Callable[[int], bool]) -> int | None:

@@ -71,24 +71,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
+def _tiny_models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> dict[str, Path]:
+    """The tiny 2.3 bundle, its Gemma, upsampler, distilled LoRA and IC-LoRA under their `TINY` names: what the
+    LTX-2.0/2.3 example workflows pick. Returns the model folders by name."""
     folders = {name: base / "models" / name for name in ("checkpoints", "text_encoders", "loras",
                                                          "latent_upscale_models")}
     for folder in folders.values():
         folder.mkdir(parents=True)
     (folders["checkpoints"] / TINY["checkpoint"]).symlink_to(tiny_checkpoints["2.3"])
+    (folders["text_encoders"] / TINY["text_encoder"]).symlink_to(gemma_files[0])
+    write_upsampler(folders["latent_upscale_models"] / TINY["upsampler"], version="2.3")
+    write_lora(folders["loras"] / TINY["lora"], seed=1, version="2.3")
+    # the control example's IC-LoRA for the tiny model (tools/make_example_inputs.py), as a user puts one in loras
+    (folders["loras"] / TINY["ic_lora"]).symlink_to(ROOT / "example_workflows" / "loras" / TINY["ic_lora"])
+    return folders
+
+
+def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
+    folders = _tiny_models(base, tiny_checkpoints, gemma_files)
     write_fp8_checkpoint(tiny_checkpoints["2.3"], folders["checkpoints"] / TINY["fp8_checkpoint"], "official")
     # ComfyUI's int8 (tensorwise, comfy_quant-marked) layout of the same bundle, as its quantiser writes it
     write_comfy_quantised(tiny_checkpoints["2.3"], folders["checkpoints"] / TINY["int8_checkpoint"], "int8_tensorwise")
     native = write_native_checkpoint(folders["checkpoints"] / TINY["native_checkpoint"])
     for name, fmt in (("native_int8", "int8_tensorwise"), ("native_fp8", "float8_e4m3fn")):
         write_comfy_quantised(native, folders["checkpoints"] / TINY[name], fmt)
-    (folders["text_encoders"] / TINY["text_encoder"]).symlink_to(gemma_files[0])
     (folders["checkpoints"] / TINY["misplaced"]).symlink_to(gemma_files[0])  # a Gemma file in the checkpoint slot
-    write_upsampler(folders["latent_upscale_models"] / TINY["upsampler"], version="2.3")
-    write_lora(folders["loras"] / TINY["lora"], seed=1, version="2.3")
-    # the control example's IC-LoRA for the tiny model (tools/make_example_inputs.py), as a user puts one in loras
-    (folders["loras"] / TINY["ic_lora"]).symlink_to(ROOT / "example_workflows" / "loras" / TINY["ic_lora"])
     write_release25(base / "models")  # LTX-2.5's files under their released names, as its examples pick them
     _gguf_model(base / "models")
 
@@ -107,19 +114,45 @@ def _gguf_model(models: Path) -> None:
 @pytest.fixture(scope="session")
 def comfyui(tmp_path_factory, tiny_checkpoints, gemma_files):
     path, python = _comfyui()
-    base = tmp_path_factory.mktemp("comfyui")
+    base = _base(tmp_path_factory.mktemp("comfyui"))
+    _models(base, tiny_checkpoints, gemma_files)
+    yield from _serve(path, python, base)
+
+
+# the limited server's data-segment limit (RLIMIT_DATA: heap and anonymous mappings, which a tensor's memory is; an
+# address-space limit would count torch's reserved mappings too): ComfyUI with the pack holds ~1.2 GB of it idle,
+# so about 2.8 GB is left to a prompt
+DATA_LIMIT = 4 * 10**9
+
+
+@pytest.fixture(scope="session")
+def limited_comfyui(tmp_path_factory, tiny_checkpoints, gemma_files):
+    """A second server (the LTX-2.0/2.3 tiny models only) started under `prlimit --data=DATA_LIMIT`: what a
+    request may allocate is bounded, so one that does not fit fails there instead of taking the machine's RAM."""
+    path, python = _comfyui()
+    base = _base(tmp_path_factory.mktemp("comfyui_limited"))
+    _tiny_models(base, tiny_checkpoints, gemma_files)
+    yield from _serve(path, python, base, limit=("prlimit", f"--data={DATA_LIMIT}"))
+
+
+def _base(base: Path) -> Path:
+    """A throw-away base directory with the pack and the test-only nodes in its custom_nodes."""
     (base / "custom_nodes").mkdir()
     (base / "gguf-files").mkdir()
     (base / "custom_nodes" / PACK_FOLDER).symlink_to(ROOT)
     # test-only: ComfyUI's own LTX-2 text path at the tiny sizes (tiny_native_text/__init__.py)
     (base / "custom_nodes" / "ltx2_test_tiny_native_text").symlink_to(ROOT / "tests" / "e2e" / "tiny_native_text")
     (base / "custom_nodes" / DUMP_NODE_FOLDER).symlink_to(ROOT / "tests" / "e2e" / "dump_node")
-    _models(base, tiny_checkpoints, gemma_files)
+    return base
+
+
+def _serve(path: Path, python: Path, base: Path, limit: tuple[str, ...] = ()):
+    """Runs ComfyUI on a free port (under the `limit` command, e.g. prlimit) until the session ends."""
     port, log = _free_port(), base / "server.log"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [str(python), "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(port), "--base-directory",
-             str(base), "--database-url", f"sqlite:///{base}/comfyui.db", "--disable-auto-launch"],
+            [*limit, str(python), "main.py", "--cpu", "--listen", "127.0.0.1", "--port", str(port),
+             "--base-directory", str(base), "--database-url", f"sqlite:///{base}/comfyui.db", "--disable-auto-launch"],
             cwd=path, stdout=out, stderr=subprocess.STDOUT,
             env=os.environ | {"LTX2_TINY_NATIVE_SIZES": _tiny_sizes()})
     server = Server(f"http://127.0.0.1:{port}", base, log, process.pid)

@@ -16,7 +16,6 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from bench.memory import LiveTensorMemory
-from ltx2_core.memory import footprint
 from ltx2_core.memory.footprint import Job, ModelSizes, Room, nearest, overflow, request_memory, request_problem
 from ltx2_core.memory.plan import GB
 from ltx2_core.model.video_vae.tiling import TilingConfig
@@ -136,7 +135,7 @@ models = ModelFiles(version="2.3").load("cpu")
 generate(Request("a cat", width=64, height=64, frames=9, steps=1), models).save(sys.argv[1])  # threads, kernels
 request = Request("a cat", width=512, height=384, frames=49, steps=1)
 config = models.transformer.config
-sizes = ModelSizes.of(config, models.transformer.scale_shift_table.dtype, models.decoders.video)
+sizes = ModelSizes.of(config, models.transformer.scale_shift_table.dtype, models.decoders)
 base = reset_peak()
 generate(request, models).save(sys.argv[1])
 print(json.dumps({"measured": (rss_kib("VmHWM") - base) * 1024,
@@ -188,7 +187,7 @@ def test_the_issues_request_is_refused_with_the_numbers_and_the_nearest_sizes_th
     """LTX-2 Generate at 8192x8192x1441 on a CPU server with 3 GB to spare: refused at its first stage that
     overflows, naming its parts, what is free and why, and sizes that fit, each the largest that does."""
     model = ModelSizes(RELEASED["2.3"])
-    job = Job(1441, 8192, 8192, passes=4, stages=footprint.GENERATION)
+    job = Job(1441, 8192, 8192, passes=4)
     message = request_problem(job, model, torch.device("cpu"), ROOM)
     assert message.startswith("8192x8192, 1441 frames needs 6.1 GB of RAM while making the latent (the empty "
                               "latent 6.1 GB), and 3.0 GB is free (the process's RLIMIT_DATA limit of 3.2 GB); "), message
@@ -197,7 +196,7 @@ def test_the_issues_request_is_refused_with_the_numbers_and_the_nearest_sizes_th
     width = int(message.split("; ")[1].split("x")[0].split()[-1])
     assert fits(job._replace(width=width, height=width)) and not fits(job._replace(width=width + 32,
                                                                                    height=width + 32))
-    small = Job(121, 512, 768, passes=4, stages=footprint.GENERATION)
+    small = Job(121, 512, 768, passes=4)
     assert request_problem(small, model, torch.device("cpu"), Room(None, 64 * 10**9)) is None
     assert request_problem(job, model, torch.device("cpu"), Room(None, None, "")) is None  # unknown: not refused
 
@@ -206,7 +205,7 @@ def test_fewer_frames_are_offered_where_they_fit_and_a_gpu_counts_its_own_memory
     """On a GPU the device and the host are checked apart: 2.3 at 768x512 with a minute and a half of frames and its
     four passes in one forward overflows a 20 GB card while sampling, and the most frames that fit are named."""
     model = ModelSizes(RELEASED["2.3"])
-    job = Job(2161, 512, 768, passes=4, stages=footprint.GENERATION)
+    job = Job(2161, 512, 768, passes=4)
     room = Room(20 * 10**9, 64 * 10**9)
     message = request_problem(job, model, torch.device("cuda"), room)
     assert "needs 49.1 GB on the device while sampling (activations of 4 passes 48.7 GB" in message, message
