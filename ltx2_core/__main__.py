@@ -52,8 +52,9 @@ from ltx2_core.conditioning.retake import Retake
 from ltx2_core.conditioning.video import VideoCondition
 from ltx2_core.releases import RELEASES
 from ltx2_core.media import aac_sample_rates
-from ltx2_core.memory.footprint import ModelSizes, request_problem
+from ltx2_core.memory.footprint import ModelSizes
 from ltx2_core.memory.plan import GB, MemoryPlan, MemoryPlanError
+from ltx2_core.memory.request_check import request_problem
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
 from ltx2_core.pipeline import Distribution, Generation, check_stg_blocks, generate, guidance_for, request_job
@@ -225,7 +226,7 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     frames = min(request.frames, request.windows.window) if request.windows is not None else request.frames
     return files.plan(args.device, frames=frames, height=request.height, width=request.width,
                       passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
-                      fps=request.fps, images=request.encoded_frames, dtype=DTYPES[args.dtype] if args.dtype else None,
+                      fps=request.fps, images=len(request.images) + request.video_frames, dtype=DTYPES[args.dtype] if args.dtype else None,
                       memory=args.memory, budget=budget, source=None if budget else f"free on {args.device}")
 
 

@@ -17,8 +17,9 @@ import torch
 
 from ltx2_core.compile import compile_blocks
 from ltx2_core.loader.lora import Lora, fused_loras
-from ltx2_core.memory.footprint import Job, ModelSizes, request_problem
+from ltx2_core.memory.footprint import Job, ModelSizes
 from ltx2_core.memory.plan import MemoryPlan
+from ltx2_core.memory.request_check import request_problem
 from ltx2_core.model.decoders import Decoders
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.transformer.config import TransformerConfig

@@ -120,9 +120,10 @@ def request_job(request: Request, config: TransformerConfig, tiling: TilingConfi
     """What `request` allocates, as the memory check counts it (`memory.footprint`): its clip, the guidance passes
     of stage 1, its stages (two-stage's ×2), window, frames for the video encoder and decode `tiling`."""
     return Job(request.frames, request.height, request.width, request.fps, stages,
-               len(active_passes(*guidance_for(request, config))), request.two_stage,
-               request.windows.window if request.windows is not None else None, request.encoded_frames, tiling,
-               not request.audio_only)
+               passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
+               window=request.windows.window if request.windows is not None else None, images=len(request.images),
+               video_frames=request.video_frames, guide_tokens=request.guide_tokens, tiling=tiling,
+               video=not request.audio_only)
 
 
 def held_audio_guidance(sound: AudioCondition | None, guidance: GuidanceParams) -> GuidanceParams:

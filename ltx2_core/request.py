@@ -16,7 +16,7 @@ from ltx2_core.conditioning import (
     VideoCondition,
 )
 from ltx2_core.conditioning.retake import Retake
-from ltx2_core.geometry import check_video_size, is_frame_count
+from ltx2_core.geometry import check_video_size, is_frame_count, video_tokens
 from ltx2_core.sampling import DISTILLED_SIGMAS, GuidanceParams
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
 from ltx2_core.windows import Windows
@@ -73,12 +73,16 @@ class Request:
         return self.mode == "two-stage" or (self.mode == "distilled" and not self.one_stage_input)
 
     @property
-    def encoded_frames(self) -> int:
-        """Frames the video encoder takes: the images, a held video's (sound for a video, a retake) and the
-        controls', each counted as an image (an estimate: each clip is encoded in one piece, the controls at their
-        smaller size counted in full)."""
+    def guide_tokens(self) -> int:
+        """Video tokens the controls append to stage 1's (each at its size: the stage's / its downscale)."""
+        return sum(video_tokens(self.frames, *control.size(*self.control_size())) for control in self.controls)
+
+    @property
+    def video_frames(self) -> int:
+        """Frames of videos the video encoder takes: a held video's (sound for a video, a retake) and the controls'
+        (an estimate: each clip is encoded in one piece, the controls at their smaller size counted in full)."""
         held = self.frames if self.one_stage_input else 0
-        return len(self.images) + held + self.frames * len(self.controls)
+        return held + self.frames * len(self.controls)
 
     @property
     def one_stage_input(self) -> bool:

@@ -10,9 +10,10 @@ from ltx2_core import GuidanceParams
 from ltx2_core.conditioning.audio import AudioCondition, encode_audio_condition
 from ltx2_core.conditioning.control import encode_control
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
-from ltx2_core.geometry import is_frame_count
-from ltx2_core.memory.footprint import Job, request_problem
+from ltx2_core.geometry import is_frame_count, video_tokens
+from ltx2_core.memory.footprint import Job
 from ltx2_core.memory.plan import MemoryPlanError
+from ltx2_core.memory.request_check import request_problem
 from ltx2_core.pipeline import distilled_ancestral_seed, held_audio_guidance, uncond_contexts
 from ltx2_core.preview import LatentPreview, rgb_projection
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS
@@ -22,8 +23,18 @@ from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import empty_latent
 
 from . import bridge
-from .handles import (AUDIO_CONDITION, CONDITIONING, GUIDANCE, GUIDES, LATENT, MODEL, Conditioning, Guide,
-                      ModelHandle, control_conditions)
+from .handles import (
+    AUDIO_CONDITION,
+    CONDITIONING,
+    GUIDANCE,
+    GUIDES,
+    LATENT,
+    MODEL,
+    Conditioning,
+    Guide,
+    ModelHandle,
+    control_conditions,
+)
 from .images import IMAGES, at_frames
 from .interop import from_comfy, mask_conditions, to_comfy
 from .validation import stated_limits
@@ -252,7 +263,8 @@ class LTX2Sampler:
         encoder = model.checked_audio_encoder() if audio is not None else None
         passes = len(active_passes(*guidance)) if guidance is not None else 1
         job = Job.of_latent(latent.video, latent.audio, latent.fps, ("encoding", "sampling"), passes=passes,
-                            encoded_frames=len(images) + frames * len(controls))
+                            images=len(images), video_frames=frames * len(controls),
+                            guide_tokens=sum(video_tokens(frames, *c.size(height, width)) for c in controls))
         if problem := model.host.memory_problem(job, model.decoders):
             raise MemoryPlanError(problem)
         conditions = held + encode_conditions(images, model.video_encoder, height, width)

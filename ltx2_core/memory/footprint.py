@@ -1,16 +1,16 @@
 """What a whole request allocates, stage by stage, on the device and on the host, counted from its sizes before
-anything is allocated (`request_memory`), and the check every node and the command line make with it against what
-is free on each now (`request_problem`): a refusal naming the numbers and the nearest size that fits.
+anything is allocated (`request_memory`); `memory.request_check.request_problem` checks it against what is free.
 
 The models' weights are not counted here (the memory plan places them, `memory.plan`); each stage counts what it
 allocates beyond them, in the order a generation runs them, and how long each part is held (`Part.until`: its
 stage, a later one, or the job's end); a `Job` names the stages one call runs (a node its own, the generate node
 and the command line all):
 * latent: the empty latent, float32 on the host (video 128 × F' × H/32 × W/32, audio 8 × 25 latents a second);
-* encoding: the video encoder's activations for the images, control videos and held video, each frame counted as
-  an image (`sizes.image_activation_bytes`, as the plan counts them);
+* encoding: the video encoder's activations for the images (IMAGE_WIDTHS values a pixel) and the frames of the
+  control videos and a held video (VIDEO_ENCODE_VALUES a pixel frame: fake-tensor accounting of the released
+  encoder, 64 for one frame, 32-34 for 9 to 49), and the held video's frames on the host (two float32 copies);
 * sampling: one forward's activations for the passes it batches (`plan.activation_bytes`, which holds the text
-  contexts and their keys and values), the loop's token state (STATE_VALUES float32 values per token and channel:
+  contexts and their keys and values; the tokens controls append at LIVE_WIDTHS too), the loop's token state (STATE_VALUES float32 values per token and channel:
   clean, noise, noisy latent, its float32 mix, denoised, the passes' velocities) and the sampled latent; two-stage
   samples at half size, then at full size;
 * upsampling: the upsampler's activations (`sizes.upsample_activation_bytes`) and the ×2 latent;
@@ -32,7 +32,6 @@ CPU run (the same file) hold these figures. On a CPU the device is the host: bot
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -43,17 +42,14 @@ from ltx2_core.geometry import (
     AUDIO_HOP,
     AUDIO_SAMPLE_RATE,
     audio_latent_length,
-    is_frame_count,
     latent_shape,
     pixel_size,
     video_tokens,
 )
-from ltx2_core.memory.plan import activation_bytes, size
+from ltx2_core.memory.plan import LIVE_WIDTHS, activation_bytes
 from ltx2_core.memory.sizes import (
-    device_room,
+    IMAGE_WIDTHS,
     diffusion_decode_bytes,
-    host_room,
-    image_activation_bytes,
     upsample_activation_bytes,
 )
 from ltx2_core.model.decoders import Decoders
@@ -63,6 +59,7 @@ from ltx2_core.model.video_vae.tiling import TilingConfig, tile_axes
 STAGES = ("latent", "encoding", "sampling", "upsampling", "decoding", "frames", "writing")
 KEPT = STAGES[-1]  # a part held to the job's end
 LATENT_CHANNELS, AUDIO_VALUES = 128, 8 * 16  # a video latent cell's values; an audio latent's
+VIDEO_ENCODE_VALUES = 34  # the video encoder's values per pixel frame of a video
 STATE_VALUES = 8  # float32 values per token and channel the sampling loop keeps beside the activations
 # a decode tile's peak per pixel frame of the tile: the float32 tile and its blend (DECODE_FIXED) and the decoder's
 # activations, which scale with its base width (bytes per channel of it): fake-tensor accounting of the released
@@ -82,8 +79,9 @@ AUDIO_LATENTS_PER_SECOND = AUDIO_SAMPLE_RATE / AUDIO_HOP / AUDIO_DOWNSAMPLE
 class Job(NamedTuple):
     """One call's share of a request: the clip (the final size: frames 8k+1, width × height pixels, fps), the
     `stages` it runs (of STAGES, in that order), the guidance `passes` it samples with, and what shapes them.
-    `window`: the frames sampled at once (a long clip's window; None: every frame). `encoded_frames`: frames the
-    video encoder takes (images, control videos, a held video). `tiling`: the video decoder's tiles (None: whole).
+    `window`: the frames sampled at once (a long clip's window; None: every frame). `images`, `video_frames`: the
+    images and the frames of videos (controls, a held video) the video encoder takes; `guide_tokens`: the video
+    tokens controls append to the first stage's. `tiling`: the video decoder's tiles (None: whole).
     `video` False: text to audio (no video latent, no frames)."""
 
     frames: int
@@ -94,7 +92,9 @@ class Job(NamedTuple):
     passes: int = 1
     two_stage: bool = False
     window: int | None = None
-    encoded_frames: int = 0
+    images: int = 0
+    video_frames: int = 0
+    guide_tokens: int = 0
     tiling: TilingConfig | None = TilingConfig()
     video: bool = True
 
@@ -210,8 +210,10 @@ def _latent(job: Job, model: ModelSizes) -> list[Part]:
 
 
 def _encoding(job: Job, model: ModelSizes) -> list[Part]:
-    return [Part("the video encoder's activations", image_activation_bytes(job.encoded_frames, job.height, job.width,
-                                                                            model.dtype), True)]
+    pixels = job.height * job.width
+    values = (IMAGE_WIDTHS * job.images + VIDEO_ENCODE_VALUES * job.video_frames) * pixels
+    return [Part("the video encoder's activations", values * model.value_bytes, True),
+            Part("the held video's frames", 2 * FRAME_BYTES * job.video_frames * pixels, False)]
 
 
 def _sampling(job: Job, model: ModelSizes) -> list[Part]:
@@ -225,6 +227,7 @@ def _sampling(job: Job, model: ModelSizes) -> list[Part]:
     batch = min(job.passes, model.passes_per_forward or job.passes)
     acts = max(activation_bytes(model.config, frames, h if job.video else 0, w if job.video else 0, batch,
                                 model.dtype, job.fps) for h, w in sizes)
+    acts += batch * job.guide_tokens * model.config.video.width * LIVE_WIDTHS * model.value_bytes  # appended
     return parts + [Part(f"activations of {batch} pass{'es' if batch > 1 else ''}", acts, True),
                     Part("the sampling state", STATE_VALUES * 4 * LATENT_CHANNELS * tokens, True)]
 
@@ -280,117 +283,3 @@ def _writing(job: Job, model: ModelSizes) -> list[Part]:
     frames = min(job.frames, WRITER_FRAMES) if job.video else 0
     return [Part("the encoder's frame buffers", WRITER_FIXED + WRITER_PIXEL * frames * job.height * job.width, False),
             Part("the sound's copies", int(job.seconds * WAVEFORM_BYTES), False)]
-
-
-STAGE_WORDS = {"latent": "making the latent", "encoding": "encoding the images", "sampling": "sampling",
-               "upsampling": "upsampling", "decoding": "decoding", "frames": "making the frames",
-               "writing": "writing the mp4"}
-
-
-class Room(NamedTuple):
-    """What may still be allocated: on the device (None: the device is the host, or not known) and on the host
-    (None: not known), and what sets the host's figure (`sizes.host_room`)."""
-
-    device: int | None
-    host: int | None
-    host_reason: str = "RAM available"
-
-    @classmethod
-    def now(cls, device: torch.device | None) -> Room:
-        """The room on `device` (a GPU; None or the CPU: the host alone) and on the host now."""
-        host, reason = host_room()
-        return cls(device_room(device) if device is not None and device.type == "cuda" else None, host, reason)
-
-    @property
-    def shared(self) -> bool:
-        return self.device is None
-
-
-class Overflow(NamedTuple):
-    stage: str
-    on_device: bool
-    need: int
-    free: int
-
-
-def overflow(job: Job, model: ModelSizes, room: Room) -> Overflow | None:
-    """The first stage of `job` whose peak exceeds the room on the device or the host (None: every stage fits)."""
-    for stage, device, host in request_memory(job, model).peaks(room.shared):
-        if room.device is not None and device > room.device:
-            return Overflow(stage, True, device, room.device)
-        if room.host is not None and host > room.host:
-            return Overflow(stage, False, host, room.host)
-    return None
-
-
-def request_problem(job: Job, model: ModelSizes = ModelSizes(), device: torch.device | None = None,
-                    room: Room | None = None) -> str | None:
-    """Why `job` cannot run now on `device` (where the model computes; None or the CPU: the host, whose RAM then
-    holds both sides): the first stage that would not fit the free memory, its largest parts, what is free and why,
-    and the nearest clip that fits (fewer frames at this size, or a smaller size with these frames). None when it
-    fits or the free memory is unknown. `room`: what is free (default: measured now, `Room.now`)."""
-    room = room or Room.now(device)
-    found = overflow(job, model, room)
-    if found is None:
-        return None
-    parts = [p for stage, ps in request_memory(job, model).stages if stage == found.stage for p in ps
-             if p.on_device == found.on_device or room.shared]
-    held = found.need - sum(p.bytes for p in parts)  # what the stages before it keep (their outputs)
-    parts += [Part("what earlier stages keep", held, found.on_device)] if held > 0 else []
-    listed = ", ".join(f"{p.name} {size(p.bytes)}" for p in sorted(parts, key=lambda p: -p.bytes)[:4])
-    where, free = ("on the device", f"free on {device}") if found.on_device else ("of RAM", room.host_reason)
-    fitting = nearest(job, lambda smaller: overflow(smaller, model, room) is None)
-    return (f"{describe(job)} needs {size(found.need)} {where} while {STAGE_WORDS[found.stage]} ({listed}), and "
-            f"{size(found.free)} is free ({free}); {fitting}")
-
-
-def describe(job: Job) -> str:
-    if not job.video:
-        return f"{job.seconds:.1f} s of sound"
-    return f"{job.width}x{job.height}, {job.frames} frames"
-
-
-def nearest(job: Job, fits: Callable[[Job], bool]) -> str:
-    """The nearest jobs that fit: the most frames (8k+1; a long clip's duration) at this size, and the largest size
-    (keeping the aspect, multiples of 32, of 64 for two-stage) at this length; where neither alone fits, the
-    largest size at half, a quarter, ... of the frames."""
-    options = []
-    shorter = lambda f: job._replace(frames=f, window=min(job.window or f, f))  # noqa: E731
-    frames = _largest([f for f in range(1, job.frames, 8) if is_frame_count(f)], lambda f: fits(shorter(f)))
-    if frames is not None:
-        seconds = f"{frames / job.fps:.1f} s"
-        options.append(seconds if not job.video else f"{seconds} at this size" if job.window else
-                       f"{frames} frame{'s' if frames > 1 else ''} ({seconds}) at this size")
-    if job.video:
-        size = _largest_size(job, fits)
-        options += [f"{size.width}x{size.height} at this length"] if size is not None else []
-    count = job.frames
-    while job.video and not options and count > 1:
-        count = (count - 1) // 16 * 8 + 1  # about half, 8k+1
-        if (size := _largest_size(shorter(count), fits)) is not None:
-            options.append(f"{size.width}x{size.height} with {count} frames ({count / job.fps:.1f} s)")
-    if not options:
-        return "nothing smaller fits either: free memory (close other programs, unload other models) first"
-    lower = "duration, window, width or height" if job.window else "frames, width or height" if job.video else \
-        "duration"
-    return f"{' or '.join(options)} would fit; lower the {lower}"
-
-
-def _largest_size(job: Job, fits: Callable[[Job], bool]) -> Job | None:
-    """The job at the largest smaller size that fits (the aspect kept, in multiples of 32, of 64 for two-stage)."""
-    step = 64 if job.two_stage else 32
-    resized = lambda w: job._replace(width=w, height=max(step, job.height * w // job.width // step * step))  # noqa: E731
-    width = _largest(list(range(step, job.width, step)), lambda w: fits(resized(w)))
-    return None if width is None else resized(width)
-
-
-def _largest(candidates: list[int], fits: Callable[[int], bool]) -> int | None:
-    """The largest of ascending `candidates` that fits (bisection: a smaller one needs no more memory)."""
-    low, high = 0, len(candidates)
-    while low < high:
-        middle = (low + high) // 2
-        if fits(candidates[middle]):
-            low = middle + 1
-        else:
-            high = middle
-    return candidates[low - 1] if low else None

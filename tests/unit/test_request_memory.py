@@ -13,18 +13,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from support.configs import bf16_transformer, released_transformer_configs
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from bench.memory import LiveTensorMemory
-from ltx2_core.memory.footprint import Job, ModelSizes, Room, nearest, overflow, request_memory, request_problem
+from ltx2_core.memory.footprint import Job, ModelSizes, request_memory
 from ltx2_core.memory.plan import GB
+from ltx2_core.memory.request_check import Room, nearest, overflow, request_problem
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.sampling import ltx2_sigmas
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import decode, empty_latent, sample, upsample
 from ltx2_core.types import TextEmbeddings
-from support.configs import bf16_transformer, released_transformer_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 FRAMES, HEIGHT, WIDTH = 121, 512, 768
@@ -83,10 +84,11 @@ def test_sampling_at_the_released_widths_stays_within_the_count(monkeypatch):
 
 
 def test_upsampling_at_the_released_width_stays_within_the_count():
+    from support.configs import RELEASED_VAE_2_3
+
     from ltx2_core.model.decoders import Decoders
     from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig
     from ltx2_core.model.video_vae import VideoDecoder, VideoVaeConfig
-    from support.configs import RELEASED_VAE_2_3
 
     config = UpsamplerConfig(in_channels=128, mid_channels=1024, num_blocks_per_stage=4, spatial_scale=2.0,
                              rational_resampler=False)
@@ -106,10 +108,11 @@ def test_decoding_at_the_released_widths_stays_within_the_count(monkeypatch, til
     """stages.decode with 2.3's released video decoder, audio decoder and vocoder (bf16) into frames on the host:
     768x512x121 in the default 512 px x 64-frame tiles and in tiles of every frame (the Decode node's
     temporal_tile 0)."""
+    from support.configs import RELEASED_AUDIO_VAE, RELEASED_VAE_2_3, RELEASED_VOCODERS
+
     from ltx2_core.model.audio_vae import AudioDecoder, AudioDecoderConfig, VocoderConfig, build_vocoder
     from ltx2_core.model.decoders import Decoders
     from ltx2_core.model.video_vae import VideoDecoder, VideoVaeConfig
-    from support.configs import RELEASED_AUDIO_VAE, RELEASED_VOCODERS, RELEASED_VAE_2_3
 
     monkeypatch.setattr("ltx2_core.stages.check_finite", lambda *args: None)  # reads a value (fake: none)
     with FakeTensorMode(allow_non_fake_inputs=True):
@@ -148,7 +151,8 @@ def test_a_real_cpu_run_peaks_where_the_count_says(tmp_path):
     a warm-up run: threads and kernels), its resident set's high-water mark above the loaded models against the
     count's host peak (the CPU is the device: both sides). The frames dominate; fixed costs are tens of MB."""
     run = subprocess.run([sys.executable, "-c", RSS_RUN, str(tmp_path / "clip.mp4")], capture_output=True, text=True,
-                         timeout=600, cwd=ROOT, env={"PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "PATH": "/usr/bin"})
+                         timeout=600, cwd=ROOT, env={"PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "PATH": "/usr/bin"},
+                         check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout.splitlines()[-1])
     assert 0.8 * figures["predicted"] <= figures["measured"] <= 1.1 * figures["predicted"], figures
@@ -192,7 +196,7 @@ def test_the_issues_request_is_refused_with_the_numbers_and_the_nearest_sizes_th
     assert message.startswith("8192x8192, 1441 frames needs 6.1 GB of RAM while making the latent (the empty "
                               "latent 6.1 GB), and 3.0 GB is free (the process's RLIMIT_DATA limit of 3.2 GB); "), message
     assert message.endswith("; lower the frames, width or height")
-    fits = lambda candidate: overflow(candidate, model, ROOM) is None  # noqa: E731
+    fits = lambda candidate: overflow(candidate, model, ROOM) is None
     width = int(message.split("; ")[1].split("x")[0].split()[-1])
     assert fits(job._replace(width=width, height=width)) and not fits(job._replace(width=width + 32,
                                                                                    height=width + 32))
@@ -224,6 +228,6 @@ def test_each_node_stage_counts_only_what_it_allocates():
     model = ModelSizes(RELEASED["2.3"])
     names = {stage: [p.name for p in parts] for stage, parts in request_memory(Job(121, 512, 768), model).stages}
     assert names["latent"] == ["the empty latent"] and "the frames" in names["frames"]
-    peaks = dict((s, h) for s, _, h in request_memory(Job(121, 512, 768), model).peaks(shared=False))
+    peaks = {s: h for s, _, h in request_memory(Job(121, 512, 768), model).peaks(shared=False)}
     frames = 12 * 121 * 512 * 768
     assert peaks["writing"] < peaks["frames"] < 2 * frames + 200 * 10**6  # the decoded video is gone by then
