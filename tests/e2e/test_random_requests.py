@@ -13,18 +13,20 @@ from __future__ import annotations
 import json
 import time
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from .memory_server import answers, ended, queue, workflow
 
-MAX_EXAMPLES, MIN_TRIED, BUDGET, PROMPT_SECONDS = 24, 10, 140.0, 40.0
+MAX_EXAMPLES, MIN_TRIED, BUDGET, PROMPT_SECONDS = 24, 10, 120.0, 30.0
 # the example workflows the tiny LTX-2.3 models run (not the GGUF, LTX-2.5 and native ones, nor the workers')
 WORKFLOWS = ("ltx2_t2v_one_stage", "ltx2_t2v_two_stage", "ltx2_t2v_distilled", "ltx2_generate_two_stage", "ltx2_t2a",
              "ltx2_i2v_one_stage", "ltx2_first_last_frame", "ltx2_a2v_lipsync", "ltx2_long_video_20s", "ltx2_retake",
              "ltx2_ic_lora_control")
 # every example starts small, so that a node not drawn costs little
-SMALL = {"width": 96, "height": 64, "frames": 9, "steps": 2, "duration": 0.4, "window": 17, "overlap": 8}
+SMALL = {"width": 64, "height": 64, "frames": 9, "steps": 1, "duration": 0.4, "window": 17, "overlap": 8}
+ISSUE = {"width": 8192, "height": 8192, "frames": 1441}  # issue 35's: within every maximum, 6 GB of latent
+CLIP_INPUTS = {"width", "height", "frames", "duration", "window", "fps"}
 TEXTS = ("", " ", "auto", "a cat", "1.0, 0.5, 0.0", "28,29", "-1", "1e309", "nan", "a cat " * 400, "🙂 ünïcode")
 
 
@@ -33,6 +35,13 @@ def _small(graph: dict) -> dict:
         if node["class_type"].startswith("LTX2") and node["class_type"] != "LTX2Retake":
             node["inputs"].update({k: v for k, v in SMALL.items() if k in node["inputs"]
                                    and not isinstance(node["inputs"][k], list)})
+    return graph
+
+
+def _issue() -> dict:
+    """The one-stage example at the issue's size (LTX-2 Empty Latent is its node 4)."""
+    graph = _small(workflow("ltx2_t2v_one_stage"))
+    graph["4"]["inputs"].update(ISSUE)
     return graph
 
 
@@ -46,11 +55,12 @@ def _spec(info: dict, class_type: str, name: str) -> tuple[str, dict, list | Non
     return kind, options, options.get("options") if kind == "COMBO" else None
 
 
-def _within(kind: str, options: dict, choices: list | None) -> st.SearchStrategy:
+def _within(kind: str, options: dict, choices: list | None, on_step: bool = False) -> st.SearchStrategy:
+    """A value within the input's stated range; `on_step`: an INT on its step (sizes in 32s, 8k+1 frames)."""
     if kind == "INT":
         low, high, step = options.get("min", -2**63), options.get("max", 2**63 - 1), options.get("step", 1)
-        on_step = st.integers(0, (high - low) // step).map(lambda k: low + k * step)  # sizes, 8k+1 frames
-        return st.one_of(on_step, on_step, on_step, st.integers(low, high)) if step > 1 else st.integers(low, high)
+        stepped = st.integers(0, (high - low) // step).map(lambda k: low + k * step)
+        return stepped if on_step or step == 1 else st.one_of(stepped, st.integers(low, high))
     if kind == "FLOAT":
         return st.floats(options.get("min", -1e6), options.get("max", 1e6), allow_nan=False, allow_infinity=False)
     if kind == "BOOLEAN":
@@ -73,19 +83,22 @@ def requests(draw, info: dict):
     name = draw(st.sampled_from(WORKFLOWS))
     graph = _small(workflow(name))
     ours = sorted(i for i, n in graph.items() if n["class_type"].startswith("LTX2"))
-    chosen = draw(st.lists(st.sampled_from(ours), min_size=1, max_size=2, unique=True))
+    sized = [i for i in ours if CLIP_INPUTS & set(graph[i]["inputs"])]  # drawn twice as often
+    chosen = draw(st.lists(st.sampled_from(ours + sized), min_size=1, max_size=2, unique=True))
     changed, outside = {}, None
     for node_id in chosen:
         node = graph[node_id]
-        for input_name, value in sorted(node["inputs"].items()):
-            if isinstance(value, list) or not draw(st.booleans()):  # a link, or kept: most prompts then run
-                continue
+        widgets = sorted(key for key, value in node["inputs"].items() if not isinstance(value, list))
+        drawn = set(draw(st.lists(st.sampled_from(widgets), min_size=1, unique=True))) if widgets else set()
+        whole = draw(st.booleans())  # the clip's size as a whole, on its steps: what sets a request's memory
+        drawn |= set(widgets) & CLIP_INPUTS if whole else set()
+        for input_name in sorted(drawn):  # the others keep the example's: most prompts then run
             kind, options, choices = _spec(info, node["class_type"], input_name)
             past = _outside(kind, options)
             if outside is None and past is not None and draw(st.integers(0, 9)) == 0:
                 node["inputs"][input_name], outside = draw(past), (node_id, input_name)
             else:
-                node["inputs"][input_name] = draw(_within(kind, options, choices))
+                node["inputs"][input_name] = draw(_within(kind, options, choices, whole and input_name in CLIP_INPUTS))
             changed[f"{node_id}.{input_name}"] = node["inputs"][input_name]
     return name, graph, outside, changed
 
@@ -103,18 +116,22 @@ def _check_refused(answer: dict, outside: tuple[str, str] | None) -> None:
 def test_random_requests_end_in_a_result_or_a_clear_error_and_the_server_answers(limited_comfyui):
     server = limited_comfyui
     info = {name: spec for name, spec in server.get("/object_info").items() if name.startswith("LTX2")}
+    warm = queue(server, _small(workflow("ltx2_t2v_one_stage")))[1]  # the models load once, outside the budget
+    assert ended(server, warm["prompt_id"], 300).status == "success"
     start, tried = time.monotonic(), []
 
     @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
               phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
-    @given(st.data())
-    def one_request(data):
+    @given(requests(info))
+    @example(("ltx2_t2v_one_stage", _issue(), None, ISSUE))  # found by a user on main: here first
+    def one_request(request):
+        name, graph, outside, changed = request
         if time.monotonic() - start > BUDGET:
             return
-        name, graph, outside, changed = data.draw(requests(info))
+        began = time.monotonic()
         status, answer = queue(server, graph)
         outcome = f"HTTP {status}" if status != 200 else ended(server, answer["prompt_id"], PROMPT_SECONDS)
-        tried.append((name, changed, outcome))
+        tried.append((name, changed, outcome, time.monotonic() - began))
         if status == 200:
             assert outside is None, (name, changed, "queued with a value outside its range")
             assert outcome.clear, (name, changed, outcome)
@@ -126,6 +143,6 @@ def test_random_requests_end_in_a_result_or_a_clear_error_and_the_server_answers
     try:
         one_request()
     finally:
-        print("\n".join(f"{name} {json.dumps(changed, default=str)[:300]} -> {str(outcome)[:300]}"
-                        for name, changed, outcome in tried))
+        print("\n".join(f"{name} {json.dumps(changed, default=str)[:300]} -> {str(outcome)[:300]} ({seconds:.0f} s)"
+                        for name, changed, outcome, seconds in tried))
     assert len(tried) >= MIN_TRIED, f"only {len(tried)} prompts in {BUDGET:g} s"
