@@ -265,7 +265,8 @@ def _decoding(job: Job, model: ModelSizes) -> list[Part]:
              Part("the waveform", int(job.seconds * WAVEFORM_BYTES), False, until=KEPT)]
     if not job.video:
         return parts
-    return parts + [Part("a decode tile's activations", decode_tile_bytes(job, model), True),
+    # the tiles' blocks stay with the allocator (glibc's arenas, CUDA's cache) while the frames are made
+    return parts + [Part("a decode tile's activations", decode_tile_bytes(job, model), True, until="frames"),
                     Part("the decoded video", FRAME_BYTES * job.frames * job.height * job.width, False,
                          until="frames")]
 

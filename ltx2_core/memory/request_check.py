@@ -15,6 +15,9 @@ from ltx2_core.memory.footprint import Job, ModelSizes, Part, request_memory
 from ltx2_core.memory.plan import size
 from ltx2_core.memory.sizes import device_room, host_room
 
+# of the free memory a request may count on: the allocator's slack (blocks it keeps, a measured run's resident set
+# 0-5 % above the count) and what the process's other threads allocate meanwhile
+USABLE = 0.9
 STAGE_WORDS = {"latent": "making the latent", "encoding": "encoding the images", "sampling": "sampling",
                "upsampling": "upsampling", "decoding": "decoding", "frames": "making the frames",
                "writing": "writing the mp4"}
@@ -47,11 +50,12 @@ class Overflow(NamedTuple):
 
 
 def overflow(job: Job, model: ModelSizes, room: Room) -> Overflow | None:
-    """The first stage of `job` whose peak exceeds the room on the device or the host (None: every stage fits)."""
+    """The first stage of `job` whose peak exceeds the usable room on the device or the host (None: every stage
+    fits)."""
     for stage, device, host in request_memory(job, model).peaks(room.shared):
-        if room.device is not None and device > room.device:
+        if room.device is not None and device > USABLE * room.device:
             return Overflow(stage, True, device, room.device)
-        if room.host is not None and host > room.host:
+        if room.host is not None and host > USABLE * room.host:
             return Overflow(stage, False, host, room.host)
     return None
 
@@ -59,9 +63,9 @@ def overflow(job: Job, model: ModelSizes, room: Room) -> Overflow | None:
 def request_problem(job: Job, model: ModelSizes = ModelSizes(), device: torch.device | None = None,
                     room: Room | None = None) -> str | None:
     """Why `job` cannot run now on `device` (where the model computes; None or the CPU: the host, whose RAM then
-    holds both sides): the first stage that would not fit the free memory, its largest parts, what is free and why,
-    and the nearest clip that fits (fewer frames at this size, or a smaller size with these frames). None when it
-    fits or the free memory is unknown. `room`: what is free (default: measured now, `Room.now`)."""
+    holds both sides): the first stage that would not fit the usable part of the free memory (USABLE), its largest
+    parts, what is free and why, and the nearest clip that fits (fewer frames at this size, or a smaller size with
+    these frames). None when it fits or the free memory is unknown. `room`: what is free (default: measured now, `Room.now`)."""
     room = room or Room.now(device)
     found = overflow(job, model, room)
     if found is None:
@@ -74,7 +78,7 @@ def request_problem(job: Job, model: ModelSizes = ModelSizes(), device: torch.de
     where, free = ("on the device", f"free on {device}") if found.on_device else ("of RAM", room.host_reason)
     fitting = nearest(job, lambda smaller: overflow(smaller, model, room) is None)
     return (f"{describe(job)} needs {size(found.need)} {where} while {STAGE_WORDS[found.stage]} ({listed}), and "
-            f"{size(found.free)} is free ({free}); {fitting}")
+            f"{size(found.free)} is free ({free}), {size(USABLE * found.free)} of it usable; {fitting}")
 
 
 def describe(job: Job) -> str:

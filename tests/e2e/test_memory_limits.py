@@ -25,7 +25,7 @@ def test_the_issues_request_is_refused_with_its_numbers_and_the_server_runs_on(l
         # two-stage makes its first latent at half size (1.5 GB), one-stage at full size (6.1 GB)
         assert end.message.startswith("8192x8192, 1441 frames needs ") and "of RAM while making the latent (the " \
             "empty latent " in end.message, end
-        assert f"is free ({LIMIT}); " in end.message and "would fit; lower the frames, width or height" in \
+        assert f"is free ({LIMIT}), " in end.message and "would fit; lower the frames, width or height" in \
             end.message, end
         assert answers(server)
     small = workflow("ltx2_t2v_one_stage", {"4": {"width": 96, "height": 64, "frames": 9}, "6": {"steps": 2}})

@@ -17,7 +17,7 @@ from support.configs import bf16_transformer, released_transformer_configs
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from bench.memory import LiveTensorMemory
-from ltx2_core.memory.footprint import Job, ModelSizes, request_memory
+from ltx2_core.memory.footprint import Footprint, Job, ModelSizes, request_memory
 from ltx2_core.memory.plan import GB
 from ltx2_core.memory.request_check import Room, nearest, overflow, request_problem
 from ltx2_core.model.video_vae.tiling import TilingConfig
@@ -123,7 +123,13 @@ def test_decoding_at_the_released_widths_stays_within_the_count(monkeypatch, til
         latent = latent._replace(video=latent.video.bfloat16(), audio=latent.audio.bfloat16())
         measured = _measured(lambda: decode(latent, decoders, tiling), *decoders, latent.video, latent.audio)
     job = Job(FRAMES, HEIGHT, WIDTH, stages=("decoding", "frames"), tiling=tiling)
-    assert measured <= _stage_peak(job, ModelSizes()) <= 1.3 * measured, measured / GB
+    # fake tensors count live tensors: the tiles' blocks an allocator keeps while the frames are made (counted to
+    # the end of that stage) are the real run's, below
+    stages = request_memory(job, ModelSizes()).stages
+    live = Footprint(tuple((name, tuple(p._replace(until=None) if p.name.startswith("a decode tile") else p
+                                        for p in parts)) for name, parts in stages))
+    predicted = live.peak(shared=True)[1]
+    assert measured <= predicted <= 1.3 * measured, (measured / GB, predicted / GB)
 
 
 RSS_RUN = """
@@ -136,7 +142,7 @@ from ltx2_core.request import Request
 
 models = ModelFiles(version="2.3").load("cpu")
 generate(Request("a cat", width=64, height=64, frames=9, steps=1), models).save(sys.argv[1])  # threads, kernels
-request = Request("a cat", width=512, height=384, frames=49, steps=1)
+request = Request("a cat", width=768, height=256, frames=49, steps=1)
 config = models.transformer.config
 sizes = ModelSizes.of(config, models.transformer.scale_shift_table.dtype, models.decoders)
 base = reset_peak()
@@ -147,15 +153,17 @@ print(json.dumps({"measured": (rss_kib("VmHWM") - base) * 1024,
 
 
 def test_a_real_cpu_run_peaks_where_the_count_says(tmp_path):
-    """The demo model generates 512x384x49 one-stage on the CPU and writes the mp4 in a process of its own (after
-    a warm-up run: threads and kernels), its resident set's high-water mark above the loaded models against the
-    count's host peak (the CPU is the device: both sides). The frames dominate; fixed costs are tens of MB."""
+    """The demo model generates 768x256x49 one-stage on the CPU (two decode tiles, blended) and writes the mp4 in a
+    process of its own (after a warm-up run: threads and kernels), its resident set's high-water mark above the
+    loaded models against the count's host peak (the CPU is the device: both sides). The decoded video, the frames
+    and the tiles' blocks the allocator keeps dominate; fixed costs are tens of MB. Measured: 472-484 MB against
+    463 MB counted (a single-tile decode, 512x384x49: 366 MB, the count 38 % above)."""
     run = subprocess.run([sys.executable, "-c", RSS_RUN, str(tmp_path / "clip.mp4")], capture_output=True, text=True,
                          timeout=600, cwd=ROOT, env={"PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "PATH": "/usr/bin"},
                          check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     figures = json.loads(run.stdout.splitlines()[-1])
-    assert 0.8 * figures["predicted"] <= figures["measured"] <= 1.1 * figures["predicted"], figures
+    assert 0.85 * figures["predicted"] <= figures["measured"] <= 1.1 * figures["predicted"], figures
 
 
 def test_the_free_memory_reading_sees_a_process_limit():
@@ -194,7 +202,8 @@ def test_the_issues_request_is_refused_with_the_numbers_and_the_nearest_sizes_th
     job = Job(1441, 8192, 8192, passes=4)
     message = request_problem(job, model, torch.device("cpu"), ROOM)
     assert message.startswith("8192x8192, 1441 frames needs 6.1 GB of RAM while making the latent (the empty "
-                              "latent 6.1 GB), and 3.0 GB is free (the process's RLIMIT_DATA limit of 3.2 GB); "), message
+                              "latent 6.1 GB), and 3.0 GB is free (the process's RLIMIT_DATA limit of 3.2 GB), 2.7 GB of it "
+                              "usable; "), message
     assert message.endswith("; lower the frames, width or height")
     fits = lambda candidate: overflow(candidate, model, ROOM) is None
     width = int(message.split("; ")[1].split("x")[0].split()[-1])
