@@ -57,8 +57,8 @@ TEXT_WIDTHS = 8
 
 
 def size(count: int) -> str:
-    """Bytes for people: 23.4 GB, 512.0 MB, 3.1 KB."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+    """Bytes for people: 2.3 TB, 23.4 GB, 512.0 MB, 3.1 KB."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if count >= scale:
             return f"{count / scale:.1f} {unit}"
     return f"{count} B"
