@@ -66,8 +66,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="structure of the demo model")
     p.add_argument("--image", action="append", default=[], type=values.image, metavar="PATH[:FRAME[:STRENGTH[:CRF]]]",
                    help="an image held at pixel frame FRAME (default 0: image-to-video; -1: the last frame; others "
-                        "are keyframes) with STRENGTH (default 1) after an H.264 round trip at CRF (default "
-                        f"{DEFAULT_IMAGE_CRF}, 0: none); repeatable")
+                        "are keyframes) with STRENGTH (default 1) after an H.264 round trip at CRF (default: the "
+                        f"model's, {DEFAULT_IMAGE_CRF} for LTX-2 / 2.3 and 18 for 2.5; 0: none); repeatable")
     p.add_argument("--audio", type=values.audio, metavar="PATH[:START[:STRENGTH]]",
                    help="audio-to-video: the sound (any audio file, or a video file's sound track) from START seconds "
                         "(default 0) for the clip's length, held with STRENGTH (default 1: exactly, as Lightricks' "

@@ -110,3 +110,22 @@ def test_on_two_workers_ltx25_samples_what_it_samples_here(release, loaded):
             torch.testing.assert_close(results[1].audio, results[0].audio, atol=1e-4, rtol=0)
     finally:
         workers.release()
+
+
+def test_a_refinement_after_a_guided_stage_keeps_its_audio(release, loaded):
+    """LTX-2.5's two-stage pipeline returns stage 1's sound (ltx-pipelines 1.2.0, `sampling.recipe`): the stage-2
+    refine sampler after a guided stage 1 returns the audio it was given, copied exactly (its video is refined);
+    after a distilled (unguided) stage 1 it returns the audio it refined, as 1.2.0's distilled pipeline."""
+    model, conditioning = loaded
+    (upsampler,) = node("LTX2UpsamplerLoader", release["upsampler"], model)
+    scales = dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0, stg_blocks="auto")
+    (guidance,) = node("LTX2Guidance", model, **scales, **{f"audio_{k}": v for k, v in scales.items()})
+    (empty,) = node("LTX2EmptyLatent", 64, 64, 9)
+    for schedule, extra, keeps in (("ltx2", {"guidance": guidance}, True), ("distilled", {}, False)):
+        (first,) = node("LTX2Sampler", model, conditioning, empty, SEED, 2, schedule, **extra)
+        assert first["ltx2_guided"] is keeps
+        (upsampled,) = node("LTX2LatentUpsample", model, upsampler, first)
+        (refined,) = node("LTX2Sampler", model, conditioning, upsampled, SEED, 3, "stage-2 refine")
+        assert torch.equal(refined.audio, first.audio) is keeps  # a copy where kept
+        assert not torch.allclose(refined.video, upsampled.video, atol=1e-3)  # the video is refined either way
+        assert refined["ltx2_guided"] is keeps
