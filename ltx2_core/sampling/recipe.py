@@ -61,6 +61,8 @@ class StageParts(NamedTuple):
     seed:           the run's seed (ancestral steps draw from seed + 10000)
     after_guided:   the latent being refined was sampled by a guided stage (the two-stage recipe's stage 1)
     name:           what errors and progress call the stage
+    ancestral_seed: the caller's own choice of ancestral steps and their seed (ComfyUI's KSamplerSelect
+                    euler_ancestral in LTX-2 SamplerCustomAdvanced); None: the release's rule
     """
 
     schedule: str = "ltx2"
@@ -73,6 +75,7 @@ class StageParts(NamedTuple):
     seed: int = 0
     after_guided: bool = False
     name: str = "denoise"
+    ancestral_seed: int | None = None
 
 
 class BuiltStage(NamedTuple):
@@ -94,9 +97,9 @@ def build_stage(version: ModelVersion | str, parts: StageParts, positive: TextEm
         audio_guidance = held_audio_guidance(sound.strength, audio_guidance)
     ancestral = (parts.schedule == "distilled" and parts.sigmas is None and release.ancestral_distilled
                  and not any(isinstance(c, EULER_ONLY) for c in parts.conditions))
+    seed = parts.seed + ANCESTRAL_SEED_OFFSET if ancestral else parts.ancestral_seed
     stage = Stage(sigmas, parts.name, noise_scale=noise_scale, video_guidance=parts.video_guidance,
-                  audio_guidance=audio_guidance, loras=parts.loras, conditions=parts.conditions,
-                  ancestral_seed=parts.seed + ANCESTRAL_SEED_OFFSET if ancestral else None,
+                  audio_guidance=audio_guidance, loras=parts.loras, conditions=parts.conditions, ancestral_seed=seed,
                   keep_audio=noise_scale < 1 and parts.after_guided and release.two_stage_keeps_stage1_audio)
     return BuiltStage(stage, uncond_contexts(positive, negative, audio_guidance, held=sound is not None))
 

@@ -13,7 +13,8 @@ What each case pins down (the rules of `Release`, 1.2.0's column):
 * IC-LoRA (`ICLoraPipeline`, distilled): plain Euler steps in stage 1, stage 2's audio returned;
 * distilled (`DistilledPipeline`): ancestral steps in stage 1 (seed + 10000), stage 2's audio returned;
 * sound for a silent video and a retake keeping the video (`RetakePipeline(regenerate_video=False)`): the frozen
-  video is noised at scale 1 before it is frozen.
+  video is noised at scale 1 before it is frozen;
+* audio to video (`A2VidPipelineTwoStage`): the sound held clean and frozen in both stages, the input sound returned.
 
 1.2.0 fuses a LoRA in bf16 even in an fp32 pipeline (`bf16_fuse_rule`: every fused weight rounded to bf16), which
 the two-stage refinement (distilled LoRA) and the IC-LoRA stage see. Each such case is compared twice: against the
@@ -33,7 +34,7 @@ from support.reference120 import run_reference
 from support.release25 import write_release25
 
 import ltx2_core.pipeline as pipeline_module
-from ltx2_core.conditioning import ControlCondition, Retake, VideoCondition
+from ltx2_core.conditioning import AudioCondition, ControlCondition, Retake, VideoCondition
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.media import write_mp4
 from ltx2_core.model_files import ModelFiles
@@ -111,6 +112,12 @@ def _cases(paths: dict, inputs: dict) -> dict:
                             {"pipeline": "retake", "contexts": ["positive", "negative"],
                              "call": {**retake_call, "video_path": str(inputs["silent"]), "start_time": 0.0,
                                       "end_time": FRAMES / FPS}}),
+        "a2v": (two_stage, Request(**ours, mode="two-stage", steps=STEPS,
+                                   audio=AudioCondition(str(inputs["with_sound"]))),
+                {"pipeline": "a2v", "contexts": ["positive", "negative"],
+                 "call": {**common, "negative_prompt": NEGATIVE, "num_inference_steps": STEPS, "images": [],
+                          "video_guider_params": guidance["video_guider_params"],
+                          "audio_path": str(inputs["with_sound"]), "audio_max_duration": FRAMES / FPS}}),
         "retake_keep_video": ({}, Request(**ours, steps=STEPS, retake=Retake(str(inputs["with_sound"]), 0.2, 0.5,
                                                                              regenerate_video=False)),
                               {"pipeline": "retake", "contexts": ["positive", "negative"],
@@ -163,7 +170,7 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["two_stage", "two_stage_images", "ic_lora", "distilled", "sound_for_video",
-                                  "retake_keep_video"])
+                                  "retake_keep_video", "a2v"])
 def test_the_pipeline_matches_the_reference_call(runs, name):
     ours, reference = runs
     results, latent = ours[name]
@@ -172,6 +179,11 @@ def test_the_pipeline_matches_the_reference_call(runs, name):
     for n, result in enumerate(results, 1):  # the refinement's audio is compared where it is returned
         torch.testing.assert_close(result.video, ref[f"{name}.stage{n}.video"], **TOL, msg=f"{name} stage {n} video")
     torch.testing.assert_close(latent.video, ref[f"{name}.out.video"], **TOL, msg=f"{name}: the video returned")
+    if name == "a2v":  # the sound held in both stages, and the input sound itself returned
+        for n, result in enumerate(results, 1):
+            torch.testing.assert_close(result.audio, ref[f"{name}.stage{n}.audio"], **TOL, msg=f"a2v stage {n} audio")
+        torch.testing.assert_close(latent.sound.samples, ref["a2v.out.sound"], atol=1e-6, rtol=0)
+        return
     torch.testing.assert_close(latent.audio, ref[f"{name}.out.audio"], **TOL, msg=f"{name}: the audio returned")
 
 

@@ -77,3 +77,11 @@ def test_guided_is_any_pass_beyond_the_conditional_one():
     assert guided(_build("2.5", video_guidance=GUIDED).stage)
     assert guided(_build("2.5", audio_guidance=GuidanceParams(cfg=2.0)).stage)
     assert not guided(_build("2.5", video_guidance=GuidanceParams(stg_blocks=(1,))).stage)  # scales all neutral
+
+
+def test_a_callers_own_ancestral_choice_is_kept():
+    """LTX-2 SamplerCustomAdvanced passes ComfyUI's euler_ancestral choice and its seed; explicit sigmas never take
+    the release's distilled rule."""
+    stage = _build("2.3", sigmas=(1.0, 0.5, 0.0), seed=4, ancestral_seed=5).stage
+    assert stage.ancestral_seed == 5 and stage.noise_scale == 1.0
+    assert _build("2.5", sigmas=(1.0, 0.5, 0.0), seed=4).stage.ancestral_seed is None

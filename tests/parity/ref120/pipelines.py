@@ -12,9 +12,10 @@ What is changed around a pipeline, and why:
 * LoRA fusion: as shipped (`bf16_fuse_rule`, which rounds every fused weight to bf16 even in an fp32 pipeline), or
   with the same rule aggregating in fp32 (settings `fuse`: "bf16" / "fp32").
 
-Per case (settings `cases`): `pipeline` (two_stage, ic_lora, distilled, retake), its `__call__` keywords, the
+Per case (settings `cases`): `pipeline` (two_stage, ic_lora, distilled, retake, a2v), its `__call__` keywords, the
 contexts' names in the inputs. Outputs per case: `stage1.video` / `.audio` (and `stage2.*`: each stage's result in
-the order they ran), `out.video` and `out.audio` (the latents the decoders were given).
+the order they ran), `out.video` and `out.audio` (the latents the decoders were given; a2v: `out.sound`, the input
+sound it returns).
 """
 
 import types
@@ -25,7 +26,7 @@ from ltx_core.components.guiders import MultiModalGuiderParams
 from ltx_core.loader import LoraPathStrengthAndSDOps
 from ltx_core.loader.fuse_loras import FuseRule, _bf16_fuse
 from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
-from ltx_pipelines import distilled, ic_lora, retake, ti2vid_two_stages
+from ltx_pipelines import a2vid_two_stage, distilled, ic_lora, retake, ti2vid_two_stages
 from ltx_pipelines.utils.args import ImageConditioningInput
 from ltx_pipelines.utils.model_paths import ModelPaths
 
@@ -43,7 +44,7 @@ class _Float32Torch(types.ModuleType):
         return getattr(torch, name)
 
 
-for module in (distilled, ic_lora, retake, ti2vid_two_stages):
+for module in (a2vid_two_stage, distilled, ic_lora, retake, ti2vid_two_stages):
     module.torch = _Float32Torch("torch")
 
 
@@ -101,6 +102,9 @@ def build(case):
         pipe = ic_lora.ICLoraPipeline(paths("distilled"), files["upsampler"], [lora(case["ic_lora"])], device=cpu)
     elif kind == "distilled":
         pipe = distilled.DistilledPipeline(paths("distilled"), files["upsampler"], [], device=cpu)
+    elif kind == "a2v":
+        pipe = a2vid_two_stage.A2VidPipelineTwoStage(paths("dev"), [lora(files["distilled_lora"])],
+                                                     files["upsampler"], [], device=cpu)
     elif kind == "retake":
         pipe = retake.RetakePipeline(paths("dev"), [], device=cpu, distilled=False)
     else:
@@ -140,6 +144,8 @@ for name, case in settings["cases"].items():
     pipe.video_decoder = Recorder(record, "out.video", decoder=pipe.video_decoder)
     pipe.audio_decoder = Recorder(record, "out.audio")
     with torch.inference_mode():
-        pipe(**call_arguments(case))
+        returned = pipe(**call_arguments(case))
+    if case["pipeline"] == "a2v":  # it returns the input sound itself, not a decoded latent
+        record["out.sound"] = returned[1].waveform.clone()
     out |= {f"{name}.{key}": value for key, value in record.items()}
 outputs(out)
