@@ -49,6 +49,15 @@ def _size_help(axis: int, what: str) -> str:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The options of `argv`, with the default --output of the run (a .wav for --audio-only)."""
+    args = parser().parse_args(argv)
+    if args.output is None:
+        args.output = "ltx2_output.wav" if args.audio_only else "ltx2_output.mp4"
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser: every option with its help text."""
     p = argparse.ArgumentParser(prog="python -m ltx2_core generate", description=DESCRIPTION, epilog=EXAMPLES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--prompt", default=DEFAULT_PROMPT,
@@ -179,7 +188,4 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                     ".m4a or .mp4")
     p.add_argument("--tensors", help="also write the decoded frames and waveform (float32) to this .safetensors")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
-    if args.output is None:
-        args.output = "ltx2_output.wav" if args.audio_only else "ltx2_output.mp4"
-    return args
+    return p
