@@ -200,12 +200,18 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
                        passes=len(active_passes(*guidance_for(request, config))))
     if args.memory_budget is not None and not args.memory_budget > 0:
         raise ValueError(f"--memory-budget must be a positive number of GB, got {args.memory_budget}")
+    note_transparency(args)
+    return request
+
+
+def note_transparency(args: argparse.Namespace) -> None:
+    """A note on stderr for each --image with transparent pixels: its alpha is dropped, not composited (as both
+    reference pipelines read images), which the user may not expect."""
     for image in args.image:
         if launch.is_main() and has_transparency(image.image):
             print(f"note: image {image.image} has transparent pixels; its alpha channel is dropped, as Lightricks' "
                   "pipelines do, so they show the colour stored under them: flatten the image onto the background "
                   "you want first (e.g. convert in.png -background black -flatten out.png)", file=sys.stderr)
-    return request
 
 
 def demo_version(args: argparse.Namespace) -> str:

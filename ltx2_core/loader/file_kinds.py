@@ -11,6 +11,12 @@ VAE (`vae/`, `config.vae` whose `_class_name` tells the convolutional decoder fr
 (`vae/`, `config.audio_vae` + `config.vocoder`, tensors under `audio_vae.` and `vocoder.`), the latent upsampler
 (`latent_upscale_models/`, a flat `config`) and LoRAs (`loras/`, `lora_A`/`lora_B` pairs). A text projection file (ComfyUI's embeddings connector files, for a GGUF
 or separate transformer) holds only the text projection and the text connectors.
+
+A release is read from `model_version`; where a component file has none (a VAE or an upsampler saved out of a 2.0 /
+2.3 release by a user or a converter), from its form: a convolutional video VAE's decoder resampling blocks and
+padding (or, without any metadata, its shapes) are 2.0's or 2.3's released ones; a flat HiFi-GAN vocoder is 2.0's;
+a rational x2 upsampler is 2.0's. 2.3's and 2.5's audio VAEs and plain upsamplers share one form, so only their
+`model_version` tells them apart.
 """
 
 from __future__ import annotations
