@@ -1,8 +1,10 @@
 """Writing generated video (and its audio) to an mp4 file: H.264 yuv420p video and AAC stereo audio, via PyAV; and
 audio alone (`write_audio`: 16-bit PCM .wav, lossless .flac, or AAC .m4a / .mp4), always stereo.
 
-Every input is checked before a file is created. The file is written under a temporary name in the target folder
-and renamed onto the target only when complete, so a failure never leaves a partial file or touches an existing one.
+Every input is checked before a file is created, and `check_target` lets a caller check the target (its folder, its
+name's format) before the work that produces the input. The file is written under a temporary name in the target
+folder and renamed onto the target only when complete, so a failure never leaves a partial file or touches an
+existing one.
 """
 
 from __future__ import annotations
