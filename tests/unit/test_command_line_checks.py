@@ -14,27 +14,16 @@ import pytest
 from PIL import Image
 from safetensors.torch import save_file
 
-import ltx2_core.model_files as model_files
 from ltx2_core import TransformerConfig
 from ltx2_core.__main__ import build_request, check_early, main
 from ltx2_core.cli_args import parse_args, parser
 from ltx2_core.conditioning.images import read_image
 from ltx2_core.demo import demo_lora, demo_transformer
 from ltx2_core.model_files import ModelFiles
-from support.model_files import write_lora
+from support.model_files import write_lora, write_upsampler
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--width", "64", "--height", "64", "--frames", "9", "--steps", "1", "--no-progress"]
-
-
-@pytest.fixture
-def no_model_work(monkeypatch):
-    """A spy on every model load of the command line: the test fails if one starts."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("models were loaded for a bad request")
-
-    monkeypatch.setattr("ltx2_core.demo.demo_models", refuse)
-    monkeypatch.setattr(model_files, "load_transformer", refuse)
 
 
 def _refused(flags: list[str], capsys) -> str:
@@ -141,10 +130,7 @@ def test_the_checkpoint_is_checked_before_the_text_encoder(tmp_path, tiny_checkp
     err = _refused(["--checkpoint", str(tmp_path / "missing.safetensors"), "--output", str(tmp_path / "x.mp4")],
                    capsys)
     assert "missing.safetensors: no such file" in err and "--text-encoder" not in err
-    upsampler = tmp_path / "up.safetensors"
-    from support.model_files import write_upsampler
-
-    write_upsampler(upsampler)
+    upsampler = write_upsampler(tmp_path / "up.safetensors")
     err = _refused(["--checkpoint", str(upsampler), "--output", str(tmp_path / "x.mp4")], capsys)
     assert "this is an LTX-2.0 latent upsampler, not an LTX-2 checkpoint" in err
 

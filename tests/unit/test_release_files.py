@@ -10,7 +10,6 @@ import shutil
 import pytest
 import torch
 
-import ltx2_core.model_files as model_files
 from ltx2_core import TransformerConfig
 from ltx2_core.__main__ import main
 from ltx2_core.demo import DEMO_VAES, demo_transformer
@@ -40,15 +39,6 @@ def ltx25(tmp_path_factory):
     transformer = write_transformer25(folder / "ltx-2.5-22b-dev-transformer-bf16.safetensors",
                                       demo_transformer(config).state_dict(), config)
     return transformer, write_gemma4_file(folder / "gemma4-12b-with-proj-ltx-2.5-bf16.safetensors")
-
-
-@pytest.fixture
-def no_model_work(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError("models were loaded for a bad request")
-
-    monkeypatch.setattr("ltx2_core.demo.demo_models", refuse)
-    monkeypatch.setattr(model_files, "load_transformer", refuse)
 
 
 def test_split_vae_files_take_the_release_of_their_form(split, tmp_path):
