@@ -74,6 +74,8 @@ def _check_image_file(path: str | os.PathLike) -> tuple[int, int]:
     """The image's (width, height) once its structure (chunk checksums) and every pixel decode."""
     from PIL import Image, UnidentifiedImageError
 
+    if os.path.isdir(path):
+        raise ValueError(f"image {path} is a folder; give an image file (PNG, JPEG or WebP)")
     if not os.path.isfile(path):
         raise ValueError(f"image {path}: no such file")
     try:
@@ -88,9 +90,22 @@ def _check_image_file(path: str | os.PathLike) -> tuple[int, int]:
         raise ValueError(f"image {path} is damaged or truncated ({exc}); save it again as PNG or JPEG") from exc
 
 
+def has_transparency(path: str | os.PathLike) -> bool:
+    """Whether the image file has pixels that are not fully opaque (alpha below 255, or a palette's transparent
+    colour), which `read_image` shows in the colour stored under them."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        if image.mode not in ("RGBA", "LA", "PA", "RGBa", "La") and "transparency" not in image.info:
+            return False
+        return image.convert("RGBA").getchannel("A").getextrema()[0] < 255
+
+
 def read_image(path: str | os.PathLike) -> np.ndarray:
-    """RGB uint8 (H, W, 3); an alpha channel is dropped, 16-bit grayscale scaled to 8 bits (PIL's own conversion
-    clips it), other modes converted to RGB."""
+    """RGB uint8 (H, W, 3); an alpha channel is dropped, not composited, as both reference pipelines do (1.0.0
+    keeps the first three channels, 1.2.0 converts RGBA to RGB): a transparent pixel shows the colour stored under
+    it (`has_transparency` tells the caller). 16-bit grayscale is scaled to 8 bits (PIL's own conversion clips it),
+    other modes converted to RGB."""
     from PIL import Image
 
     with Image.open(path) as image:

@@ -14,6 +14,7 @@ from ltx2_core.sampling import DISTILLED_SIGMAS, sigma_table
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import sample
 from nodes.loaders import LTX2ModelLoader
+from support.model_files import write_split_vaes
 from support.node_calls import node
 from support.release25 import write_release25
 
@@ -80,6 +81,17 @@ def test_a_file_of_the_wrong_kind_is_refused_before_loading(release):
     assert "is a text encoder file, not a transformer: put it in models/text_encoders" in problem
     with pytest.raises(CheckpointError, match=r"this is an LTX-2.5 video VAE .*an LTX-2 audio VAE here \(audio_vae\)"):
         node("LTX2ModelLoader", release["dev"], release["vae"], release["conv_vae"], "auto", "cpu")
+
+
+def test_vae_files_saved_out_of_a_23_bundle_are_refused_for_a_25_transformer(release, tiny_checkpoints,
+                                                                            tmp_path, no_model_work):
+    """Their headers name no release; their form is LTX-2.3's (the video VAE's resampling blocks), so the loader
+    refuses them with the 2.5 transformer before anything loads."""
+    video, audio = write_split_vaes(tiny_checkpoints["2.3"], tmp_path)
+    with pytest.raises(CheckpointError, match=r"different LTX-2 releases \(transformer ltx-2.5-22b-dev-transformer-"
+                                              r"bf16.safetensors: an LTX-2.5 transformer; video_vae .*: an LTX-2.3 "
+                                              r"video VAE"):
+        node("LTX2ModelLoader", release["dev"], str(video), str(audio), "auto", "cpu")
 
 
 def test_a_gemma3_text_encoder_is_refused_for_a_25_model(loaded, gemma_files):
