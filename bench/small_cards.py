@@ -14,8 +14,8 @@ the compute (27 of 48 streamed bf16 blocks cost 2 % of a step on an H100, docs/p
 a lower bound (2 · parameters · video tokens · passes at CARD_FLOPS, faster than any 8-16 GB card's dense bf16) and
 its copies an upper bound (every streamed block once per forward at PCIE, a PCIe 4.0 x8 card's, from pinned RAM;
 at DISK, an NVMe drive's, when the streamed blocks do not fit the RAM and are read from the memory-mapped file), so
-the share is overstated; when no file passes, the fitting one with the least copying. Quality order: the measured error of
-bench/quant_accuracy.py (bf16, int8 rowwise, Q8_0, fp8, MXFP8, then the GGUF K mixes by bits per weight).
+the share is overstated; when no file passes, the fitting one with the least copying. Quality order: the measured error
+of bench/quant_accuracy.py (bf16, Q8_0, int8 rowwise, fp8, MXFP8, then the GGUF K mixes by bits per weight).
 
     python bench/small_cards.py               # the full table (docs/performance.md)
     python bench/small_cards.py --readme      # the README's table: card -> file -> expected peak
@@ -36,7 +36,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import torch  # noqa: E402
 
 from bench.memory_plan import RELEASED, released_side  # noqa: E402
-from ltx2_core.memory.sizes import SideBytes  # noqa: E402
 from ltx2_core.memory.plan import (  # noqa: E402
     GB,
     TILE_BYTES_512,
@@ -47,6 +46,7 @@ from ltx2_core.memory.plan import (  # noqa: E402
     transformer_weight_bytes,
 )
 from ltx2_core.geometry import video_tokens  # noqa: E402
+from ltx2_core.memory.sizes import SideBytes  # noqa: E402
 from ltx2_core.memory.weight_layout import gguf_file_bytes, gguf_layers, policy_layers  # noqa: E402
 from ltx2_core.model.audio_vae.config import AudioDecoderConfig, VocoderConfig  # noqa: E402
 from ltx2_core.model.audio_vae.decoder import AudioDecoder  # noqa: E402
@@ -66,7 +66,7 @@ CARD_FLOPS = 60e12  # dense bf16 FLOP/s, above any 8-16 GB card's (RTX 3060 ~25e
 PCIE = 16e9  # bytes a second host -> device, a PCIe 4.0 x8 card's (x16 cards copy twice as fast)
 DISK = 3e9  # bytes a second from an NVMe drive: streamed blocks that do not fit the RAM come from the file
 # candidate files, best quality first (see the module docstring)
-QUALITY = ("bf16", "int8", "GGUF Q8_0", "fp8", "MXFP8", "GGUF Q6_K", "GGUF Q5_K_M", "GGUF Q4_K_M", "GGUF Q3_K_M",
+QUALITY = ("bf16", "GGUF Q8_0", "int8", "fp8", "MXFP8", "GGUF Q6_K", "GGUF Q5_K_M", "GGUF Q4_K_M", "GGUF Q3_K_M",
            "GGUF Q2_K")
 SIZES_MIXES = ("Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "Q4_0", "Q3_K_M", "Q3_K_S", "Q2_K")
 # the released vocoders (docs ltx2_spec §4): 2.0's HiFi-GAN (the configurator's defaults, 55.6 M parameters); 2.3's

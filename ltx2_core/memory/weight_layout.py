@@ -122,7 +122,8 @@ def _mix(base: str, to_v: str | None = None, ff: str | None = None, first: tuple
 # the name the public files carry
 GGUF_MIXES = {
     "Q8_0": _mix("Q8_0"), "Q6_K": _mix("Q6_K"),
-    "Q5_K_M": _mix("Q5_K", "Q6_K", "Q6_K"), "Q5_K_S": _mix("Q5_K"), "Q5_1": _mix("Q5_1"), "Q5_0": _mix("Q5_0", ff="Q5_1"),
+    "Q5_K_M": _mix("Q5_K", "Q6_K", "Q6_K"), "Q5_K_S": _mix("Q5_K"),
+    "Q5_1": _mix("Q5_1"), "Q5_0": _mix("Q5_0", ff="Q5_1"),
     "Q4_K_M": _mix("Q4_K", "Q6_K", "Q6_K"), "Q4_K_S": _mix("Q4_K", ff="Q5_K", first=(4, "Q5_K")),
     "Q4_1": _mix("Q4_1"), "Q4_0": _mix("Q4_0", ff="Q4_1"),
     "Q3_K_L": _mix("Q3_K", "Q5_K", "Q5_K"), "Q3_K_M": _mix("Q3_K", "Q4_K", "Q4_K", (2, "Q5_K")),

@@ -37,7 +37,8 @@ def _streamed_bytes_match(model, weights, config, resident: int) -> None:
     return slot
 
 
-@pytest.mark.parametrize("mix", [GgufMix("Q8_0"), GGUF_MIXES["Q4_K_M"], GgufMix("Q5_0")], ids=["Q8_0", "Q4_K_M", "Q5_0"])
+@pytest.mark.parametrize("mix", [GgufMix("Q8_0"), GGUF_MIXES["Q4_K_M"], GgufMix("Q5_0")],
+                         ids=["Q8_0", "Q4_K_M", "Q5_0"])
 @pytest.mark.parametrize("resident", [0, 1])
 def test_a_gguf_plans_its_file_types_and_streams_its_bytes(tmp_path, mix, resident):
     pytest.importorskip("gguf")
