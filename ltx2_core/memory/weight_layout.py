@@ -4,7 +4,7 @@ the compute dtype), so the bytes are the parameters' and buffers' that `BlockStr
 the device. `memory.plan.transformer_weight_bytes` takes a storage as its `layers`.
 
 A storage is a `LayerRule`: (module name, its `nn.Linear` on meta) -> the layer it loads as, or None (kept in the
-dtype). The rules:
+dtype); a GGUF conversion's is a `GgufRule`, which `install` binds to the whole model first. The rules:
 * `policy_layers(fmt)`: the quantisation policy's block linears (`quant.policy.BLOCK_LINEARS`) in a registered
   format, as ComfyUI's quantiser and fp8 "quantize" store them (int8 tensorwise / rowwise / ConvRot, MXFP8, fp8);
 * `gguf_layers(mix)`: a GGUF conversion (ComfyUI-GGUF's tools/convert.py to BF16, then llama.cpp's llama-quantize
@@ -14,8 +14,8 @@ dtype). The rules:
   file's per-layer formats (`quant.files.read_formats`, as `load_transformer` reads them).
 
 A GGUF conversion's types, as lcpp.patch makes llama-quantize choose them for `general.architecture` "ltxv" (read
-there, not copied; the file's names are the DiT's own, in the file's order: sorted, as safetensors and llama.cpp's
-tensor map list them):
+there, not copied; the file's names are the DiT's own, in the file's order: sorted, as safetensors lists a
+checkpoint's keys and convert.py writes them):
 * not quantised, so kept as convert.py wrote them: every tensor whose name contains `adaln_single.` (each AdaLN,
   `audio_`, `prompt_` and `av_ca_*` ones included), `caption_projection.`, `patchify_proj.`, `proj_out.` or
   `scale_shift_table`, and every tensor that is not 2-D or whose name does not end in `weight` (biases, norms).
@@ -24,7 +24,8 @@ tensor map list them):
 * quantised: the type's default (`GgufMix.base`), but names containing `.to_v.weight` or `.ff.net.2.weight` take
   the type's rule (`GgufMix.rules`): Q5_K_M and Q4_K_M put both in Q6_K; Q3_K_M the `to_v` in Q4_K (the first two in
   the file's order in Q5_K: block 0's video self- and cross-attention) and the video feed-forward's down projection
-  in Q4_K; Q2_K the `to_v` in Q3_K. `audio_ff.net.2` does not contain `.ff.net.2.weight` and keeps the default;
+  in Q4_K; Q2_K the `to_v` in Q3_K (the _S / _L and legacy types: `GGUF_MIXES`). `audio_ff.net.2` does not contain
+  `.ff.net.2.weight` and keeps the default;
 * a K type (Q2_K ... Q6_K) on rows that are not whole 256-weight blocks falls back to F16.
 """
 
