@@ -14,13 +14,17 @@ from safetensors.torch import save_file
 
 from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_lora, demo_transformer, demo_upsampler
+from ltx2_core.model.upsampler import binomial_kernel
 
 
 def write_upsampler(path: Path, version: str = "2.0", seed: int = 3) -> Path:
-    """The demo's x2 upsampler with its `config` metadata."""
+    """The demo's x2 upsampler with its `config` metadata; a rational resampler's file also holds its blur kernel,
+    as the released one does (ltx-core reads it from the file; we rebuild it)."""
     upsampler = demo_upsampler(version, seed=seed)
-    save_file({k: v.contiguous() for k, v in upsampler.state_dict().items()}, str(path),
-              metadata={"config": json.dumps(upsampler.config.to_metadata())})
+    tensors = {k: v.contiguous() for k, v in upsampler.state_dict().items()}
+    if upsampler.config.rational_resampler:
+        tensors["upsampler.blur_down.kernel"] = binomial_kernel()
+    save_file(tensors, str(path), metadata={"config": json.dumps(upsampler.config.to_metadata())})
     return path
 
 

@@ -21,8 +21,7 @@ sound it returns).
 import types
 
 import torch
-from exchange import inputs, outputs
-from ltx_core.components.guiders import MultiModalGuiderParams
+from exchange import guider_params, inputs, outputs
 from ltx_core.loader import LoraPathStrengthAndSDOps
 from ltx_core.loader.fuse_loras import FuseRule, _bf16_fuse
 from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
@@ -118,16 +117,11 @@ def build(case):
     return pipe
 
 
-def guider(params):
-    return MultiModalGuiderParams(cfg_scale=params["cfg"], stg_scale=params["stg"], stg_blocks=params["stg_blocks"],
-                                  rescale_scale=params["rescale"], modality_scale=params["modality"])
-
-
 def call_arguments(case):
     kwargs = dict(case["call"], tiling_config=None)  # the decoders are recorders: no tiles to plan
     for key in ("video_guider_params", "audio_guider_params"):
         if key in kwargs:
-            kwargs[key] = guider(kwargs[key])
+            kwargs[key] = guider_params(kwargs[key])
     if "images" in kwargs:
         kwargs["images"] = [ImageConditioningInput(*image) for image in kwargs["images"]]
     return kwargs
