@@ -12,8 +12,7 @@ import torch
 from ltx2_core import GuidanceParams
 from ltx2_core.memory.footprint import Job
 from ltx2_core.memory.plan import MemoryPlanError
-from ltx2_core.sampling import sigma_table
-from ltx2_core.sampling.stage import Stage
+from ltx2_core.sampling.recipe import StageParts, build_stage
 
 from . import bridge
 from .interop import from_comfy, mask_conditions, to_comfy
@@ -141,11 +140,13 @@ class LTX2SamplerCustomAdvanced:
             latent = latent._replace(fps=float(fps))
         guidance = GuidanceParams(cfg=cfg)
         host = native_host(diffusion_model, config, device, dtype)
-        job = Job.of_latent(latent.video, latent.audio, latent.fps, ("sampling",), passes=1 if negative is None else 2)
+        passes = 1 if negative is None else 2  # CFG's two
+        job = Job.of_latent(latent.video, latent.audio, latent.fps, ("sampling",), passes=passes)
         if problem := host.memory_problem(job):
             raise MemoryPlanError(problem)
-        stage = Stage(sigma_table(values), noise_scale=values[0], video_guidance=guidance, audio_guidance=guidance,
-                      conditions=held, ancestral_seed=seed + 1 if ancestral else None)
+        parts = StageParts(sigmas=values, video_guidance=guidance, audio_guidance=guidance, conditions=held,
+                           seed=seed, ancestral_seed=seed + 1 if ancestral else None)
+        stage, _ = build_stage(config.version, parts, positive, negative)
         with host.sampler(should_stop=bridge.interrupt_requested) as (run, ready), \
                 bridge.interrupts():
             generator = torch.Generator(device).manual_seed(seed)
