@@ -6,37 +6,15 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 from .conftest import BAD_GGUF, ROOT, TINY
+from .prompts import queue as _post
+from .prompts import workflow as _workflow
 
 API = ROOT / "example_workflows" / "api"
 SMALL = {"4": {"width": 96, "height": 64, "frames": 9}, "6": {"steps": 2}}
-
-
-def _workflow(name: str, changes: dict[str, dict]) -> dict:
-    workflow = json.loads((API / f"{name}.api.json").read_text())
-    files = {"ckpt_name": TINY["checkpoint"], "text_encoder": TINY["text_encoder"],
-             "upscale_model_name": TINY["upsampler"], "distilled_lora": TINY["lora"], "lora_name": TINY["lora"]}
-    for node in workflow.values():
-        node["inputs"].update({k: v for k, v in files.items() if not isinstance(node["inputs"].get(k, []), list)})
-    for node_id, inputs in changes.items():
-        if node_id in workflow:
-            workflow[node_id]["inputs"].update(inputs)
-    return workflow
-
-
-def _post(server, workflow: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(server.url + "/prompt", json.dumps({"prompt": workflow}).encode(),
-                                     {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.load(exc)
 
 
 def _errors(answer: dict, node_id: str) -> list[tuple[str, str]]:

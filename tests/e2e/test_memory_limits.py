@@ -7,7 +7,7 @@ memory"; on a machine without the limit the kernel killed the server at 16-17 GB
 from __future__ import annotations
 
 from .conftest import DATA_LIMIT
-from .memory_server import answers, ended, queue, workflow
+from .prompts import answers, ended, queue, workflow
 
 HUGE = {"width": 8192, "height": 8192, "frames": 1441}
 LIMIT = f"the process's RLIMIT_DATA limit of {DATA_LIMIT / 1e9:.1f} GB"

@@ -16,7 +16,7 @@ import time
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from .memory_server import answers, ended, queue, workflow
+from .prompts import answers, ended, queue, workflow
 
 MAX_EXAMPLES, MIN_TRIED, BUDGET, PROMPT_SECONDS = 24, 10, 120.0, 30.0
 # the example workflows the tiny LTX-2.3 models run (not the GGUF, LTX-2.5 and native ones, nor the workers')

@@ -94,18 +94,23 @@ RELEASED_2_5 = {**RELEASED_2_3, "ff_bias": False, "audio_ff_bias": False, "use_p
 GEMMA_SOURCE_2_5 = {"gemma_version": "gemma4-12b-ltx-v1"}
 
 
-def bf16_transformer(config):
-    """Our transformer of `config` built in bf16 (the released dtype): inside a FakeTensorMode, the released sizes
-    without memory."""
+def bf16_built(build, *args):
+    """`build(*args)` with bf16 (the released dtype) as the default dtype: inside a FakeTensorMode, a module of the
+    released sizes without memory."""
     import torch
-
-    from ltx2_core.model.transformer import LTX2Transformer
 
     torch.set_default_dtype(torch.bfloat16)
     try:
-        return LTX2Transformer(config)
+        return build(*args)
     finally:
         torch.set_default_dtype(torch.float32)
+
+
+def bf16_transformer(config):
+    """Our transformer of `config` built in bf16 (`bf16_built`)."""
+    from ltx2_core.model.transformer import LTX2Transformer
+
+    return bf16_built(LTX2Transformer, config)
 
 
 def released_transformer_configs() -> dict:

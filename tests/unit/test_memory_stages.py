@@ -45,7 +45,7 @@ from ltx2_core.model.video_vae.decoder import VideoDecoder
 from ltx2_core.pipeline import Models
 from ltx2_core.model.text.config import TextConfig
 from ltx2_core.model.decoders import Decoders
-from support.configs import RELEASED_2_0, RELEASED_2_3, RELEASED_VAE_2_0, RELEASED_VAE_2_3
+from support.configs import RELEASED_2_0, RELEASED_2_3, RELEASED_VAE_2_0, RELEASED_VAE_2_3, bf16_built
 
 RELEASED = {"2.0": (RELEASED_2_0, "2.0.0", RELEASED_VAE_2_0), "2.3": (RELEASED_2_3, "2.3.0", RELEASED_VAE_2_3)}
 DEVICE = torch.device("meta")  # the GPU's stand-in: its tensors hold no memory, as the fake host tensors
@@ -66,33 +66,24 @@ def _module_bytes(*modules) -> int:
     return _bytes({id(t): t for m in modules for t in [*m.parameters(), *m.buffers()]}.values())
 
 
-def _built(build, *args):
-    """`build(*args)` in bf16 as fake host tensors."""
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        return build(*args)
-    finally:
-        torch.set_default_dtype(torch.float32)
-
-
 def _models(version: str, fp8: bool):
     """Every model of a two-stage run with an image, on the host as loaded (the decoders on the device)."""
     metadata, release, vae = RELEASED[version]
     config = TransformerConfig.from_metadata(metadata, release)
-    transformer = _built(LTX2Transformer, config)
+    transformer = bf16_built(LTX2Transformer, config)
     if fp8:
         quantize_blocks(transformer)
     with unset_fake_temporarily():  # built on meta by transformers, then given (fake) storage
-        gemma = _built(gemma_lm.build_on_meta, gemma_lm.text_config(gemma_lm.GEMMA3_12B_TEXT))
+        gemma = bf16_built(gemma_lm.build_on_meta, gemma_lm.text_config(gemma_lm.GEMMA3_12B_TEXT))
     gemma.to_empty(device="cpu")
     hidden, states = gemma_lm.GEMMA3_12B_TEXT["hidden_size"], gemma_lm.GEMMA3_12B_TEXT["num_hidden_layers"] + 1
-    projection = _built(TextProjection, TextConfig.from_metadata(metadata), hidden, states)
+    projection = bf16_built(TextProjection, TextConfig.from_metadata(metadata), hidden, states)
     tokenizer = PromptTokenizer(lambda text: [5], bos_id=2, pad_id=0, source="test")
     encoder = PromptEncoder(tokenizer, gemma, projection, device=DEVICE, offload_device="cpu")
     vae = VideoVaeConfig.from_metadata(vae)
-    decoder = move_module(_built(VideoDecoder, vae), DEVICE)  # the decoders load on the device and stay there
-    models = Models(transformer, encoder, Decoders(decoder, decoder, decoder), _built(LatentUpsampler, UPSAMPLER),
-                    None, _built(VideoEncoder, vae))
+    decoder = move_module(bf16_built(VideoDecoder, vae), DEVICE)  # the decoders load on the device and stay there
+    models = Models(transformer, encoder, Decoders(decoder, decoder, decoder), bf16_built(LatentUpsampler, UPSAMPLER),
+                    None, bf16_built(VideoEncoder, vae))
     return config, models
 
 

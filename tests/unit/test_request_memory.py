@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support.configs import bf16_transformer, released_transformer_configs
+from support.configs import bf16_built, bf16_transformer, released_transformer_configs
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from bench.memory import LiveTensorMemory
@@ -30,15 +30,6 @@ from ltx2_core.types import TextEmbeddings
 ROOT = Path(__file__).resolve().parents[2]
 FRAMES, HEIGHT, WIDTH = 121, 512, 768
 RELEASED = released_transformer_configs()
-
-
-def _built(build, *args):
-    """`build(*args)` in bf16 (the released dtype), as fake tensors inside the caller's FakeTensorMode."""
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        return build(*args)
-    finally:
-        torch.set_default_dtype(torch.float32)
 
 
 def _measured(run, *existing) -> int:
@@ -72,7 +63,7 @@ def test_sampling_at_the_released_widths_stays_within_the_count(monkeypatch):
     config = dataclasses.replace(RELEASED["2.3"], num_layers=2)
     video, audio = (dataclasses.replace(g, stg_blocks=(1,)) for g in default_guidance(config.version, 2))
     with FakeTensorMode(allow_non_fake_inputs=True):
-        model = _built(bf16_transformer, config)
+        model = bf16_transformer(config)
         widths = [config.caption_channels or stream.context_dim for stream in (config.video, config.audio)]
         prompts = [TextEmbeddings(*(torch.randn(1, 1024, w, dtype=torch.bfloat16) for w in widths)) for _ in "+-"]
         latent = empty_latent(WIDTH, HEIGHT, FRAMES, 24.0)
@@ -93,8 +84,8 @@ def test_upsampling_at_the_released_width_stays_within_the_count():
     config = UpsamplerConfig(in_channels=128, mid_channels=1024, num_blocks_per_stage=4, spatial_scale=2.0,
                              rational_resampler=False)
     with FakeTensorMode(allow_non_fake_inputs=True):
-        upsampler = _built(LatentUpsampler, config)
-        decoder = _built(VideoDecoder, VideoVaeConfig.from_metadata(RELEASED_VAE_2_3))
+        upsampler = bf16_built(LatentUpsampler, config)
+        decoder = bf16_built(VideoDecoder, VideoVaeConfig.from_metadata(RELEASED_VAE_2_3))
         latent = empty_latent(WIDTH // 2, HEIGHT // 2, FRAMES, 24.0)
         measured = _measured(lambda: upsample(latent, upsampler, Decoders(decoder, decoder, decoder)), upsampler,
                              decoder, latent.video, latent.audio)
@@ -116,9 +107,9 @@ def test_decoding_at_the_released_widths_stays_within_the_count(monkeypatch, til
 
     monkeypatch.setattr("ltx2_core.stages.check_finite", lambda *args: None)  # reads a value (fake: none)
     with FakeTensorMode(allow_non_fake_inputs=True):
-        decoders = Decoders(_built(VideoDecoder, VideoVaeConfig.from_metadata(RELEASED_VAE_2_3)),
-                            _built(AudioDecoder, AudioDecoderConfig.from_metadata(RELEASED_AUDIO_VAE)),
-                            _built(build_vocoder, VocoderConfig.from_metadata(RELEASED_VOCODERS["2.3"])))
+        decoders = Decoders(bf16_built(VideoDecoder, VideoVaeConfig.from_metadata(RELEASED_VAE_2_3)),
+                            bf16_built(AudioDecoder, AudioDecoderConfig.from_metadata(RELEASED_AUDIO_VAE)),
+                            bf16_built(build_vocoder, VocoderConfig.from_metadata(RELEASED_VOCODERS["2.3"])))
         latent = empty_latent(WIDTH, HEIGHT, FRAMES, 24.0)
         latent = latent._replace(video=latent.video.bfloat16(), audio=latent.audio.bfloat16())
         measured = _measured(lambda: decode(latent, decoders, tiling), *decoders, latent.video, latent.audio)

@@ -1,5 +1,5 @@
-"""Queueing prompts on a test server over its HTTP API and reading how each ended (`/history`), for the tests of a
-server under a memory limit: a prompt ends in a result or in a clear error, and the server keeps answering."""
+"""Queueing prompts on a test server over its HTTP API (an example workflow with the tiny models' files picked) and
+reading how each ended (`/history`): a result, an interrupt, or an error clear or not."""
 
 from __future__ import annotations
 
@@ -36,13 +36,15 @@ class Ended(NamedTuple):
 
 
 def workflow(name: str, changes: dict[str, dict] | None = None) -> dict:
-    """An example API workflow with the tiny models' files picked and `changes` (node id -> inputs) applied."""
+    """An example API workflow with the tiny models' files picked and `changes` (node id -> inputs) applied to the
+    nodes it has."""
     graph = json.loads((API / f"{name}.api.json").read_text())
     for node in graph.values():
         node["inputs"].update({k: v for k, v in FILES.items() if k in node["inputs"]
                                and not isinstance(node["inputs"][k], list)})
     for node_id, inputs in (changes or {}).items():
-        graph[node_id]["inputs"].update(inputs)
+        if node_id in graph:
+            graph[node_id]["inputs"].update(inputs)
     return graph
 
 
