@@ -99,13 +99,13 @@ def nearest(job: Job, fits: Callable[[Job], bool]) -> str:
         options.append(seconds if not job.video else f"{seconds} at this size" if job.window else
                        f"{frames} frame{'s' if frames > 1 else ''} ({seconds}) at this size")
     if job.video:
-        size = _largest_size(job, fits)
-        options += [f"{size.width}x{size.height} at this length"] if size is not None else []
+        smaller = _largest_size(job, fits)
+        options += [f"{smaller.width}x{smaller.height} at this length"] if smaller is not None else []
     count = job.frames
     while job.video and not options and count > 1:
         count = (count - 1) // 16 * 8 + 1  # about half, 8k+1
-        if (size := _largest_size(shorter(count), fits)) is not None:
-            options.append(f"{size.width}x{size.height} with {count} frames ({count / job.fps:.1f} s)")
+        if (smaller := _largest_size(shorter(count), fits)) is not None:
+            options.append(f"{smaller.width}x{smaller.height} with {count} frames ({count / job.fps:.1f} s)")
     if not options:
         return "nothing smaller fits either: free memory (close other programs, unload other models) first"
     lower = "duration, window, width or height" if job.window else "frames, width or height" if job.video else \

@@ -196,13 +196,6 @@ def diffusion_decode_bytes(frames: int, height: int, width: int) -> tuple[int, i
     return DIFFUSION_DECODE_BYTES_PER_PIXEL * frames * height * width, DIFFUSION_TILE_BYTES_512_PER_FRAME * frames
 
 
-def free_memory_bytes(device: torch.device) -> int | None:
-    """Free memory where a forward's activations go: the GPU's, or the host's available RAM (None: unknown)."""
-    if device.type == "cuda":
-        return device_room(device)
-    return ram_bytes()
-
-
 def device_room(device: torch.device) -> int:
     """A GPU's free memory now: what the driver has free plus what PyTorch's caching allocator holds unused (it
     reuses that before asking the driver)."""

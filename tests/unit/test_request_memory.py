@@ -184,6 +184,7 @@ def footprint_room(folder: Path):
 
 
 ROOM = Room(None, 3 * 10**9, "the process's RLIMIT_DATA limit of 3.2 GB")
+LIMIT = "the process's RLIMIT_DATA limit of 3.5 GB"
 
 
 def test_the_issues_request_is_refused_with_the_numbers_and_the_nearest_sizes_that_fit():
@@ -231,3 +232,28 @@ def test_each_node_stage_counts_only_what_it_allocates():
     peaks = {s: h for s, _, h in request_memory(Job(121, 512, 768), model).peaks(shared=False)}
     frames = 12 * 121 * 512 * 768
     assert peaks["writing"] < peaks["frames"] < 2 * frames + 200 * 10**6  # the decoded video is gone by then
+
+
+def test_the_command_line_refuses_what_cannot_fit_before_any_model_loads(tmp_path, capsys, monkeypatch):
+    """The demo at the issue's 8192x8192x1441: its frames alone are 2.3 TB, refused with exit status 2 before a model
+    loads; with 3 GB free under a limit, the message names it and the nearest clip that fits, which then runs."""
+    from ltx2_core.__main__ import main
+    from ltx2_core.memory import request_check
+    from ltx2_core.model_files import ModelFiles
+
+    loads = []
+    monkeypatch.setattr(ModelFiles, "load", lambda self, *args, **kwargs: loads.append(args) or 1 / 0)
+    common = ["generate", "--prompt", "a cat", "--output", str(tmp_path / "clip.mp4"), "--no-progress"]
+    assert main([*common, "--width", "8192", "--height", "8192", "--frames", "1441"]) == 2
+    error = capsys.readouterr().err
+    assert "error: 8192x8192, 1441 frames needs " in error and "would fit; lower the frames" in error, error
+    assert not loads
+    monkeypatch.setattr(request_check, "host_room", lambda: (3 * 10**9, LIMIT))
+    assert main([*common, "--width", "1024", "--height", "1024", "--frames", "241"]) == 2
+    error = capsys.readouterr().err
+    assert f"is free ({LIMIT}), 2.7 GB of it usable; " in error and not loads, error
+    frames = int(error.split("usable; ")[1].split()[0])
+    with pytest.raises(ZeroDivisionError):  # it passed the check and went on to load the models
+        main([*common, "--width", "1024", "--height", "1024", "--frames", str(frames)])
+    assert loads
+
