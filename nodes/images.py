@@ -6,6 +6,8 @@ import torch
 
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, LAST_FRAME, MAX_CRF, ImageCondition
 
+from .validation import stated_limits
+
 IMAGES = "LTX2_IMAGES"
 
 
@@ -32,6 +34,11 @@ class LTX2ImageCondition:
         }, "optional": {
             "images": (IMAGES, {"tooltip": "earlier image conditions to add this one to"}),
         }}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, strength: float | None = None):
+        """The strength's limits, NaN too (ComfyUI's own range check lets NaN pass)."""
+        return stated_limits(cls, "strength", strength) or True
 
     def add(self, image: torch.Tensor, frame: int, strength: float = 1.0, crf: int = DEFAULT_IMAGE_CRF,
             images: tuple[ImageCondition, ...] = ()):
