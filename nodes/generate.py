@@ -62,8 +62,10 @@ class LTX2Generate:
             "optional": {
                 "upsampler": (UPSAMPLER, {"tooltip": "the x2 latent upsampler (two-stage and distilled)"}),
                 "distilled_lora": ([NO_LORA] + bridge.file_options("loras"), {
-                    "default": NO_LORA, "tooltip": "ltx-2-*-distilled-lora-384.safetensors for the two-stage "
-                                                   "refinement (models/loras)"}),
+                    "default": NO_LORA, "tooltip": "ltx-2-*-distilled-lora-384.safetensors of the model's release "
+                                                   "for the two-stage refinement (models/loras; two-stage only). An "
+                                                   "IC-LoRA is refused; one made for LTX-2.0 on a 2.3 / 2.5 model "
+                                                   "(no attention gates) is warned of in the log"}),
                 "images": (IMAGES, {"tooltip": "images held at frames (LTX-2 Image Condition): image-to-video, "
                                     "last frame, keyframes"}),
                 "audio": (AUDIO_CONDITION, {"tooltip": "a sound to generate the video to (LTX-2 Audio Condition), "

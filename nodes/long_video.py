@@ -64,7 +64,8 @@ class LTX2GenerateLong:
             "optional": {
                 "window_prompts": ("STRING", {"multiline": True, "default": "",
                                               "tooltip": "one prompt per line, for window 1, 2, ... in order (the "
-                                                         "last repeats); empty: the prompt for every window"}),
+                                                         "last repeats; more lines than windows are refused); "
+                                                         "empty: the prompt for every window"}),
                 "upsampler": optional["upsampler"], "distilled_lora": optional["distilled_lora"],
                 "images": (IMAGES, {"tooltip": "images held at frames of the first window (LTX-2 Image "
                                     "Condition): start the clip from a picture"}),

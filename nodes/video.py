@@ -21,9 +21,12 @@ KEEP_INPUTS = {"regenerate_video": "keep_video", "regenerate_audio": "keep_audio
 
 class LTX2VideoGuide:
     DESCRIPTION = ("A control video (depth, pose, edges) guiding the generation through an IC-LoRA, which the model "
-                   "must carry (LTX-2 LoRA Loader); its first frames are used, resized to the sampled size divided "
-                   f"by the IC-LoRA's {DOWNSCALE_KEY}. Chain several; wire `guides` into the sampler (stage 1 of a "
-                   "two-stage chain only, as the reference) or the generate node.")
+                   "must carry (LTX-2 LoRA Loader); its first frames are used (a longer video is cut to the clip's "
+                   "length, as the reference), resized to the sampled size divided by the IC-LoRA's "
+                   f"{DOWNSCALE_KEY}. Every LoRA on the model guides as the IC-LoRA: a plain LoRA (style, distilled) "
+                   "cannot read a control video, and one whose file states no factor looks like an IC-LoRA released "
+                   "without it, so it is taken at factor 1 with a warning in the log. Chain several; wire `guides` "
+                   "into the sampler (stage 1 of a two-stage chain only, as the reference) or the generate node.")
     CATEGORY = CATEGORY
     RETURN_TYPES = (GUIDES,)
     RETURN_NAMES = ("guides",)
@@ -34,7 +37,9 @@ class LTX2VideoGuide:
     def INPUT_TYPES(cls):
         return {"required": {
             "images": ("IMAGE", {"tooltip": "the control video's frames (Load Video -> Get Video Components, or any "
-                                 "IMAGE batch), at least as many as the clip; resized to cover and centre-cropped"}),
+                                 "IMAGE batch), at least as many as the clip (fewer are refused; the first as many "
+                                 "as the clip are used, the rest dropped, as the reference); resized to cover and "
+                                 "centre-cropped"}),
             "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01,
                                    "tooltip": "1 keeps the control's tokens clean (the reference); lower lets the "
                                               "model denoise them with the rest, loosening the control"}),
