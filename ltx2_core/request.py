@@ -261,8 +261,8 @@ class Request:
         first = min(self.frames, self.windows.window)
         for image in self.images:
             if isinstance(image, ImageCondition) and isinstance(image.frame, int) and image.frame >= first:
-                raise SettingError("images", f"an image at frame {image.frame}: a long clip holds images in its first window "
-                                 f"only (frames 0..{first - 1}); move it there or drop it")
+                raise SettingError("images", f"an image at frame {image.frame}: a long clip holds images in its "
+                                             f"first window only (frames 0..{first - 1}); move it there or drop it")
 
     def control_size(self) -> tuple[int, int]:
         """The (height, width) of the stage the controls guide: stage 1's (half size when two-stage), as the
