@@ -62,18 +62,26 @@ def peak_extra_bytes(fn: Callable[[], object], device: torch.device) -> int:
 
 
 def forward_flops(config: TransformerConfig, video_tokens: int, audio_tokens: int, text_tokens: int,
-                  batch: int = 1) -> float:
+                  batch: int = 1, *, text_kv: bool = True) -> float:
     """FLOPs of one forward (shared/docs/performance.md): the linear layers of both streams, the text K/V
     projections, and the attention matmuls (QKᵀ and PV) of every block; AdaLN, gates and the in/out projections
-    are below 0.1% at the released sizes and left out."""
+    are below 0.1% at the released sizes and left out. `text_kv` False: without the text K/V projections (4.1
+    TFLOP at the released widths), which a run of LTX-2.0 or 2.5 computes once, outside the forward it times
+    (`TransformerConfig.static_text_kv`; `in_forward_text_kv`)."""
     d = config.video.heads * config.video.head_dim
     da = config.audio.heads * config.audio.head_dim
     tv, ta, c = video_tokens, audio_tokens, text_tokens
     # per token: self-attention QKVO, text attention Q and O, the a2v / v2a projections, the 4x feed-forward
     linear = tv * (14 * d * d + 4 * d * da) + ta * 18 * da * da
-    text_kv = c * (2 * config.video.context_dim * d + 2 * config.audio.context_dim * da)
+    kv = c * (2 * config.video.context_dim * d + 2 * config.audio.context_dim * da) if text_kv else 0
     attention = 2 * (tv * tv * d + tv * c * d + 2 * tv * ta * da + ta * ta * da + ta * c * da)
-    return 2.0 * batch * config.num_layers * (linear + text_kv + attention)
+    return 2.0 * batch * config.num_layers * (linear + kv + attention)
+
+
+def in_forward_text_kv(config: TransformerConfig) -> bool:
+    """Whether our forward computes the text K/V itself: only where they follow sigma (2.3); 2.0's and 2.5's are
+    computed once per run by `prepare_run` (its default `cache_text_kv`), so a timed forward does not count them."""
+    return not config.static_text_kv
 
 
 def tflops(flops: float, ms: float) -> float:

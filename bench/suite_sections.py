@@ -36,7 +36,8 @@ from ltx2_core.sampling import GuidanceParams, denoise, guided_setup, guided_ste
 from ltx2_core.sampling.denoise import StepSetup
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.sampling.steps import StreamState
-from suite_measure import PEAK_TFLOPS, forward_flops, median_ms, peak_extra_bytes, synchronize, tflops
+from suite_measure import (PEAK_TFLOPS, forward_flops, in_forward_text_kv, median_ms, peak_extra_bytes,
+                           synchronize, tflops)
 from suite_models import REFERENCE_VERSIONS, Clip, clip, random_transformer, reference_of, suite_config
 from support.census import OpCensus
 from support.diffusers import diffusers_forward, diffusers_transformer
@@ -95,7 +96,7 @@ def _forward_row(s: Settings, config: TransformerConfig, ours: LTX2Transformer, 
     outputs = {name: fn()[0].float() for name, fn in sides.items()}
     ms = {name: median_ms(fn, s.device, s.repeats, s.warmup) for name, fn in sides.items()}
     tv, ta, text = c.tokens
-    achieved = tflops(forward_flops(config, tv, ta, text), ms["ours"])
+    achieved = tflops(forward_flops(config, tv, ta, text, text_kv=in_forward_text_kv(config)), ms["ours"])
     scale = outputs["ours"].abs().max().item()
     row = {"version": config.version.value, "size": "×".join(map(str, size[::-1])), "video_tokens": tv,
            "audio_tokens": ta, "blocks": config.num_layers}
@@ -169,7 +170,8 @@ def launch(s: Settings) -> list[Row]:
         passes = len(guided.setup.runner.passes)
         row = {"version": config.version.value, "size": "×".join(map(str, size[::-1])), "video_tokens": tv,
                "blocks": config.num_layers, "passes": passes,
-               "flop_ms": forward_flops(config, tv, ta, text, passes) / (PEAK_TFLOPS * 1e12) * 1e3,
+               "flop_ms": forward_flops(config, tv, ta, text, passes, text_kv=in_forward_text_kv(config))
+               / (PEAK_TFLOPS * 1e12) * 1e3,
                "eager_ms": median_ms(guided, s.device, s.repeats, s.warmup), "cuda_graph_ms": None}
         if s.device.type == "cuda":
             captured = CudaGraphStep()

@@ -48,10 +48,11 @@ from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.loader.lora import reference_downscale_factor
 from ltx2_core.conditioning.control import ControlCondition
+from ltx2_core.conditioning.images import has_transparency
 from ltx2_core.conditioning.retake import Retake
 from ltx2_core.conditioning.video import VideoCondition
-from ltx2_core.releases import RELEASES
-from ltx2_core.media import aac_sample_rates
+from ltx2_core.releases import DEFAULT_VERSION, RELEASES
+from ltx2_core.media import VIDEO_SUFFIXES, aac_sample_rates, check_target
 from ltx2_core.memory.plan import GB, MemoryPlan
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
@@ -102,7 +103,7 @@ def _one_request(args: argparse.Namespace) -> Request:
     if args.replace_sound:
         raise ValueError("--replace-sound goes with --video (a video whose sound is replaced); drop it or add --video")
     # a checkpoint's release is read from its header after the file checks; every release has the same sizes so far
-    width, height, frames = RELEASES[args.version].default_size(args.checkpoint is None, args.mode != "one-stage")
+    width, height, frames = RELEASES[demo_version(args)].default_size(args.checkpoint is None, args.mode != "one-stage")
     frames = args.frames or frames
     return Request(
         prompt=args.prompt, negative_prompt=args.negative_prompt, width=args.width or width,
@@ -169,11 +170,10 @@ def _override(params: GuidanceParams, args: argparse.Namespace, prefix: str) -> 
 def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -> Request:
     """Every check that needs no model: the request, the files, the guidance; returns the complete request."""
     request.check()
+    check_outputs(args, request.audio_only)
     files.check(files_mode(request))
+    check_version(args, files)
     request = with_guidance(request, args, files)
-    if request.audio_only and not args.output.lower().endswith(AUDIO_SUFFIXES):
-        raise ValueError(f"--audio-only writes the sound alone: give --output a {', '.join(AUDIO_SUFFIXES)} name, got "
-                         f"{args.output}")
     if request.audio_only and (layout(args).world_size > 1 or launch.ranks() > 1):
         raise ValueError(ONE_GPU)
     if request.audio is not None:
@@ -189,8 +189,6 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
         raise ValueError(f"--audio needs the audio VAE encoder, and {files.label} has none (a file stripped of it); "
                          "use the released checkpoint (LTX-2.5: its audio VAE file) or drop --audio")
     check_stg_blocks(request, files.transformer_config())
-    if not Path(args.output).resolve().parent.is_dir():
-        raise ValueError(f"output folder {Path(args.output).parent} does not exist; create it or pick another --output")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda but no CUDA GPU is visible; use --device cpu")
     if (args.compile or args.cuda_graphs) and not args.device.startswith("cuda"):
@@ -202,7 +200,49 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
                        passes=len(active_passes(*guidance_for(request, config))))
     if args.memory_budget is not None and not args.memory_budget > 0:
         raise ValueError(f"--memory-budget must be a positive number of GB, got {args.memory_budget}")
+    note_transparency(args)
     return request
+
+
+def note_transparency(args: argparse.Namespace) -> None:
+    """A note on stderr for each --image with transparent pixels: its alpha is dropped, not composited (as both
+    reference pipelines read images), which the user may not expect."""
+    for image in args.image:
+        if launch.is_main() and has_transparency(image.image):
+            print(f"note: image {image.image} has transparent pixels; its alpha channel is dropped, as Lightricks' "
+                  "pipelines do, so they show the colour stored under them: flatten the image onto the background "
+                  "you want first (e.g. convert in.png -background black -flatten out.png)", file=sys.stderr)
+
+
+def demo_version(args: argparse.Namespace) -> str:
+    """The demo model's structure: --version, else the default release."""
+    return args.version or DEFAULT_VERSION.value
+
+
+def check_version(args: argparse.Namespace, files: ModelFiles) -> None:
+    """--version picks the demo's structure; with a checkpoint the release is the file's, so another is refused."""
+    release = files.transformer_config().version.value
+    if args.version not in (None, release):
+        raise ValueError(f"--version {args.version} picks the demo model's structure, and --checkpoint "
+                         f"{args.checkpoint} is an LTX-{release} model (its header says so): drop --version, or give "
+                         f"an LTX-{args.version} checkpoint")
+
+
+def check_outputs(args: argparse.Namespace, audio_only: bool) -> None:
+    """--output and --tensors can be written, each in the format its name says: checked before any model work, so
+    that a generation never ends unwritten."""
+    if audio_only and not Path(args.output).is_dir() and not args.output.lower().endswith(AUDIO_SUFFIXES):
+        raise ValueError(f"--audio-only writes the sound alone: give --output a {', '.join(AUDIO_SUFFIXES)} name, got "
+                         f"{args.output}")
+    outputs = (("--output", args.output, AUDIO_SUFFIXES if audio_only else VIDEO_SUFFIXES,
+                "sound" if audio_only else "an MP4 (H.264 video, AAC sound; --audio-only writes a .wav)"),
+               ("--tensors", args.tensors, (".safetensors",), "a safetensors file of the frames and waveform"))
+    for flag, path, suffixes, what in outputs:
+        if path is not None:
+            try:
+                check_target(path, suffixes, what)
+            except ValueError as exc:
+                raise ValueError(f"{flag} {path}: {exc}") from None
 
 
 def files_mode(request: Request) -> str:
@@ -270,7 +310,7 @@ def generate_command(argv: list[str]) -> int:
 def run(args: argparse.Namespace) -> None:
     request = build_request(args)
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
-                       args.version, args.fp8, args.vae, args.audio_vae,
+                       demo_version(args), args.fp8, args.vae, args.audio_vae,
                        controls=bool(request.controls), text_projection=args.text_projection
                        ).resolved(files_mode(request))
     request = check_early(args, request, files)

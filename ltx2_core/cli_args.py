@@ -1,5 +1,5 @@
-"""The command line's options (`python -m ltx2_core generate --help`): the parser alone, its values read by
-`cli_values`; `ltx2_core.__main__` turns them into a request and runs it."""
+"""The command line's options (`python -m ltx2_core generate --help`): the parser alone, with the description and
+examples users read, its values read by `cli_values`; `ltx2_core.__main__` turns them into a request and runs it."""
 
 from __future__ import annotations
 
@@ -15,21 +15,70 @@ from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, MODES
 from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DEFAULT_PROMPT = "A cat walks along the beach at sunset while waves roll in."
+DESCRIPTION = """\
+Generate a video with its sound (an MP4: H.264 video, AAC stereo sound) from a text prompt with Lightricks' LTX-2,
+LTX-2.3 or LTX-2.5; or the sound alone (--audio-only), the sound of a silent video (--video), a video guided by
+images, a sound or a control video, part of a video retaken (--retake), or a long clip (--duration).
+
+Without --checkpoint a tiny random-weight DEMO model runs (its video and sound are noise of the requested size and
+length), so the whole path can be tried on any machine. With --checkpoint it runs the released files: an LTX-2 /
+LTX-2.3 checkpoint with --text-encoder; LTX-2.5's transformer with --text-encoder, --vae and --audio-vae, or
+ComfyUI's models folder holding them; a GGUF transformer with the files it lacks.
+
+Every argument and file is checked before any model loads: a bad one ends the run with exit status 2 and the fix."""
+EXAMPLES = """\
+examples:
+  python -m ltx2_core generate --output demo.mp4
+  python -m ltx2_core generate --checkpoint ltx-2.3-22b-dev.safetensors --text-encoder gemma_3_12B_it.safetensors \\
+      --prompt "A cat walks along the beach at sunset." --device cuda --dtype bfloat16 --output cat.mp4
+  python -m ltx2_core generate --checkpoint ComfyUI/models --vae ComfyUI/models/vae/ltx-2.5-video-vae-bf16.safetensors \\
+      --mode distilled --prompt "A cat walks along the beach at sunset." --output cat25.mp4"""
+
+
+def _size_help(axis: int, what: str) -> str:
+    """`what` and the defaults of one clip size (0 width, 1 height, 2 frames): with a checkpoint and with the demo,
+    by mode (every release has the same sizes so far)."""
+    release = RELEASES[DEFAULT_VERSION]
+
+    def by_mode(demo: bool) -> str:
+        one, two = (release.default_size(demo, two_stage)[axis] for two_stage in (False, True))
+        return f"{one}" if one == two else f"{one}, two-stage and distilled {two}"
+
+    return f"{what} (default {by_mode(False)}; the demo model {by_mode(True)})"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m ltx2_core generate", description=__doc__,
+    """The options of `argv`, with the default --output of the run (a .wav for --audio-only)."""
+    args = parser().parse_args(argv)
+    if args.output is None:
+        args.output = "ltx2_output.wav" if args.audio_only else "ltx2_output.mp4"
+    return args
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser: every option with its help text."""
+    p = argparse.ArgumentParser(prog="python -m ltx2_core generate", description=DESCRIPTION, epilog=EXAMPLES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--prompt", default="A cat walks along the beach at sunset while waves roll in.")
+    p.add_argument("--prompt", default=DEFAULT_PROMPT,
+                   help="what the video and its sound show: the scene, the action, the sound, any speech (default: "
+                        f"\"{DEFAULT_PROMPT}\")")
     p.add_argument("--negative-prompt", help="default: the release's (LTX-2.5 adds five tags in front of "
                    f"LTX-2's and 2.3's: {DEFAULT_NEGATIVE_PROMPT[:40]}…)")
-    p.add_argument("--mode", choices=MODES, default="one-stage")
-    p.add_argument("--width", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")
-    p.add_argument("--height", type=int, help="pixels, multiple of 32 (64 for two-stage / distilled)")
-    p.add_argument("--frames", type=int, help="pixel frames, 8k+1 (default 121; demo 17)")
-    p.add_argument("--fps", type=float, help="frames per second (default 24; with --video: the file's)")
-    p.add_argument("--steps", type=int, help=f"stage-1 steps (default {RELEASED_STEPS}; distilled: 8)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mode", choices=MODES, default="one-stage",
+                   help="one-stage (default): the full size sampled with the full guidance; two-stage: half size "
+                        "first, then x2 upsampling and 3 refinement steps with the distilled LoRA (needs --upsampler "
+                        "and --distilled-lora); distilled: a distilled checkpoint, 8 + 3 steps, no guidance (needs "
+                        "--upsampler)")
+    p.add_argument("--width", type=int, help=_size_help(0, "pixels, a multiple of 32 (64 for two-stage and distilled)"))
+    p.add_argument("--height", type=int, help=_size_help(1, "pixels, a multiple of 32 (64 for two-stage and "
+                                                            "distilled)"))
+    p.add_argument("--frames", type=int, help=_size_help(2, "pixel frames, 8k+1"))
+    p.add_argument("--fps", type=float, help="frames per second (default 24; with --video and --retake: the file's)")
+    p.add_argument("--steps", type=int, help=f"stage-1 steps (default: the release's, {RELEASED_STEPS}); not with "
+                                             "--mode distilled, whose 8-step schedule is fixed")
+    p.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0): the same seed, files and "
+                                                       "options give the same result on the same device")
     g = p.add_argument_group("guidance (default: the release's values; cfg/modality 1 and stg/rescale 0 switch off)")
     for flag, help_text in (("cfg", "classifier-free guidance scale"), ("stg", "spatio-temporal guidance scale"),
                             ("rescale", "rescale of the guided prediction (0..1)"),
@@ -62,12 +111,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "lora-450-bf16.safetensors (two-stage)")
     m.add_argument("--lora", action="append", default=[], type=values.lora, metavar="PATH[:STRENGTH]",
                    help="a LoRA to fuse (repeatable; strength default 1)")
-    m.add_argument("--version", choices=[v.value for v in RELEASES], default=DEFAULT_VERSION.value,
-                   help="structure of the demo model")
+    m.add_argument("--version", choices=[v.value for v in RELEASES],
+                   help=f"the release whose structure the demo model has (default {DEFAULT_VERSION.value}); with "
+                        "--checkpoint the release is the file's (read from its header), and another --version is "
+                        "refused")
     p.add_argument("--image", action="append", default=[], type=values.image, metavar="PATH[:FRAME[:STRENGTH[:CRF]]]",
                    help="an image held at pixel frame FRAME (default 0: image-to-video; -1: the last frame; others "
-                        "are keyframes) with STRENGTH (default 1) after an H.264 round trip at CRF (default "
-                        f"{DEFAULT_IMAGE_CRF}, 0: none); repeatable")
+                        "are keyframes) with STRENGTH (default 1) after an H.264 round trip at CRF (default: the "
+                        f"model's, {DEFAULT_IMAGE_CRF} for LTX-2 / 2.3 and 18 for 2.5; 0: none); repeatable")
     p.add_argument("--audio", type=values.audio, metavar="PATH[:START[:STRENGTH]]",
                    help="audio-to-video: the sound (any audio file, or a video file's sound track) from START seconds "
                         "(default 0) for the clip's length, held with STRENGTH (default 1: exactly, as Lightricks' "
@@ -93,7 +144,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    "of the span are regenerated)")
     p.add_argument("--replace-sound", action="store_true",
                    help="with --video: accept a file that already has sound (the generated sound replaces it)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                   help="where the models run: cuda, cuda:N or cpu (default: cuda when a GPU is visible, else cpu)")
     p.add_argument("--dtype", choices=sorted(DTYPES), help="default: float32 demo / the file's dtype")
     p.add_argument("--fp8", choices=FP8_MODES, default="auto",
                    help="transformer weights: auto keeps an fp8 file in fp8 and a bf16 file in --dtype; quantize: a "
@@ -136,7 +188,4 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                     ".m4a or .mp4")
     p.add_argument("--tensors", help="also write the decoded frames and waveform (float32) to this .safetensors")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = p.parse_args(argv)
-    if args.output is None:
-        args.output = "ltx2_output.wav" if args.audio_only else "ltx2_output.mp4"
-    return args
+    return p

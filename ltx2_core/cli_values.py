@@ -4,6 +4,7 @@ PATH[:SETTING...] forms of --image, --audio, --control and --retake, read from t
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 
@@ -25,12 +26,15 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+_LORA_FIELDS = (("STRENGTH", float, "a number (1: as trained, 0: off)"),)
+
+
 def lora(text: str) -> tuple[str, float]:
-    path, sep, strength = text.rpartition(":")
-    try:
-        return (path, float(strength)) if sep and path else (text, 1.0)
-    except ValueError:
-        return text, 1.0
+    """PATH[:STRENGTH] (see `path_and_settings`): the strength defaults to 1."""
+    path, numbers = path_and_settings(text, _LORA_FIELDS, "PATH[:STRENGTH]", "style.safetensors:0.8")
+    if numbers and not math.isfinite(numbers[0]):
+        raise argparse.ArgumentTypeError(f"{text}: STRENGTH must be a finite number, got {numbers[0]}")
+    return path, numbers[0] if numbers else 1.0
 
 
 _IMAGE_FIELDS = (("FRAME", int, "an integer (-1: the last frame)"), ("STRENGTH", float, "a number in [0, 1]"),

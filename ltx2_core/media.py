@@ -1,8 +1,10 @@
 """Writing generated video (and its audio) to an mp4 file: H.264 yuv420p video and AAC stereo audio, via PyAV; and
 audio alone (`write_audio`: 16-bit PCM .wav, lossless .flac, or AAC .m4a / .mp4), always stereo.
 
-Every input is checked before a file is created. The file is written under a temporary name in the target folder
-and renamed onto the target only when complete, so a failure never leaves a partial file or touches an existing one.
+Every input is checked before a file is created, and `check_target` lets a caller check the target (its folder, its
+name's format) before the work that produces the input. The file is written under a temporary name in the target
+folder and renamed onto the target only when complete, so a failure never leaves a partial file or touches an
+existing one.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ MAX_TIMESCALE = 2**31 - 1  # the mp4 muxer's movie_timescale is a 32-bit int
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 FLAC_MAX_RATE = 655350  # the most FLAC's stream header can state
 # audio-only files by extension: (muxer, encoder, what it is)
+VIDEO_SUFFIXES = (".mp4",)  # the one container `write_mp4` writes, whatever the name says
 AUDIO_FILES = {".wav": ("wav", "pcm_s16le", "16-bit PCM"), ".flac": ("flac", "flac", "16-bit lossless FLAC"),
                ".m4a": ("mp4", "aac", "AAC"), ".mp4": ("mp4", "aac", "AAC")}
 
@@ -161,6 +164,30 @@ def _check_output(target: Path, crf: int) -> None:
     if isinstance(crf, bool) or not isinstance(crf, int) or not 0 <= crf <= MAX_CRF:
         raise ValueError(f"crf must be an integer in [0, {MAX_CRF}] (lower = better quality), got {crf!r}")
     _check_target(target)
+
+
+def check_target(path: str | os.PathLike, suffixes: tuple[str, ...], what: str) -> Path:
+    """`path` as a Path once `what` (e.g. "an MP4 (H.264 + AAC)") can be written there; ValueError naming the fix
+    otherwise: a folder, a name not ending in one of `suffixes` (the writers pick the container by it, or write only
+    one), a missing folder, or a folder no file can be created in (a probe file is created beside the target and
+    removed at once, as the writers create their temporary file there). For a caller to run before any expensive
+    work."""
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"{target} is a folder; name a file in it, e.g. {target / ('output' + suffixes[0])}")
+    if not target.name.lower().endswith(suffixes):
+        raise ValueError(f"the file is written as {what}: end its name in {' or '.join(suffixes)}, e.g. "
+                         f"{target.with_suffix(suffixes[0]).name}")
+    if not target.parent.is_dir():
+        raise ValueError(f"folder {target.parent} does not exist; create it or pick another place")
+    probe = target.with_name(f".{target.name}.{secrets.token_hex(4)}.probe")
+    try:
+        probe.touch(exist_ok=False)
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"cannot write in {target.parent} ({exc.strerror or exc}); pick a folder you can write "
+                         "to") from None
+    return target
 
 
 def _check_target(target: Path) -> None:

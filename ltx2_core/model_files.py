@@ -32,7 +32,8 @@ from ltx2_core.loader import (
 from ltx2_core.errors import CheckpointError, LTX2Error
 from ltx2_core.loader.gguf_file import gguf_transformer_config
 from ltx2_core.loader.gguf_reader import is_gguf
-from ltx2_core.loader.lora import lora_reference_scale
+from ltx2_core.loader.layouts import RELEASED_CHECKPOINTS
+from ltx2_core.loader.lora import check_lora_file, lora_reference_scale
 from ltx2_core.loader.file_kinds import FileKind, check_file_kind, check_same_release, file_kind
 from ltx2_core.loader.release_folder import RELEASE_FILES, find_release_files
 from ltx2_core.loader.safetensors_file import Shard
@@ -117,9 +118,11 @@ class ModelFiles:
         if os.path.isdir(self.checkpoint):
             self.resolved(mode).check(mode)
             return
+        _check_path("--checkpoint", self.checkpoint)  # the model first, then the files that go with it
         if self.split:
             self._check_split(mode)
             return
+        _check_kinds([("--checkpoint", self.checkpoint, "checkpoint")])
         if self.text_projection is not None:
             raise ValueError(f"--text-projection is for a GGUF or separate transformer; the checkpoint "
                              f"{os.path.basename(self.checkpoint)} bundles its own text projection and connectors: "
@@ -137,8 +140,9 @@ class ModelFiles:
         for flag, path in paths:
             if path is not None:
                 _check_path(flag, path)
-        _check_kinds([("--checkpoint", self.checkpoint, "checkpoint")] + self._vae_flags())
+        _check_kinds(self._vae_flags())
         check_same_release(_kinds(paths + [(flag, path) for flag, path, _ in self._vae_flags()]))
+        self._check_loras()
 
     def check_model(self, labels: Mapping[str, str] | None = None) -> None:
         """The model's own files only (the checkpoint or transformer, and `vae` / `audio_vae` when given), for a
@@ -154,7 +158,7 @@ class ModelFiles:
         _check_kinds(given)
         release = check_same_release(_kinds([(label, path) for label, path, _ in given]))
         if self.split:
-            self._check_text_path(release or file_kind(self.checkpoint).version or "2.5", names)
+            self._check_text_path(release or self.transformer_config().version.value, names)
 
     def _vae_flags(self) -> list[tuple[str, str, str]]:
         return [(flag, path, kind) for flag, path, kind in (("--vae", self.vae, "video VAE"),
@@ -164,11 +168,12 @@ class ModelFiles:
     def _check_split(self, mode: str) -> None:
         """A transformer file of its own (LTX-2.5's; or a 2.0 / 2.3 transformer-only export): its text encoder and
         VAEs are required, every file of its kind and release."""
-        name, release = os.path.basename(self.checkpoint), file_kind(self.checkpoint).version or "2.5"
-        if release != "2.5" and None in (self.vae, self.audio_vae):
+        # the release from the file's config (a GGUF's: its shapes); a file without config metadata is named as such
+        name, release = os.path.basename(self.checkpoint), self.transformer_config().version.value
+        if release in RELEASED_CHECKPOINTS and None in (self.vae, self.audio_vae):
             raise ValueError(f"--checkpoint {name} is an LTX-{release} transformer without the VAEs it needs for "
-                             f"decoding; use the full LTX-{release} checkpoint (e.g. ltx-2.3-22b-dev.safetensors), or "
-                             "give --vae and --audio-vae")
+                             f"decoding; use the full LTX-{release} checkpoint ({RELEASED_CHECKPOINTS[release]}), "
+                             "or give --vae and --audio-vae")
         for flag, path, field_name in (("--text-encoder", self.text_encoder, "text_encoder"),
                                        ("--vae", self.vae, "vae"), ("--audio-vae", self.audio_vae, "audio_vae")):
             if path is None:
@@ -192,6 +197,7 @@ class ModelFiles:
         _check_kinds([(flag, path, kinds[flag]) for flag, path in paths
                       if path is not None and os.path.isfile(path)])
         release = check_same_release(_kinds(paths)) or release
+        self._check_loras()
         if release == "2.5" and os.path.isfile(self.text_encoder):
             found = file_kind(self.text_encoder)
             if found.version != release:
@@ -199,6 +205,17 @@ class ModelFiles:
                     f"--text-encoder {self.text_encoder}: this is {found.describe()}, but the LTX-{release} "
                     f"transformer {name} needs its Gemma 4 text encoder {RELEASE_FILES['text_encoder']}")
         self._check_text_path(release, {"checkpoint": "--checkpoint", "text_projection": "--text-projection"})
+
+    def _check_loras(self) -> None:
+        """LoraError naming the file when --lora or --distilled-lora does not fit the transformer: every target and
+        shape from the LoRA's header against the model built on meta from the checkpoint's config."""
+        loras = [path for path, _ in self.loras] + ([self.distilled_lora] if self.distilled_lora else [])
+        if not loras:
+            return
+        with torch.device("meta"):
+            model = LTX2Transformer(self.transformer_config())
+        for path in loras:
+            check_lora_file(path, model)
 
     def _check_text_path(self, release: str, names: Mapping[str, str]) -> None:
         """A transformer file of its own: ValueError naming the file to give (`names`: how each field is named)

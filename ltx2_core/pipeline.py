@@ -2,7 +2,9 @@
 
 * one-stage: the full-size latent is sampled from noise on the LTX2 schedule with the full multimodal guidance.
 * two-stage: the same at half width and height, then the video latent is upsampled ×2, video and audio are
-  re-noised to σ = 0.909375 and refined in 3 steps with the distilled LoRA fused and no guidance.
+  re-noised to σ = 0.909375 and refined in 3 steps with the distilled LoRA fused and no guidance. LTX-2.5 returns
+  stage 1's audio (its reference, ltx-pipelines 1.2.0, refines the audio too, for the video's sake, and discards it;
+  1.0.0, which 2.0 and 2.3 follow, returns stage 2's: `Release.two_stage_keeps_stage1_audio`).
 * distilled (a distilled checkpoint): stage 1 is 8 steps of the distilled table without guidance (LTX-2.5:
   ancestral Euler steps, fresh noise at each), then as above without a LoRA.
 * text to audio (`Request.audio_only`, one-stage only): the audio latent of frames / fps seconds alone, sampled as
@@ -21,7 +23,8 @@ IC-LoRA control (`Request.controls`, the IC-LoRA in `Models.ic_loras`): each con
 stage's size divided by its LoRA's reference_downscale_factor and appended as guiding tokens after the images
 (`ltx2_core.conditioning.control`, with its attention weights where it has an attention strength below 1 or a
 mask); as the reference's `ICLoraPipeline` it guides stage 1 only, the IC-LoRA is fused for stage 1 only (the
-stage's `loras`, restored bit for bit after it), and stage 2 refines with the images alone and without it.
+stage's `loras`, restored bit for bit after it), and stage 2 refines with the images alone and without it. Its
+distilled stage 1 takes plain Euler steps, also for LTX-2.5 (1.2.0's `ICLoraPipeline`).
 Retake (`Request.retake`): frames [start, end) s of an existing clip regenerated with the prompt (its video and, when
 it has sound, its audio; either may be kept whole), the rest held exactly, as the reference's `RetakePipeline`: the
 same one stage at the file's size, frames and fps, guided or distilled as above (`ltx2_core.conditioning.retake`).
@@ -29,10 +32,13 @@ same one stage at the file's size, frames and fps, guided or distilled as above 
 Noise: one generator on the transformer's device seeded with `seed` draws, in this order, the stage-1 video and
 audio noise and then the stage-2 video and audio noise, each as `torch.randn((1, tokens, 128))` in the latent dtype,
 as the reference pipelines do (text to audio: only the audio's); the same seed gives the same noise as the reference
-on the same device. The ancestral
-steps draw theirs from a second generator seeded with `seed` + 10000 (`ANCESTRAL_SEED_OFFSET`).
+on the same device. The ancestral steps draw theirs from a second generator seeded with `seed` + 10000
+(`sampling.recipe.ANCESTRAL_SEED_OFFSET`).
 
-The defaults of each release (steps, guidance, the negative prompt, ancestral or not) come from `releases.RELEASES`.
+The defaults of each release (steps, guidance, the negative prompt, ancestral or not) come from `releases.RELEASES`;
+each stage is built by `sampling.recipe.build_stage` (the sampler nodes build theirs there too), where the rules of
+the release's reference pipelines (`Release.reference`: ltx-pipelines 1.0.0 for 2.0 and 2.3, 1.2.0 for 2.5) are
+written once.
 
 NaN or infinite values (damaged weights, a float16 overflow) stop a generation with NonFiniteError naming the stage:
 the prompt embeddings, the latents after the last step of each stage and the decoded media are checked once each
@@ -51,7 +57,6 @@ import torch
 from ltx2_core.compile import CudaGraphStep
 from ltx2_core.audio_io import Waveform
 from ltx2_core.conditioning import (
-    AudioCondition,
     Condition,
     EncodedAudio,
     EncodedVideo,
@@ -70,18 +75,17 @@ from ltx2_core.model.audio_vae import AudioEncoder
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.model.video_vae.tiling import TilingConfig
-from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, guided_step, ltx2_sigmas, sigma_table
-from ltx2_core.sampling.guidance import default_guidance, default_steps
+from ltx2_core.sampling import GuidanceParams, guided_step
+from ltx2_core.sampling.guidance import default_guidance
+from ltx2_core.sampling.recipe import StageParts, build_stage, guided, held_audio_guidance
 from ltx2_core.stages import AVLatent, Generation, decode, empty_audio_latent, empty_latent, encode, sample, upsample
 from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
-from ltx2_core.releases import RELEASES, ModelVersion
+from ltx2_core.releases import RELEASES
 from ltx2_core.request import ONE_GPU, Request, check_stage_models
 from ltx2_core.types import TextEmbeddings
 
-# ltx_pipelines/distilled.py: the ancestral loop's generator is seeded apart from the initial noise's
-ANCESTRAL_SEED_OFFSET = 10000
 StageProgress = Callable[[str, int, int], None]  # (stage name, steps done, steps of the stage)
 
 
@@ -111,13 +115,9 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
     video, audio = default_guidance(config.version, config.num_layers)
     if request.audio_only:
         return GuidanceParams(), replace(request.audio_guidance or audio, modality=1.0)
-    return request.video_guidance or video, request.audio_guidance or held_audio_guidance(request.audio, audio)
-
-
-def held_audio_guidance(sound: AudioCondition | None, guidance: GuidanceParams) -> GuidanceParams:
-    """`guidance` for the audio stream given the sound it holds: none for a sound held exactly (strength 1), which
-    is not sampled, as the reference's audio-to-video pipeline gives its audio guider no scales."""
-    return GuidanceParams() if sound is not None and sound.strength == 1 else guidance
+    audio = request.audio_guidance or audio
+    return request.video_guidance or video, audio if request.audio is None else held_audio_guidance(
+        request.audio.strength, audio)
 
 
 def check_request(request: Request, models: Models, config: TransformerConfig | None = None) -> None:
@@ -305,21 +305,6 @@ def encode_request(request: Request, encoder: PromptEncoder, config: Transformer
     return encode(encoder, request.prompt, negative if guided else None)
 
 
-def ancestral_seed(request: Request, config: TransformerConfig) -> int | None:
-    """The seed of stage 1's ancestral noise where the release samples it so (the distilled mode of LTX-2.5: the
-    request's seed + 10000, as ltx-pipelines 1.2.0's distilled pipeline), else None (deterministic Euler steps; also
-    for sound for a video and a retake, whose reference loop is plain Euler)."""
-    if request.mode != "distilled" or request.one_stage_input:
-        return None
-    return distilled_ancestral_seed(request.seed, config.version)
-
-
-def distilled_ancestral_seed(seed: int, version: ModelVersion) -> int | None:
-    """The ancestral noise seed of a distilled-table stage 1 seeded `seed` in release `version` (None where that
-    release steps deterministically)."""
-    return seed + ANCESTRAL_SEED_OFFSET if RELEASES[version].ancestral_distilled else None
-
-
 @torch.no_grad()
 def sample_request(request: Request, models: Models, positive: TextEmbeddings, negative: TextEmbeddings | None,
                    progress: StageProgress | None = None, *, sampler: StageSampler | None = None,
@@ -354,45 +339,34 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
     else:
         latent = empty_latent(request.width // scale, request.height // scale, request.frames, request.fps)
     latent = latent._replace(sound=audio[1] if audio is not None else None)  # kept by the stages that hold it
-    if request.mode == "distilled":
-        sigmas = sigma_table(DISTILLED_SIGMAS)
-    else:
-        sigmas = ltx2_sigmas(request.steps or default_steps(sampler.config.version))
     # the images at each stage's size (the reference re-reads and re-encodes them at full size for stage 2)
+    crf = RELEASES[sampler.config.version].image_crf  # for the images that leave their CRF to the release
     conditions = [*encode_conditions(request.images, models.video_encoder, request.height // scale,
-                                     request.width // scale), *kept,
+                                     request.width // scale, crf), *kept,
                   *(encode_control(control, models.video_encoder, request.frames, *request.control_size())
                     for control in request.controls),  # appended after the images, as the reference
                   *(held[0] if held else ())]
-    stage = Stage(sigmas, "stage 1" if scale == 2 else "denoise",
-                  video_guidance=None if request.audio_only else video_guidance,
-                  audio_guidance=audio_guidance, loras=models.ic_loras, conditions=conditions,
-                  ancestral_seed=ancestral_seed(request, sampler.config))
-    negative = uncond_contexts(positive, negative, audio_guidance, held=audio is not None)
-    latent = sampler(positive, negative, latent, stage, generator, progress=_stage(progress, stage.name))
+    parts = StageParts("distilled" if request.mode == "distilled" else "ltx2", request.steps,
+                       video_guidance=None if request.audio_only else video_guidance, audio_guidance=audio_guidance,
+                       conditions=conditions, loras=models.ic_loras, seed=request.seed,
+                       name="stage 1" if scale == 2 else "denoise")
+    first = build_stage(sampler.config.version, parts, positive, negative)
+    latent = sampler(positive, first.negative, latent, first.stage, generator,
+                     progress=_stage(progress, first.stage.name))
     if stage_latents is not None:
         stage_latents.append(latent)
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)
         loras = ((models.distilled_lora, 1.0),) if request.mode == "two-stage" else ()
-        conditions = [*encode_conditions(request.images, models.video_encoder, request.height, request.width), *kept,
-                      *(held[1] if len(held) > 1 else ())]
-        stage = Stage(sigma_table(STAGE2_SIGMAS), "stage 2", noise_scale=STAGE2_SIGMAS[0], loras=loras,
-                      conditions=conditions)
-        latent = sampler(positive, None, latent, stage, generator, progress=_stage(progress, stage.name))
+        conditions = [*encode_conditions(request.images, models.video_encoder, request.height, request.width, crf),
+                      *kept, *(held[1] if len(held) > 1 else ())]
+        parts = StageParts("stage-2 refine", loras=loras, conditions=conditions, seed=request.seed,
+                           after_guided=guided(first.stage), name="stage 2")
+        second = build_stage(sampler.config.version, parts, positive, None)
+        latent = sampler(positive, None, latent, second.stage, generator, progress=_stage(progress, "stage 2"))
         if stage_latents is not None:
             stage_latents.append(latent)
     return latent, generator
-
-
-def uncond_contexts(positive: TextEmbeddings, negative: TextEmbeddings | None, audio_guidance: GuidanceParams,
-                    held: bool) -> TextEmbeddings | None:
-    """The text contexts of the unconditional (CFG) pass. With a held sound and no audio CFG, its audio stream
-    keeps the positive prompt: the reference's audio-to-video pipeline gives its audio guider no negative context,
-    and the audio tokens of that pass still reach the video through the audio->video cross-attention."""
-    if negative is None or not held or audio_guidance.cfg != 1:
-        return negative
-    return TextEmbeddings(negative.video, positive.audio)
 
 
 def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], None] | None:

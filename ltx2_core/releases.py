@@ -70,6 +70,27 @@ class Release:
     # not in any metadata: a stream held exactly over the whole clip (sound for a video) is fed sigma 0 by
     # ltx-pipelines 1.2.0 (its frozen modality; 2.5's reference), the step's sigma by 1.0.0 (2.0, 2.3: a held latent)
     frozen_sigma_zero: bool
+    # the Lightricks pipelines the release's runs follow where their two versions differ (docs/references.md): 1.0.0
+    # for 2.0 and 2.3 (published with those checkpoints, the one on PyPI), 1.2.0 for 2.5 (the only one that runs it)
+    reference: str
+    # 1.2.0's TI2VidTwoStagesPipeline: the two-stage refinement samples the audio too (the video attends to it) but
+    # the run returns stage 1's ("Stage 2 refines video only; discard its audio"); 1.0.0 returns stage 2's
+    two_stage_keeps_stage1_audio: bool
+    # 1.2.0's noiser blends from the state's own latent, not the conditions' tokens: held tokens (a frame-0 image)
+    # start from the latent's own values, appended ones (keyframes, controls) from zeros, so a held token at
+    # strength < 1 is noised toward its clean value only through the denoise mask; 1.0.0 noises the held tokens
+    # themselves. The same wherever the noise scale is 1 or the strength 1
+    noise_from_latent: bool
+    # the time span, in pixel frames, of a single-image keyframe's tokens: [f, f + span) / fps (1.2.0: 1 pixel
+    # frame; 1.0.0: a latent frame's 8)
+    keyframe_frames: int
+    # 1.2.0's frozen modalities at their spec's default noise scale (a retake's kept stream, sound for a video's
+    # video) are noised at the stage's noise scale before they are frozen, so the transformer sees noise moving
+    # toward the clip while told sigma 0; 1.0.0 holds them clean. (Audio-to-video's sound: scale 0 in both.)
+    frozen_noised: bool
+    # the H.264 CRF of the round trip an image condition takes unless it names one: what the model was trained
+    # against (ltx_pipelines/utils/constants.py: 33; 1.2.0's LTX_2_4_PARAMS for 2.4 and later: 18)
+    image_crf: int
     text_model_type: str  # the `model_type` of the text encoder whose hidden states the release's connectors take
     steps: int  # of the released one-stage / stage-1 schedule
     ancestral_distilled: bool  # the distilled pipeline's stage 1 takes ancestral Euler steps (η = 1)
@@ -104,6 +125,11 @@ _NEGATIVE_PROMPT = (
 )
 _NEGATIVE_PROMPT_2_5 = ("has_subtitles, has_blurbox, transition from black, transition to black, speech_ending_short, "
                         + _NEGATIVE_PROMPT)
+# where ltx-pipelines 1.0.0 and 1.2.0 differ (the fields' comments in `Release`)
+_REFERENCE_100 = dict(reference="ltx-pipelines 1.0.0", two_stage_keeps_stage1_audio=False, noise_from_latent=False,
+                      keyframe_frames=8, frozen_noised=False, image_crf=33)
+_REFERENCE_120 = dict(reference="ltx-pipelines 1.2.0", two_stage_keeps_stage1_audio=True, noise_from_latent=True,
+                      keyframe_frames=1, frozen_noised=True, image_crf=18)
 _SIZES = ClipSizes(ClipSize(768, 512, 121), ClipSize(1536, 1024, 121))
 _DEMO_SIZES = ClipSizes(ClipSize(96, 64, 17), ClipSize(128, 128, 17))
 
@@ -111,13 +137,13 @@ RELEASES: Mapping[ModelVersion, Release] = MappingProxyType({
     ModelVersion.V2_0: Release(
         ModelVersion.V2_0, "LTX-2", layers=48, heads=(32, 32), gated_attention=False, cross_attention_adaln=False,
         caption_before_connector=False, ff_bias=(True, True), prompt_adaln=True, own_timestep_cross_modulation=False,
-        frozen_sigma_zero=False, text_model_type="gemma3", steps=40, ancestral_distilled=False,
+        frozen_sigma_zero=False, **_REFERENCE_100, text_model_type="gemma3", steps=40, ancestral_distilled=False,
         negative_prompt=_NEGATIVE_PROMPT,
         stg_blocks=(29,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
     ModelVersion.V2_3: Release(
         ModelVersion.V2_3, "LTX-2.3", layers=48, heads=(32, 32), gated_attention=True, cross_attention_adaln=True,
         caption_before_connector=True, ff_bias=(True, True), prompt_adaln=True, own_timestep_cross_modulation=False,
-        frozen_sigma_zero=False, text_model_type="gemma3", steps=30, ancestral_distilled=False,
+        frozen_sigma_zero=False, **_REFERENCE_100, text_model_type="gemma3", steps=30, ancestral_distilled=False,
         negative_prompt=_NEGATIVE_PROMPT,
         stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
     # the 22B structure of 2.3 without feed-forward biases ("LTX 2.5 (gemma4) sets ff_bias=false") and with text
@@ -127,7 +153,7 @@ RELEASES: Mapping[ModelVersion, Release] = MappingProxyType({
     ModelVersion.V2_5: Release(
         ModelVersion.V2_5, "LTX-2.5", layers=48, heads=(32, 32), gated_attention=True, cross_attention_adaln=True,
         caption_before_connector=True, ff_bias=(False, False), prompt_adaln=False, own_timestep_cross_modulation=True,
-        frozen_sigma_zero=True, text_model_type="gemma4_unified", steps=30, ancestral_distilled=True,
+        frozen_sigma_zero=True, **_REFERENCE_120, text_model_type="gemma4_unified", steps=30, ancestral_distilled=True,
         negative_prompt=_NEGATIVE_PROMPT_2_5,
         stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
 })

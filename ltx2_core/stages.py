@@ -39,10 +39,11 @@ from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.upsampler import LatentUpsampler, upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.sampling import denoise, guided_setup, guided_step, noised_state
+from ltx2_core.sampling.steps import StreamState, noised_from
 from ltx2_core.sampling.denoise import AncestralStep, Observer, Progress, RunnerFactory, Step
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
-from ltx2_core.releases import RELEASES
+from ltx2_core.releases import RELEASES, Release
 from ltx2_core.types import TextEmbeddings
 
 AUDIO_CHANNELS, MEL_BINS = 8, 16
@@ -144,19 +145,20 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         raise ValueError(f"{stage.name}: stages.sample does not fuse LoRAs; sample with pipeline.LocalSampler, "
                          "or fuse them around this call with loader.lora.fused_loras")
     param = model.scale_shift_table  # never quantised: the compute device and dtype (any linear may be fp8)
-    audio = condition_audio(patchify_audio(latent.audio).to(device=param.device, dtype=param.dtype),
-                            audio_positions(latent.audio.shape[2]), stage.conditions, latent.fps)
-    video = None
+    release = RELEASES[model.config.version]
+    own_audio = patchify_audio(latent.audio).to(device=param.device, dtype=param.dtype)
+    audio = condition_audio(own_audio, audio_positions(latent.audio.shape[2]), stage.conditions, latent.fps)
+    video = own_video = None
     if latent.video is not None:
         frames, rows, cols = latent.video.shape[2:]
-        video = condition_video(patchify_video(latent.video).to(device=param.device, dtype=param.dtype),
-                                video_positions(frames, rows, cols, latent.fps, device=param.device),
-                                stage.conditions, latent.fps)
+        own_video = patchify_video(latent.video).to(device=param.device, dtype=param.dtype)
+        video = condition_video(own_video, video_positions(frames, rows, cols, latent.fps, device=param.device),
+                                stage.conditions, latent.fps, release.keyframe_frames)
     elif any(condition.modality != AUDIO for condition in stage.conditions):
         raise ValueError(f"{stage.name}: a condition of the video stream was given for an audio-only latent (no "
                          "video to hold it in); drop it, or sample a latent with video")
     states = []
-    for stream in (video, audio):  # the noise in this order: video, then audio
+    for stream, own in ((video, own_video), (audio, own_audio)):  # the noise in this order: video, then audio
         if stream is None:
             states.append(None)
             continue
@@ -165,8 +167,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
                              "for the video self-attention only; sample without that condition")
         noise = torch.randn((1, stream.clean.shape[1], 128), generator=generator, device=param.device,
                             dtype=param.dtype)
-        state = noised_state(stream.clean.expand_as(noise), noise, stage.noise_scale, stream.mask)
-        frozen = stream.frozen and RELEASES[model.config.version].frozen_sigma_zero  # its sigma fed as 0
+        state = noised_stream(stream, own, noise, stage.noise_scale, release)
+        frozen = stream.frozen and release.frozen_sigma_zero  # its sigma fed as 0
         states.append(state._replace(frozen=True) if frozen else state)
     setup = guided_setup(model, positive, negative, None if video is None else video.positions, audio.positions,
                          stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
@@ -183,8 +185,25 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     video_tokens = video_state.latent[:, : video.tokens]
     check_finite(stage.name, {"video latents": video_tokens, "audio latents": audio_tokens}, SAMPLING_CAUSES,
                  "Nothing was decoded or written.")
-    return AVLatent(unpatchify_video(video_tokens, frames, rows, cols),
-                    unpatchify_audio(audio_tokens, AUDIO_CHANNELS), latent.fps, kept_sound(latent, stage))
+    # a stage that keeps its input's audio (LTX-2.5's two-stage refinement) sampled it for the video's sake only
+    sampled_audio = latent.audio if stage.keep_audio else unpatchify_audio(audio_tokens, AUDIO_CHANNELS)
+    return AVLatent(unpatchify_video(video_tokens, frames, rows, cols), sampled_audio, latent.fps,
+                    kept_sound(latent, stage))
+
+
+def noised_stream(stream: ConditionedStream, own: torch.Tensor, noise: torch.Tensor, scale: float,
+                  release: Release) -> StreamState:
+    """The stream's first state, noised by its release's reference (`Release.noise_from_latent`, `frozen_noised`):
+    1.0.0 noises the clean values (held tokens included); 1.2.0 blends from the latent's own tokens `own` (1, T, C)
+    and zeros for appended ones, and noises a frozen clip it does not hold clean (as if nothing held it) before
+    the mask freezes it."""
+    clean = stream.clean.expand_as(noise)
+    if not release.noise_from_latent:
+        return noised_state(clean, noise, scale, stream.mask)
+    if stream.frozen and stream.frozen_noised and release.frozen_noised:
+        return noised_from(clean, clean, noise, scale)._replace(mask=stream.mask)
+    start = torch.cat([own, own.new_zeros(1, clean.shape[1] - own.shape[1], own.shape[2])], dim=1)
+    return noised_from(start, clean, noise, scale, stream.mask)
 
 
 def attention_weights(video: ConditionedStream | None) -> torch.Tensor | None:

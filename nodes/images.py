@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, LAST_FRAME, MAX_CRF, ImageCondition
+from ltx2_core.conditioning.images import LAST_FRAME, MAX_CRF, ImageCondition
 
 from .validation import stated_limits
 
+RELEASE_CRF = -1  # the crf widget's "the model's" (`Release.image_crf`)
 IMAGES = "LTX2_IMAGES"
 
 
@@ -28,9 +29,10 @@ class LTX2ImageCondition:
                               "starts the video from it, -1 ends it there, others guide that moment"}),
             "strength": ("FLOAT", {"default": 1.0, "min": 0.0, "max": 1.0, "step": 0.01, "tooltip": "1 holds it "
                                    "exactly, lower lets the model change it"}),
-            "crf": ("INT", {"default": DEFAULT_IMAGE_CRF, "min": 0, "max": MAX_CRF, "tooltip": "H.264 quality of "
-                            "the round trip that makes a still look like a video frame (the reference's 33 for LTX-2.0/2.3, 18 "
-                            "for LTX-2.5); 0 skips it. Too clean an image tends to give a frozen video"}),
+            "crf": ("INT", {"default": RELEASE_CRF, "min": RELEASE_CRF, "max": MAX_CRF, "tooltip": "H.264 quality "
+                            "of the round trip that makes a still look like a video frame; -1: the model's (the "
+                            "reference's 33 for LTX-2.0/2.3, 18 for LTX-2.5); 0 skips it. Too clean an image tends "
+                            "to give a frozen video"}),
         }, "optional": {
             "images": (IMAGES, {"tooltip": "earlier image conditions to add this one to"}),
         }}
@@ -40,14 +42,15 @@ class LTX2ImageCondition:
         """The strength's limits, NaN too (ComfyUI's own range check lets NaN pass)."""
         return stated_limits(cls, "strength", strength) or True
 
-    def add(self, image: torch.Tensor, frame: int, strength: float = 1.0, crf: int = DEFAULT_IMAGE_CRF,
+    def add(self, image: torch.Tensor, frame: int, strength: float = 1.0, crf: int = RELEASE_CRF,
             images: tuple[ImageCondition, ...] = ()):
         if image.ndim != 4 or not 1 <= image.shape[-1] <= 4:
             raise ValueError(f"image must be a ComfyUI IMAGE (batch, height, width, channels) with 1 to 4 channels, "
                              f"got shape {tuple(image.shape)}")
         rgb = image[0, ..., :3] if image.shape[-1] >= 3 else image[0, ..., :1].expand(-1, -1, 3)  # gray (+ alpha)
         pixels = (rgb.clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # ComfyUI IMAGE: 0..1
-        return (tuple(images) + (ImageCondition(pixels, int(frame), float(strength), int(crf)),),)
+        crf = None if crf == RELEASE_CRF else int(crf)  # None: the release's, resolved by the sampler
+        return (tuple(images) + (ImageCondition(pixels, int(frame), float(strength), crf),),)
 
 
 def at_frames(images: tuple[ImageCondition, ...], frames: int) -> tuple[ImageCondition, ...]:

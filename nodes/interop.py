@@ -23,6 +23,9 @@ from . import bridge
 
 FPS_KEY = "ltx2_fps"  # the clip's frame rate (native latents carry none; ComfyUI's is in LTXVConditioning)
 SOUND_KEY = "ltx2_sound"  # (Waveform, the audio tensor whose encoding it is)
+# whether the latent's audio was sampled by a guided stage (a refinement of it keeps that audio where the release's
+# two-stage pipeline does: `ltx2_core.sampling.recipe`); absent: not known to be (a native latent, an empty one)
+GUIDED_KEY = "ltx2_guided"
 VIDEO_CHANNELS = 128
 AUDIO_PER_SECOND = AUDIO_SAMPLE_RATE / AUDIO_HOP / AUDIO_DOWNSAMPLE  # 25 audio latents a second, as ComfyUI's
 COMMON_RATES = (24.0, 25.0, 30.0, 23.976, 29.97, 48.0, 50.0, 60.0, 59.94, 12.0, 15.0, 16.0, 20.0)
@@ -74,6 +77,17 @@ def to_comfy(latent: AVLatent, like: dict | None = None) -> Latent:
     if latent.sound is not None:
         out[SOUND_KEY] = (latent.sound, latent.audio)
     return out
+
+
+def guided_audio(latent: object) -> bool:
+    """Whether a LATENT's audio was sampled by a guided stage (its `ltx2_guided` key, which our samplers set)."""
+    return isinstance(latent, dict) and latent.get(GUIDED_KEY) is True
+
+
+def mark_guided(latent: Latent, guided: bool) -> Latent:
+    """`latent` marked with whether its audio was sampled by a guided stage (`guided_audio`)."""
+    latent[GUIDED_KEY] = bool(guided)
+    return latent
 
 
 def is_nested(samples: object) -> bool:

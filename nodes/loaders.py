@@ -126,13 +126,11 @@ class LTX2ModelLoader(LTX2CheckpointLoader):
         return {**inputs, "required": files | required, "optional": inputs["optional"] | projection}
 
     @classmethod
-    def VALIDATE_INPUTS(cls, transformer: str | None = None, video_vae: str | None = None,
-                        audio_vae: str | None = None, text_projection: str | None = NONE,
-                        input_types: dict | None = None):
-        links = input_types  # None: called without ComfyUI, a None value then counts as linked
-        return (link_problem(cls, links) or file_problem("transformer", transformer, links)
-                or file_problem("video VAE", video_vae, links) or file_problem("audio VAE", audio_vae, links)
-                or (text_projection != NONE and file_problem("text projection", text_projection, links)) or True)
+    def VALIDATE_INPUTS(cls, transformer: str | None = None):
+        # ComfyUI reports a failure here on every input this names, so it names the transformer alone; the VAE and
+        # text projection files keep ComfyUI's list check and are checked by kind when the node runs
+        # (`ModelFiles.check_model`, headers only, before any model work, naming the input)
+        return file_problem("transformer", transformer) or True
 
     def load(self, transformer: str, video_vae: str, audio_vae: str, weight_dtype: str = "auto",
              device: str = "default", fp8: str = "auto", memory: str = "auto", parallel: Parallel | None = None,

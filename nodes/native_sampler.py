@@ -10,8 +10,7 @@ import math
 import torch
 
 from ltx2_core import GuidanceParams
-from ltx2_core.sampling import sigma_table
-from ltx2_core.sampling.stage import Stage
+from ltx2_core.sampling.recipe import StageParts, build_stage
 
 from . import bridge
 from .interop import from_comfy, mask_conditions, to_comfy
@@ -139,8 +138,9 @@ class LTX2SamplerCustomAdvanced:
             latent = latent._replace(fps=float(fps))
         guidance = GuidanceParams(cfg=cfg)
         host = native_host(diffusion_model, config, device, dtype)
-        stage = Stage(sigma_table(values), noise_scale=values[0], video_guidance=guidance, audio_guidance=guidance,
-                      conditions=held, ancestral_seed=seed + 1 if ancestral else None)
+        parts = StageParts(sigmas=values, video_guidance=guidance, audio_guidance=guidance, conditions=held,
+                           seed=seed, ancestral_seed=seed + 1 if ancestral else None)
+        stage, _ = build_stage(config.version, parts, positive, negative)
         with host.sampler(should_stop=bridge.interrupt_requested) as (run, ready), \
                 bridge.interrupts():
             generator = torch.Generator(device).manual_seed(seed)

@@ -10,24 +10,21 @@ from ltx2_core import GuidanceParams
 from ltx2_core.conditioning.audio import AudioCondition, encode_audio_condition
 from ltx2_core.conditioning.control import encode_control
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
-from ltx2_core.pipeline import distilled_ancestral_seed, held_audio_guidance, uncond_contexts
 from ltx2_core.preview import LatentPreview, rgb_projection
-from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS
+from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.request import check_settings
-from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance
-from ltx2_core.sampling.stage import Stage
+from ltx2_core.sampling.recipe import SCHEDULES, StageParts, build_stage, guided
 from ltx2_core.stages import empty_latent
 
 from . import bridge
 from .handles import (AUDIO_CONDITION, CONDITIONING, GUIDANCE, GUIDES, LATENT, MODEL, Conditioning, Guide,
                       ModelHandle, control_conditions)
 from .images import IMAGES, at_frames
-from .interop import from_comfy, mask_conditions, to_comfy
+from .interop import from_comfy, guided_audio, mark_guided, mask_conditions, to_comfy
 from .validation import limits_problem, setting_problem, stated_limits
 
 CATEGORY = "LTX-2/sampling"
-SCHEDULES = ("ltx2", "distilled", "stage-2 refine")
 MAX_SEED = 2**63 - 1
 MAX_FRAMES = 1441  # pixel frames a clip may have (the frames inputs' limit)
 
@@ -166,18 +163,6 @@ def parse_sigmas(text: str) -> tuple[float, ...]:
     return values
 
 
-def sigma_schedule(name: str, steps: int, sigmas: str) -> tuple[torch.Tensor, float]:
-    """(sigmas on the CPU, the noise level the latent is brought to first)."""
-    if sigmas.strip():
-        values = parse_sigmas(sigmas)
-        return sigma_table(values), values[0]
-    if name == "distilled":
-        return sigma_table(DISTILLED_SIGMAS), 1.0
-    if name == "stage-2 refine":
-        return sigma_table(STAGE2_SIGMAS), STAGE2_SIGMAS[0]
-    return ltx2_sigmas(steps), 1.0
-
-
 class LTX2Sampler:
     DESCRIPTION = "Samples video + audio with every guidance pass batched in one forward and no host sync per step."
     CATEGORY = CATEGORY
@@ -199,7 +184,9 @@ class LTX2Sampler:
                                   f"({RELEASED_STEPS} in the releases); the fixed tables ignore it"}),
                 "schedule": (list(SCHEDULES), {"default": "ltx2", "tooltip": "ltx2: from noise; distilled: the "
                              "8-step table of distilled models (LTX-2.5: ancestral steps, fresh noise from seed + "
-                             "10000, as its release pipeline); stage-2 refine: re-noise to 0.909375, 3 steps"}),
+                             "10000, as its release pipeline, except with guides: plain Euler, as its IC-LoRA "
+                             "pipeline); stage-2 refine: re-noise to 0.909375, 3 steps (LTX-2.5, after a guided "
+                             "stage 1: the audio of the latent it is given is kept, as its two-stage pipeline)"}),
             },
             "optional": {
                 "guidance": (GUIDANCE, {"tooltip": "without it: the plain conditional prediction (distilled, refine)"}),
@@ -248,12 +235,12 @@ class LTX2Sampler:
         controls = control_conditions(guides, model, latent.fps)  # no IC-LoRA, too few frames: refused now
         for control in controls:
             control.check(frames, ((height, width),))
-        table, noise_scale = sigma_schedule(schedule, steps, sigmas)
         model = model.check_loaded()
         encoder = model.checked_audio_encoder() if audio is not None else None
         if problem := model.host.memory_problem(frames, height, width, latent.fps):
             raise ValueError(problem)
-        conditions = held + encode_conditions(images, model.video_encoder, height, width)
+        conditions = held + encode_conditions(images, model.video_encoder, height, width,
+                                              RELEASES[model.config.version].image_crf)
         if audio is not None:  # held by this stage; the latent carries the sound while a stage holds it exactly
             encoded, sound = encode_audio_condition(audio, encoder, frames / latent.fps, latent.audio.shape[2])
             conditions, latent = [*conditions, encoded], latent._replace(sound=sound)
@@ -262,19 +249,15 @@ class LTX2Sampler:
         if (compile or cuda_graphs) and model.host.device.type != "cuda":
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
         video_guidance, audio_guidance = guidance or (None, None)
-        negative = conditioning.negative
-        if audio is not None:  # as the pipeline: no guidance of a sound held exactly, the uncond pass's contexts
-            audio_guidance = held_audio_guidance(audio, audio_guidance or GuidanceParams())
-            negative = uncond_contexts(conditioning.positive, negative, audio_guidance, held=True)
+        parts = StageParts(schedule, steps, parse_sigmas(sigmas) if sigmas.strip() else None, video_guidance,
+                           audio_guidance, conditions, seed=seed, after_guided=guided_audio(given))
+        stage, negative = build_stage(model.config.version, parts, conditioning.positive, conditioning.negative)
         previews = (LatentPreview(rgb_projection(model.decoders.video), *latent.video.shape[2:])
                     if bridge.IN_COMFYUI else None)
-        distilled = schedule == "distilled" and not sigmas.strip()  # the release's distilled stage 1
-        ancestral = distilled_ancestral_seed(seed, model.config.version) if distilled else None
-        stage = Stage(table, noise_scale=noise_scale, video_guidance=video_guidance, audio_guidance=audio_guidance,
-                      conditions=conditions, ancestral_seed=ancestral)
         with model.host.sampler(model.loras, previews=previews, compile=compile, cuda_graphs=cuda_graphs,
                                 should_stop=bridge.interrupt_requested) as (sampler, ready), bridge.interrupts():
             generator = torch.Generator(sampler.device).manual_seed(seed)
             result = sampler(conditioning.positive, negative, latent, stage, generator,
-                             progress=bridge.progress_bar(len(table) - 1, unique_id, ready))
-        return (to_comfy(result, like=given if isinstance(given, dict) else None),)
+                             progress=bridge.progress_bar(len(stage.sigmas) - 1, unique_id, ready))
+        out = to_comfy(result, like=given if isinstance(given, dict) else None)
+        return (mark_guided(out, guided(stage) or stage.keep_audio),)  # kept: a guided stage's audio

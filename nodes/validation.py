@@ -124,35 +124,38 @@ def setting_problem(check: Callable[[], object], names: Mapping[str, str] | None
     return None
 
 
-def _is_kind(path: str, kind: str) -> bool:
+def _kind_problem(path: str, kind: str) -> str | None:
+    """Why `path` is not a `kind` file, as `check_kind` (and so the command line) says it; None when it is one."""
     try:
         check_kind(path, kind)
-    except (LTX2Error, OSError, ValueError):
-        return False
-    return True
+    except (LTX2Error, OSError, ValueError) as exc:
+        return str(exc) or type(exc).__name__
+    return None
 
 
 def file_problem(kind: str, name: object, links: Mapping[str, object] | None = None) -> str | None:
     """Why the file picked for a `kind` input cannot be used, in ComfyUI's terms: not a file of the kind's models
-    folder (a path, `..`, anything ComfyUI does not list there, a null), or a file of another kind (then where it
-    belongs). None when fine, or when linked (None while `links` does not say otherwise: known at run time). Reads
-    headers only; never echoes a file's content."""
-    folder, _, input_name, wanted = FILE_KINDS[kind]
+    folder (a path, `..`, anything ComfyUI does not list there, a null), a file of another kind (then where it
+    belongs), or else what the loader says is wrong with it (a damaged or truncated file, a GGUF of another family or
+    of a type that does not load), the file named as the input shows it. None when fine, or when linked (None while
+    `links` does not say otherwise: known at run time). Reads headers only; never echoes a file's content."""
+    folder, _, input_name, _ = FILE_KINDS[kind]
     if name is None and (links is None or input_name in links):
         return None
     try:
         path = bridge.model_path(folder, name, marker="config.json" if kind == "text encoder" else None)
     except (OSError, ValueError) as exc:
         return f"{input_name}: {exc}"
-    if _is_kind(path, kind):
+    problem = _kind_problem(path, kind)
+    if problem is None:
         return None
     shown = os.path.basename(str(name).rstrip("/\\"))
     for other, (other_folder, node, other_input, _) in FILE_KINDS.items():
-        if other != kind and _is_kind(path, other):
+        if other != kind and _kind_problem(path, other) is None:
             return (f"{input_name}: {shown} is {_article(other)} {other} file, not {_article(kind)} {kind}: put it in "
-                    f"models/{other_folder} and pick it in {node} ({other_input}); here pick {wanted} from "
-                    f"models/{folder}")
-    return f"{input_name}: {shown} is not {_article(kind)} {kind} LTX-2 can use; pick {wanted} from models/{folder}"
+                    f"models/{other_folder} and pick it in {node} ({other_input}); here pick {FILE_KINDS[kind][3]} "
+                    f"from models/{folder}")
+    return f"{input_name}: {problem.replace(str(path), shown)}"
 
 
 def _article(kind: str) -> str:

@@ -43,3 +43,14 @@ def tiny_checkpoints(tmp_path_factory):
         paths[version] = write_checkpoint(root / f"ltx-{version}-tiny.safetensors",
                                           demo_transformer(config).state_dict(), config)
     return paths
+
+
+@pytest.fixture
+def no_model_work(monkeypatch):
+    """A spy on the command line's model loads (the demo's and a checkpoint's transformer): a test of a request that
+    must be refused before any model work fails if one starts."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("models were loaded for a bad request")
+
+    monkeypatch.setattr("ltx2_core.demo.demo_models", refuse)
+    monkeypatch.setattr("ltx2_core.model_files.load_transformer", refuse)

@@ -65,11 +65,15 @@ class AudioCondition(NamedTuple):
 class EncodedAudio(NamedTuple):
     """An encoded sound held over the whole clip (a `Condition` of the audio stream): latent (1, 8, T, 16) with
     T the clip's audio latent length, and its strength. `span` (start, end) seconds: the audio latents meeting
-    [start, end) are regenerated from noise and only the others held (a retake); the stream is then not frozen."""
+    [start, end) are regenerated from noise and only the others held (a retake); the stream is then not frozen.
+    `retake`: the clip's own sound, held by a retake (`RetakePipeline`: frozen, it is noised first where the
+    release's reference does, `Release.frozen_noised`, and the stage keeps its audio guidance); False: a sound the
+    video is generated to (`A2VidPipelineTwoStage`: held clean, the audio not guided, `sampling.recipe`)."""
 
     latent: torch.Tensor
     strength: float
     span: tuple[float, float] | None = None
+    retake: bool = False
     modality = AUDIO
 
     def apply(self, stream: ConditionedStream) -> ConditionedStream:
@@ -77,13 +81,19 @@ class EncodedAudio(NamedTuple):
         if tokens.shape[1] != stream.tokens:
             raise ValueError(f"the encoded audio has {tokens.shape[1]} latent frames and the clip {stream.tokens}; "
                              "encode it for this clip's frames and frame rate")
-        return stream.hold_clip(tokens, self.strength, self.span)  # strength 1, no span: the reference's frozen
+        return stream.hold_clip(tokens, self.strength, self.span, noised=self.retake)  # strength 1, no span: frozen
+
+
+def held_sound(conditions) -> EncodedAudio | None:
+    """The sound `conditions` generate the video to (audio to video; not a retake's own sound), or None."""
+    return next((c for c in conditions if isinstance(c, EncodedAudio) and not c.retake), None)
 
 
 def holds_sound(conditions) -> bool:
-    """Whether `conditions` hold the audio stream exactly (an encoded sound at strength 1): the sampled audio latent
-    is then the sound's own, and the sound itself is what the clip is written with."""
-    return any(isinstance(c, EncodedAudio) and c.strength == 1 and c.span is None for c in conditions)
+    """Whether `conditions` hold the audio stream exactly at a sound the video is generated to (strength 1): the
+    sampled audio latent is then the sound's own, and the sound itself is what the clip is written with."""
+    sound = held_sound(conditions)
+    return sound is not None and sound.strength == 1 and sound.span is None
 
 
 @torch.no_grad()

@@ -8,8 +8,10 @@ the generation size, centre crop; values to [-1, 1]; the video VAE encoder (all 
 Conditioning the sampler (each `EncodedImage` is a `Condition` of the video stream): an image at pixel frame 0
 replaces latent frame 0 (its tokens become the clean latent, with denoise mask 1 − strength: strength 1 keeps them
 exactly); an image at any other frame is a guiding keyframe, its tokens appended after the video tokens with
-positions [f, f + 8) / fps in time and the grid's in space, mask 1 − strength, attending to and attended by every
-token, and dropped after the last step. Applied in order, so a later frame-0 image wins.
+positions [f, f + 8) / fps in time (1.0.0; 1.2.0, which LTX-2.5 follows: [f, f + 1) / fps, the image's one pixel
+frame, `Release.keyframe_frames`) and the grid's in space, mask 1 − strength, attending to and attended by every
+token, and dropped after the last step. Applied in order, so a later frame-0 image wins. (How held and appended
+tokens are noised where the noise scale is below 1 also differs between the two: `Release.noise_from_latent`.)
 """
 
 from __future__ import annotations
@@ -27,19 +29,21 @@ import torch.nn.functional as F
 from ltx2_core.conditioning.stream import VIDEO, ConditionedStream
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, VIDEO_TIME_SCALE, patchify_video
 
-DEFAULT_IMAGE_CRF = 33  # ltx_pipelines/utils/constants.py DEFAULT_IMAGE_CRF
+# ltx_pipelines/utils/constants.py DEFAULT_IMAGE_CRF (1.2.0: 18 from 2.4 on; each release's: `Release.image_crf`)
+DEFAULT_IMAGE_CRF = 33
 MAX_CRF = 51
 LAST_FRAME = -1  # a frame index meaning the video's last frame
 
 
 class ImageCondition(NamedTuple):
     """An image (file path or RGB uint8 array (H, W, 3)) at pixel frame `frame` (LAST_FRAME: the last, see `at`),
-    held with `strength` (1: exactly, 0: not at all), prepared with an H.264 round trip at `crf` (0: none)."""
+    held with `strength` (1: exactly, 0: not at all), prepared with an H.264 round trip at `crf` (0: none; None:
+    the release's, `Release.image_crf`: what the model was trained against)."""
 
     image: str | os.PathLike | np.ndarray
     frame: int = 0
     strength: float = 1.0
-    crf: int = DEFAULT_IMAGE_CRF
+    crf: int | None = None
 
     def check(self, frames: int) -> None:
         """ValueError naming the fix, before any model work (a file is decoded in full, as it will be read)."""
@@ -47,7 +51,8 @@ class ImageCondition(NamedTuple):
             raise ValueError(f"image frame must be a pixel frame index in 0..{frames - 1}, got {self.frame!r}")
         if not isinstance(self.strength, (int, float)) or not 0 <= self.strength <= 1:
             raise ValueError(f"image strength must be in [0, 1], got {self.strength!r}")
-        if isinstance(self.crf, bool) or not isinstance(self.crf, int) or not 0 <= self.crf <= MAX_CRF:
+        if self.crf is not None and (isinstance(self.crf, bool) or not isinstance(self.crf, int)
+                                     or not 0 <= self.crf <= MAX_CRF):
             raise ValueError(f"image CRF must be an integer in 0..{MAX_CRF} (0: no H.264 round trip), got {self.crf!r}")
         if isinstance(self.image, np.ndarray):
             if self.image.ndim != 3 or self.image.shape[2] != 3 or self.image.dtype != np.uint8:
@@ -56,7 +61,7 @@ class ImageCondition(NamedTuple):
             name, size = "array", (self.image.shape[1], self.image.shape[0])
         else:
             name, size = self.image, _check_image_file(self.image)
-        if self.crf and min(size) < 2:
+        if self.crf != 0 and min(size) < 2:
             raise ValueError(f"image {name} is {size[0]}x{size[1]} pixels; the H.264 round trip needs at least "
                              "2 on each side: use a larger image or CRF 0 (no round trip)")
 
@@ -69,6 +74,8 @@ def _check_image_file(path: str | os.PathLike) -> tuple[int, int]:
     """The image's (width, height) once its structure (chunk checksums) and every pixel decode."""
     from PIL import Image, UnidentifiedImageError
 
+    if os.path.isdir(path):
+        raise ValueError(f"image {path} is a folder; give an image file (PNG, JPEG or WebP)")
     if not os.path.isfile(path):
         raise ValueError(f"image {path}: no such file")
     try:
@@ -83,9 +90,22 @@ def _check_image_file(path: str | os.PathLike) -> tuple[int, int]:
         raise ValueError(f"image {path} is damaged or truncated ({exc}); save it again as PNG or JPEG") from exc
 
 
+def has_transparency(path: str | os.PathLike) -> bool:
+    """Whether the image file has pixels that are not fully opaque (alpha below 255, or a palette's transparent
+    colour), which `read_image` shows in the colour stored under them."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        if image.mode not in ("RGBA", "LA", "PA", "RGBa", "La") and "transparency" not in image.info:
+            return False
+        return image.convert("RGBA").getchannel("A").getextrema()[0] < 255
+
+
 def read_image(path: str | os.PathLike) -> np.ndarray:
-    """RGB uint8 (H, W, 3); an alpha channel is dropped, 16-bit grayscale scaled to 8 bits (PIL's own conversion
-    clips it), other modes converted to RGB."""
+    """RGB uint8 (H, W, 3); an alpha channel is dropped, not composited, as both reference pipelines do (1.0.0
+    keeps the first three channels, 1.2.0 converts RGBA to RGB): a transparent pixel shows the colour stored under
+    it (`has_transparency` tells the caller). 16-bit grayscale is scaled to 8 bits (PIL's own conversion clips it),
+    other modes converted to RGB."""
     from PIL import Image
 
     with Image.open(path) as image:
@@ -127,10 +147,11 @@ def resize_and_crop(image: torch.Tensor, height: int, width: int) -> torch.Tenso
 
 
 def prepare_image(condition: ImageCondition, height: int, width: int, device: torch.device | str = "cpu",
-                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The encoder's input for one image at the generation size: (1, 3, 1, height, width) in [-1, 1]."""
+                  dtype: torch.dtype = torch.float32, crf: int = DEFAULT_IMAGE_CRF) -> torch.Tensor:
+    """The encoder's input for one image at the generation size: (1, 3, 1, height, width) in [-1, 1]; `crf`: the
+    round trip's where the condition leaves it to the release."""
     pixels = condition.image if isinstance(condition.image, np.ndarray) else read_image(condition.image)
-    pixels = h264_round_trip(pixels, condition.crf)
+    pixels = h264_round_trip(pixels, crf if condition.crf is None else condition.crf)
     x = resize_and_crop(torch.tensor(pixels, dtype=torch.float32, device=device), height, width)
     return (x / 127.5 - 1.0).to(dtype)
 
@@ -153,27 +174,30 @@ class EncodedImage(NamedTuple):
         # the reference builds a keyframe's mask in the latent's dtype (bf16 in real runs)
         mask = torch.full((1, image.shape[1], 1), 1.0 - self.strength, dtype=image.dtype,
                           device=stream.clean.device).float()
-        positions = keyframe_positions(self.frame, rows, cols, stream.fps, stream.clean.device)
+        positions = keyframe_positions(self.frame, rows, cols, stream.fps, stream.clean.device, stream.keyframe_frames)
         return stream.append(image, mask, positions)
 
 
 @torch.no_grad()
 def encode_conditions(conditions: Sequence[ImageCondition], encoder: torch.nn.Module, height: int,
-                      width: int) -> list[EncodedImage]:
-    """Every image prepared at height × width and encoded in one batch by the video VAE encoder."""
+                      width: int, crf: int = DEFAULT_IMAGE_CRF) -> list[EncodedImage]:
+    """Every image prepared at height × width and encoded in one batch by the video VAE encoder; `crf`: the
+    release's (`Release.image_crf`), for the images that leave it to the release."""
     if not conditions:
         return []
     param = next(encoder.parameters())
-    images = torch.cat([prepare_image(c, height, width, param.device, param.dtype) for c in conditions])
+    images = torch.cat([prepare_image(c, height, width, param.device, param.dtype, crf) for c in conditions])
     latents = encoder(images)
     return [EncodedImage(latents[i:i + 1], c.frame, float(c.strength)) for i, c in enumerate(conditions)]
 
 
-def keyframe_positions(frame: int, rows: int, cols: int, fps: float,
-                       device: torch.device | str | None = None) -> torch.Tensor:
-    """(1, 3, rows·cols, 2) bounds of a keyframe's tokens: time [frame, frame + 8) / fps, space the grid's."""
+def keyframe_positions(frame: int, rows: int, cols: int, fps: float, device: torch.device | str | None = None,
+                       span: int = VIDEO_TIME_SCALE) -> torch.Tensor:
+    """(1, 3, rows·cols, 2) bounds of a keyframe's tokens: time [frame, frame + span) / fps (the release's
+    `keyframe_frames`: 8, a latent frame's, in 1.0.0; 1, the image's one pixel frame, in 1.2.0), space the
+    grid's."""
     grid = torch.meshgrid(torch.arange(rows, device=device), torch.arange(cols, device=device), indexing="ij")
     starts = torch.stack(grid).flatten(1).float() * VIDEO_SPACE_SCALE  # (2, tokens)
     space = torch.stack([starts, starts + VIDEO_SPACE_SCALE], dim=-1)
-    time = torch.tensor([frame, frame + VIDEO_TIME_SCALE], dtype=torch.float32, device=device) / fps
+    time = torch.tensor([frame, frame + span], dtype=torch.float32, device=device) / fps
     return torch.cat([time.expand(1, starts.shape[1], 2), space])[None]

@@ -17,6 +17,7 @@ from ltx2_core.conditioning.control import EncodedControl
 from ltx2_core.conditioning.images import EncodedImage
 from ltx2_core.conditioning.video import EncodedVideo
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream
+from ltx2_core.geometry import VIDEO_TIME_SCALE
 
 CONDITIONS: dict[str, type[Condition]] = {
     "image": EncodedImage,  # an encoded image held at a pixel frame (image-to-video, keyframes)
@@ -48,9 +49,10 @@ def apply_conditions(stream: ConditionedStream, conditions: Sequence[Condition])
 
 
 def condition_video(clean: torch.Tensor, positions: torch.Tensor, conditions: Sequence[Condition],
-                    fps: float) -> ConditionedStream:
-    """The video tokens (1, F'·H'·W', 128) at their positions (1, 3, tokens, 2) with the video's conditions."""
-    return apply_conditions(ConditionedStream.start(VIDEO, clean, positions, fps), conditions)
+                    fps: float, keyframe_frames: int = VIDEO_TIME_SCALE) -> ConditionedStream:
+    """The video tokens (1, F'·H'·W', 128) at their positions (1, 3, tokens, 2) with the video's conditions;
+    `keyframe_frames`: the release's keyframe time span (`Release.keyframe_frames`)."""
+    return apply_conditions(ConditionedStream.start(VIDEO, clean, positions, fps, keyframe_frames), conditions)
 
 
 def condition_audio(clean: torch.Tensor, positions: torch.Tensor, conditions: Sequence[Condition],

@@ -137,7 +137,7 @@ def encode_retake(retake: Retake, video_encoder: torch.nn.Module, audio_encoder:
         sound = check_waveform(retake.sound.samples, retake.sound.rate, retake.name).clip(0.0, info.seconds)
     latent = conform_length(encode_audio(sound.samples, sound.rate, audio_encoder),
                             audio_latent_length(info.frames, info.fps))
-    return video, EncodedAudio(latent, 1.0, span if retake.regenerate_audio else None)
+    return video, EncodedAudio(latent, 1.0, span if retake.regenerate_audio else None, retake=True)
 
 
 def conform_length(latent: torch.Tensor, frames: int) -> torch.Tensor:

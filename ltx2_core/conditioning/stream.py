@@ -15,6 +15,8 @@ from typing import Literal, NamedTuple, Protocol
 
 import torch
 
+from ltx2_core.geometry import VIDEO_TIME_SCALE
+
 Modality = Literal["video", "audio"]
 VIDEO: Modality = "video"
 AUDIO: Modality = "audio"
@@ -36,6 +38,11 @@ class ConditionedStream(NamedTuple):
     frozen:    every token is held exactly and the stream is not sampled at all (the reference's frozen modality);
                where the release's reference does so (`Release.frozen_sigma_zero`: 2.5) the sampler also feeds the
                stream's sigma to the transformer as 0, which the text and cross-modal modulations read
+    frozen_noised: the frozen clip is one the reference noises at the stage's noise scale before freezing it (its
+               retake's kept streams, sound for a video's video), where the release follows it
+               (`Release.frozen_noised`: 2.5); False: held clean (audio-to-video's sound)
+    keyframe_frames: the time span, in pixel frames, of a single-image keyframe's tokens (`Release.keyframe_frames`:
+               8 for 1.0.0's rule, 1 for 1.2.0's)
     """
 
     modality: Modality
@@ -46,12 +53,14 @@ class ConditionedStream(NamedTuple):
     mask: torch.Tensor | None = None
     attention: torch.Tensor | None = None
     frozen: bool = False
+    frozen_noised: bool = False
+    keyframe_frames: int = VIDEO_TIME_SCALE
 
     @classmethod
-    def start(cls, modality: Modality, clean: torch.Tensor, positions: torch.Tensor,
-              fps: float) -> ConditionedStream:
+    def start(cls, modality: Modality, clean: torch.Tensor, positions: torch.Tensor, fps: float,
+              keyframe_frames: int = VIDEO_TIME_SCALE) -> ConditionedStream:
         """The unconditioned state of a latent's tokens `clean` (1, T, C) at `positions` (1, axes, T, 2)."""
-        return cls(modality, clean, positions, fps, clean.shape[1])
+        return cls(modality, clean, positions, fps, clean.shape[1], keyframe_frames=keyframe_frames)
 
     def denoise_mask(self) -> torch.Tensor:
         """The mask, or all ones (1, T + K, 1) fp32 when no condition has set one yet (every token generated)."""
@@ -75,13 +84,15 @@ class ConditionedStream(NamedTuple):
         time = self.positions[:, 0, :self.tokens]
         return ((time[..., 1] > start) & (time[..., 0] < end)).float()[..., None]
 
-    def hold_clip(self, clean: torch.Tensor, strength: float, span: tuple[float, float] | None) -> ConditionedStream:
+    def hold_clip(self, clean: torch.Tensor, strength: float, span: tuple[float, float] | None,
+                  noised: bool = False) -> ConditionedStream:
         """Every latent token held at `clean` (1, T, C) with mask 1 − strength, and the stream frozen at strength 1
-        (a video or sound held over the clip); with a `span` (start, end) seconds the tokens meeting it get mask 1
-        (regenerated from noise: a retake) and the stream is not frozen."""
+        (a video or sound held over the clip; `noised`: one the reference noises before freezing, `frozen_noised`);
+        with a `span` (start, end) seconds the tokens meeting it get mask 1 (regenerated from noise: a retake) and
+        the stream is not frozen."""
         if span is None:
             held = self.hold(0, clean, 1.0 - strength)
-            return held._replace(frozen=True) if strength == 1 else held
+            return held._replace(frozen=True, frozen_noised=noised) if strength == 1 else held
         inside = self.in_span(*span)
         return self.hold(0, clean, inside + (1 - inside) * (1.0 - strength))
 

@@ -11,6 +11,12 @@ VAE (`vae/`, `config.vae` whose `_class_name` tells the convolutional decoder fr
 (`vae/`, `config.audio_vae` + `config.vocoder`, tensors under `audio_vae.` and `vocoder.`), the latent upsampler
 (`latent_upscale_models/`, a flat `config`) and LoRAs (`loras/`, `lora_A`/`lora_B` pairs). A text projection file (ComfyUI's embeddings connector files, for a GGUF
 or separate transformer) holds only the text projection and the text connectors.
+
+A release is read from `model_version`; where a component file has none (a VAE or an upsampler saved out of a 2.0 /
+2.3 release by a user or a converter), from its form: a convolutional video VAE's decoder resampling blocks and
+padding (or, without any metadata, its shapes) are 2.0's or 2.3's released ones; a flat HiFi-GAN vocoder is 2.0's;
+a rational x2 upsampler is 2.0's. 2.3's and 2.5's audio VAEs and plain upsamplers share one form, so only their
+`model_version` tells them apart.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.gguf_file import gguf_transformer_config
 from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header
-from ltx2_core.loader.vae_weights import released_vae_section
+from ltx2_core.loader.vae_weights import released_vae_release
 
 # kind -> the ComfyUI models folder it belongs in
 FOLDERS: Mapping[str, str] = {
@@ -96,17 +102,32 @@ def kind_of(file: SafetensorsFile) -> FileKind:
     if "vae" in config:
         vae = config["vae"] if isinstance(config["vae"], dict) else {}
         if vae.get("_class_name", _CONV_CLASS) == _CONV_CLASS:  # 2.0 to 2.5 (a VAE saved out of a bundle, too)
-            return FileKind("video VAE", version, CONV_DECODER)
+            return FileKind("video VAE", version or released_vae_release(file), CONV_DECODER)
         return FileKind("video VAE", version or "2.5", DIFFUSION_DECODER)  # first shipped with 2.5
     if "audio_vae" in config or "vocoder" in config:
-        return FileKind("audio VAE", version)
+        return FileKind("audio VAE", version or _audio_vae_release(config))
     if config and ("spatial_upsample" in config or "mid_channels" in config):
-        return FileKind("latent upsampler", version)
+        return FileKind("latent upsampler", version or _upsampler_release(config))
     if any(name.endswith("embed_tokens.weight") for name in names):
         return FileKind("text encoder", None, "a Gemma language model")
-    if not config and released_vae_section(file) is not None:  # a 2.0 / 2.3 VAE file without its metadata
-        return FileKind("video VAE", None, CONV_DECODER)
+    release = None if config else released_vae_release(file)  # a 2.0 / 2.3 VAE file without its metadata
+    if release is not None:
+        return FileKind("video VAE", release, CONV_DECODER)
     return FileKind("unknown", version, "no LTX-2 config metadata or tensor names")
+
+
+def _audio_vae_release(config: Mapping) -> str | None:
+    """A split audio VAE's release by its vocoder: LTX-2.0's is a flat HiFi-GAN section; 2.3's and 2.5's add the
+    bandwidth extension (`vocoder` + `bwe`) in one form, which only a `model_version` tells apart."""
+    vocoder = config.get("vocoder")
+    return "2.0" if isinstance(vocoder, dict) and vocoder and "bwe" not in vocoder else None
+
+
+def _upsampler_release(config: Mapping) -> str | None:
+    """An upsampler's release by its form: of the released x2 files, LTX-2.0's (x2-1.0) alone uses the rational
+    resampler, 2.3's (x2-1.1) and 2.5's the plain one, which only a `model_version` tells apart."""
+    rational = config.get("rational_resampler") is True and config.get("spatial_scale", 2.0) == 2
+    return "2.0" if rational else None
 
 
 def release_of(model_version: str | None) -> str | None:

@@ -8,10 +8,11 @@ import os
 
 from ltx2_core.errors import CheckpointError
 from ltx2_core.loader.checkpoint import config_metadata, transformer_config
-from ltx2_core.loader.file_kinds import check_file_kind, file_kind
+from ltx2_core.loader.file_kinds import check_file_kind
 from ltx2_core.loader.gemma_files import find_gemma
 from ltx2_core.loader.gguf_file import gguf_transformer_config
 from ltx2_core.loader.gguf_reader import is_gguf
+from ltx2_core.loader.layouts import RELEASED_CHECKPOINTS
 from ltx2_core.loader.lora import LoraError
 from ltx2_core.loader.safetensors_file import read_header
 from ltx2_core.loader.sources import DECODING, SECTIONS
@@ -38,14 +39,15 @@ def check_kind(path: str | os.PathLike, kind: str) -> None:
         return
     file = read_header(path, kind)
     if kind == "checkpoint":
-        transformer_config(file)
+        release = transformer_config(file).version.value
         missing = [name for name in BUNDLED if name not in config_metadata(file)]
-        if missing and file_kind(path).version == "2.5":
-            raise CheckpointError(f"{file.path}: an LTX-2.5 transformer file, whose VAEs and vocoder are files of "
-                                  "their own; load it from diffusion_models with its video VAE and audio VAE files")
+        if missing and release not in RELEASED_CHECKPOINTS:
+            raise CheckpointError(f"{file.path}: an LTX-{release} transformer file, whose VAEs and vocoder are files "
+                                  "of their own; load it from diffusion_models with its video VAE and audio VAE files")
         if missing:
-            raise CheckpointError(f"{file.path}: a transformer without the {', '.join(missing)} it needs for "
-                                  "decoding; use the full LTX-2 checkpoint (e.g. ltx-2.3-22b-dev.safetensors)")
+            raise CheckpointError(f"{file.path}: an LTX-{release} transformer without the {', '.join(missing)} it "
+                                  f"needs for decoding; use the full LTX-{release} checkpoint "
+                                  f"({RELEASED_CHECKPOINTS[release]})")
     elif kind in ("transformer", "video VAE", "audio VAE"):
         check_file_kind(path, kind)
         if kind == "transformer":

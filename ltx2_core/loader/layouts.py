@@ -26,7 +26,10 @@ from ltx2_core.errors import MissingConfigError, UnsupportedLayoutError
 from ltx2_core.loader.safetensors_file import SafetensorsFile
 from ltx2_core.loader.sources import BUNDLE, Component
 
-FULL_CHECKPOINTS = "ltx-2-19b-dev.safetensors (LTX-2.0) or ltx-2.3-22b-dev.safetensors (LTX-2.3) from Lightricks"
+# the released single-file checkpoint (DiT, text projection, VAEs, vocoder) of each release that ships one
+RELEASED_CHECKPOINTS = {"2.0": "ltx-2-19b-dev.safetensors", "2.3": "ltx-2.3-22b-dev.safetensors"}
+FULL_CHECKPOINTS = " or ".join(f"{name} (LTX-{release})" for release, name in RELEASED_CHECKPOINTS.items()) + \
+    " from Lightricks"
 # a per-block parameter every LTX-2 version has, once under the official name and once under diffusers' rename
 _OFFICIAL_BLOCK = re.compile(r"^(.*?)transformer_blocks\.\d+\.scale_shift_table_a2v_ca_video$")
 _DIFFUSERS_BLOCK = re.compile(r"(^|\.)transformer_blocks\.\d+\.video_a2v_cross_attn_scale_shift_table$")

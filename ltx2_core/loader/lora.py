@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from ltx2_core.errors import CheckpointError
-from ltx2_core.loader.safetensors_file import Shard, read_header, read_tensors
+from ltx2_core.loader.safetensors_file import SafetensorsFile, Shard, read_header, read_tensors
 from ltx2_core.quant import low_rank
 from ltx2_core.quant.registry import QuantModule, quantised_modules
 
@@ -77,6 +77,28 @@ def shard_lora(lora: Lora, shards: Mapping[str, Shard]) -> Lora:
 def load_lora(path: str | os.PathLike) -> Lora:
     """Reads a LoRA .safetensors file (only safetensors, never pickles) into CPU fp32 pairs."""
     file = read_header(path, "LoRA")
+    pairs = {}
+    for target, names in _pair_names(file).items():
+        tensors = read_tensors(file, names, dtype=torch.float32)
+        alpha = tensors.get("alpha")
+        scale = 1.0 if alpha is None else float(alpha.reshape(-1)[0]) / tensors["down"].shape[0]
+        pairs[target] = LoraPair(tensors["down"], tensors["up"], scale)
+    return Lora(file.path.name, pairs, str(file.path))
+
+
+def check_lora_file(path: str | os.PathLike, model: nn.Module) -> None:
+    """LoraError naming the file when the LoRA at `path` does not fit `model` (e.g. the transformer built on meta
+    from a checkpoint's config): `check_lora`'s checks of every target and shape, from the file's header alone."""
+    file = read_header(path, "LoRA")
+    pairs = {target: LoraPair(*(torch.empty(file.tensors[names[half]].shape, device="meta")
+                                for half in ("down", "up")), 1.0)
+             for target, names in _pair_names(file).items()}
+    check_lora(model, Lora(file.path.name, pairs, str(file.path)))
+
+
+def _pair_names(file: SafetensorsFile) -> dict[str, dict[str, str]]:
+    """Target weight (e.g. `transformer_blocks.0.attn1.to_q.weight`) -> the file's tensor names of its "down",
+    "up" and optional "alpha"; LoraError when a key has no partner or there is no pair."""
     keys = {name[len(PREFIX):] if name.startswith(PREFIX) else name: name for name in file.tensors}
     pairs, used = {}, set()
     for key in keys:
@@ -86,18 +108,14 @@ def load_lora(path: str | os.PathLike) -> Lora:
                 names = {"down": key, "up": target + up_suffix}
                 if target + ".alpha" in keys:
                     names["alpha"] = target + ".alpha"
-                tensors = read_tensors(file, {k: keys[v] for k, v in names.items()}, dtype=torch.float32)
-                rank = tensors["down"].shape[0]
-                alpha = tensors.get("alpha")
-                scale = 1.0 if alpha is None else float(alpha.reshape(-1)[0]) / rank
-                pairs[target + ".weight"] = LoraPair(tensors["down"], tensors["up"], scale)
+                pairs[target + ".weight"] = {half: keys[name] for half, name in names.items()}
                 used.update(names.values())
     leftover = sorted(set(keys) - used)
     if leftover or not pairs:
         raise LoraError(f"{file.path}: not a LoRA file this package reads ({len(leftover)} keys without a "
                         f"lora_A/lora_B or lora_down/lora_up partner, e.g. {leftover[:3]}); use a LoRA trained "
                         "for LTX-2 in the PEFT or ComfyUI layout")
-    return Lora(file.path.name, pairs, str(file.path))
+    return pairs
 
 
 def check_lora(model: nn.Module, lora: Lora) -> dict[str, LoraPair]:

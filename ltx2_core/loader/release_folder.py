@@ -3,10 +3,11 @@
 holding the release's files.
 
 Each component is the one file of its kind (`file_kinds`) and release in the folder(s) ComfyUI keeps it in. Where a
-folder holds several of a kind, those of the transformer's release are kept (by header, else by an "ltx-2.5" in the
-name: upsamplers and LoRAs carry no version); the transformer is the distilled one for the distilled mode and the
-other for the rest when the names tell them apart. A choice still open (both video VAEs, two text encoders) is
-refused listing the files and the flag that picks one; a component given by its flag is not looked for.
+folder holds several of a kind, those of the transformer's release are kept (by header; only among files whose
+header names no release, as upsamplers and LoRAs, by an "ltx-2.5" in the name); the transformer is the distilled
+one for the distilled mode and the other for the rest when the names tell them apart. A choice still open (two dev
+transformers, both video VAEs, two text encoders) is refused listing the files and the flag that picks one; a
+component given by its flag is not looked for.
 """
 
 from __future__ import annotations
@@ -99,10 +100,11 @@ def _kind(path: Path, kinds: dict[Path, FileKind | None]) -> FileKind | None:
 
 def _narrow(candidates: list[Path], kinds: Mapping[Path, FileKind | None], release: str, field: str,
             mode: str) -> list[Path]:
-    """The candidates of `release`: by header, else those without a version (by name when several)."""
+    """The candidates of `release`: by header, else those without a version, narrowed by an "ltx-2.5" in the name
+    when several (a header that names the release outranks any name: two of them stay two)."""
     exact = [path for path in candidates if kinds[path].version == release]
     pool = exact or [path for path in candidates if kinds[path].version is None and field != "text_encoder"]
-    if len(pool) > 1:
+    if not exact and len(pool) > 1:
         pool = [path for path in pool if f"ltx-{release}" in path.name.lower()] or pool
     if field == "checkpoint" and len(pool) > 1:
         distilled = [path for path in pool if "distilled" in path.name.lower()]

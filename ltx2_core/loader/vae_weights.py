@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ltx2_core.errors import MissingConfigError
+from ltx2_core.errors import ConfigError, MissingConfigError
 from ltx2_core.loader.checkpoint import config_metadata
 from ltx2_core.loader.components import FULL_CHECKPOINT_HINT, load_component
 from ltx2_core.loader.diffusion_vae_weights import load_diffusion_decoder
@@ -98,6 +98,32 @@ def released_vae_section(file: SafetensorsFile) -> Mapping[str, Any] | None:
         if all(not found or found == shapes[half] for half, found in halves.items()):
             return dict(section)
     return None
+
+
+def released_vae_release(file: SafetensorsFile) -> str | None:
+    """The release ("2.0", "2.3") whose released convolutional VAE the file's `vae` section has the form of: the
+    decoder's resampling blocks (kind, channel divisor, residual) in order and its padding, widths and layer counts
+    aside (a tiny VAE of a release's form counts as that release); without `config` metadata, the release whose
+    shapes it has (`released_vae_section`). None for a diffusion VAE, a form of no listed release (LTX-2.5's
+    convolutional VAE, which only its `model_version` names) and a section that does not parse. Headers only."""
+    if "config" not in file.metadata:
+        section = released_vae_section(file)
+        return next((release for release, known in RELEASED_VAE_SECTIONS.items() if known == section), None)
+    section = config_metadata(file).get("vae")
+    if not isinstance(section, dict) or is_diffusion_vae(section):
+        return None
+    try:
+        form = _decoder_form(VideoVaeConfig.from_metadata(section))
+    except ConfigError:
+        return None
+    return next((release for release, known in RELEASED_VAE_SECTIONS.items()
+                 if _decoder_form(VideoVaeConfig.from_metadata(known)) == form), None)
+
+
+def _decoder_form(config: VideoVaeConfig) -> tuple:
+    resampling = tuple((block.kind, block.multiplier, block.residual) for block in config.decoder_blocks
+                       if block.kind != "res_x")
+    return resampling, config.decoder_padding
 
 
 def _vae_source(source: PathLike | Source, component: Component) -> Source:

@@ -36,6 +36,9 @@ class Stage(Generic[L]):
                     in order; their tensors may live on any device
     ancestral_seed: None: deterministic Euler steps; a seed: ancestral Euler steps (η = 1) whose fresh noise comes
                     from a device generator seeded with it (LTX-2.5's distilled stage 1: the run's seed + 10000)
+    keep_audio:     the sampled latent keeps the input latent's audio: the stage samples the audio too (the video
+                    attends to it) but returns the one it was given (LTX-2.5's two-stage refinement, which returns
+                    stage 1's sound, `Release.two_stage_keeps_stage1_audio`)
     """
 
     sigmas: torch.Tensor
@@ -46,6 +49,7 @@ class Stage(Generic[L]):
     loras: tuple[tuple[L, float], ...] = ()
     conditions: tuple[Condition, ...] = ()
     ancestral_seed: int | None = None
+    keep_audio: bool = False
 
     def __post_init__(self) -> None:
         # callers pass lists (the handle's LoRAs, encode_conditions' result); the record holds tuples

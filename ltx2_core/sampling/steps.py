@@ -36,6 +36,17 @@ def noised_state(clean: torch.Tensor, noise: torch.Tensor, scale: float = 1.0,
     return StreamState(latent, clean, mask)
 
 
+def noised_from(start: torch.Tensor, clean: torch.Tensor, noise: torch.Tensor, scale: float = 1.0,
+                mask: torch.Tensor | None = None) -> StreamState:
+    """ltx-pipelines 1.2.0's noising: x = clean·(1 − m) + m·(start·(1 − s) + noise·s), in fp32, stored in the
+    clean latent's dtype. `start` (1, tokens, C) is the state's own latent (the latent being refined; zeros for
+    tokens a condition appended), where `noised_state` (1.0.0) noises the held tokens' clean values; the two agree
+    wherever s = 1 or m ∈ {0, 1} with start = clean."""
+    scaled = (start.float() * (1 - scale) + noise.float() * scale)
+    latent = scaled if mask is None else clean.float() * (1 - mask) + scaled * mask
+    return StreamState(latent.to(clean.dtype), clean, mask)
+
+
 def timesteps(state: StreamState, sigma: torch.Tensor, batch: int) -> torch.Tensor:
     """Per-token noise levels σ·m for `batch` passes: (batch, tokens), or (batch, 1) when there is no mask."""
     if state.mask is None:

@@ -39,6 +39,8 @@ TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.
 GGUF = {"checkpoint": ("unet", "ltx-2.3-22b-distilled-Q4_K_M.gguf"), "vae": ("vae", "LTX23_video_vae_bf16.safetensors"),
         "audio_vae": ("vae", "LTX23_audio_vae_bf16.safetensors"),
         "text_projection": ("text_encoders", "ltx-2.3-22b_embeddings_connector_bf16.safetensors")}
+# GGUFs in models/unet that do not load: a download cut short, a conversion of another family
+BAD_GGUF = {"truncated": "ltx-2.3-22b-dev-Q4_K_M-partial.gguf", "flux": "flux1-dev-Q4_K_S.gguf"}
 
 
 class Server(NamedTuple):
@@ -96,12 +98,18 @@ def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
 def _gguf_model(models: Path) -> None:
     """The tiny 2.3 GGUF (in models/unet, where ComfyUI-GGUF users keep them) with its VAE files and its text
     projection file (ComfyUI's embeddings connector layout), under the names `GGUF` gives."""
-    from support.gguf_files import write_gguf_model
+    import torch
+
+    from support.gguf_files import write_gguf, write_gguf_model
 
     written = write_gguf_model(models.parent / "gguf-files", "2.3", connectors=True)
     for field, (folder, name) in GGUF.items():
         (models / folder).mkdir(parents=True, exist_ok=True)
         (models / folder / name).symlink_to(written[field])
+    good = written["checkpoint"].read_bytes()
+    (models / "unet" / BAD_GGUF["truncated"]).write_bytes(good[: len(good) // 2])
+    write_gguf(models / "unet" / BAD_GGUF["flux"], {"double_blocks.0.img_attn.proj.weight": torch.randn(32, 64)},
+               arch="flux")
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from .conftest import ROOT, TINY
+from .conftest import BAD_GGUF, ROOT, TINY
 
 API = ROOT / "example_workflows" / "api"
 SMALL = {"4": {"width": 96, "height": 64, "frames": 9}, "6": {"steps": 2}}
@@ -78,6 +78,8 @@ ONCE = [  # workflow, node, input at fault, value (or the node's changes), a wor
     ("ltx2_t2v_two_gpus", "10", "layout", json.dumps({"cfg": 10**9}), "exceeds the 4 guidance passes"),
     ("ltx2_t2v_one_stage", "1", "ckpt_name", 5, "pick a file from models/checkpoints"),
     ("ltx2_t2v_one_stage", "1", "ckpt_name", TINY["misplaced"], "is a text encoder file"),
+    ("ltx2_gguf_distilled", "1", "transformer", BAD_GGUF["truncated"], "truncated or damaged: download it again"),
+    ("ltx2_gguf_distilled", "1", "transformer", BAD_GGUF["flux"], "another model family (architecture 'flux')"),
     # checked when queued since issue 35 (before: when the node ran, some after the model loaded)
     ("ltx2_t2v_one_stage", "1", "ckpt_name", None, "pick a file from models/checkpoints"),
     ("ltx2_retake", "5", "keep_audio", {"keep_video": True, "keep_audio": True}, "keeps both"),

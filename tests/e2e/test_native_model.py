@@ -155,3 +155,25 @@ def test_released_sizes_adopt_comfyui_model_on_meta(version, tmp_path):
     assert result == {"native": len(ours.state_dict()), "ours": len(ours.state_dict()), "linears": linears,
                       "bytes": result["bytes"]}
     assert result["bytes"] > 30e9  # the 19B / 22B DiT in bf16 (it is ComfyUI's: nothing was allocated)
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_without_metadata_comfyui_builds_the_2_0_structure(version, tmp_path):
+    """What ComfyUI-GGUF's UnetLoaderGGUF gets from ComfyUI 0.26.0 for an LTX-2 GGUF (tensors, no `config`
+    metadata): the structure detected from the keys alone is 2.0's, so a 2.0 GGUF fits it and a 2.3 one does not (its
+    prompt AdaLN and gates have no place, its 9-row tables and wider AdaLN projections mismatch); the pack's LTX-2
+    Model Loader (separate files) reads either (docs/small_cards/gguf.md)."""
+    path, python = _comfyui()
+    out = tmp_path / "detected.json"
+    run = subprocess.run([str(python), str(ROOT / "tests" / "e2e" / "detect_without_metadata.py"), str(ROOT), version,
+                          str(out)], cwd=path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["detected"]["image_model"] == "ltxav" and "apply_gated_attention" not in result["detected"]
+    if version == "2.0":
+        assert result["no_place"] == result["absent"] == result["mismatched"] == []
+        return
+    assert "prompt_adaln_single.linear.weight" in result["no_place"]
+    assert "transformer_blocks.0.attn1.to_gate_logits.weight" in result["no_place"]
+    assert ["adaln_single.linear.weight", [36864, 4096], [24576, 4096]] in result["mismatched"]
+    assert ["transformer_blocks.0.scale_shift_table", [9, 4096], [6, 4096]] in result["mismatched"]

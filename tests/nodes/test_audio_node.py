@@ -180,13 +180,13 @@ def test_a_held_sound_is_an_encoded_audio_condition_of_the_stage(loaded, monkeyp
 
     model, _, conditioning, _ = loaded
     seen = {}
-    real = sampling.Stage
+    real = sampling.build_stage
 
-    def spy(*args, **kwargs):
-        seen["conditions"] = kwargs["conditions"]
-        return real(*args, **kwargs)
+    def spy(version, parts, *args):
+        seen["conditions"] = parts.conditions
+        return real(version, parts, *args)
 
-    monkeypatch.setattr(sampling, "Stage", spy)
+    monkeypatch.setattr(sampling, "build_stage", spy)
     sound, _ = node("LTX2AudioCondition", _comfy(_tone(1.0, 16000), 16000), 0.0, 0.0, 0.7, 24.0)
     (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
     node("LTX2Sampler", model, conditioning, latent, 4, 1, "ltx2", audio=sound)

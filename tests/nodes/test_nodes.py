@@ -119,6 +119,8 @@ def test_image_conditions_chain_into_the_sampler_and_the_generate_node(loaded, f
     (first,) = node("LTX2ImageCondition", picture, 0, 1.0, 0)
     (both,) = node("LTX2ImageCondition", picture.flip(1), -1, 0.8, 33, images=first)
     assert [(i.frame, i.strength, i.crf) for i in both] == [(0, 1.0, 0), (-1, 0.8, 33)]
+    (auto,) = node("LTX2ImageCondition", picture, 0, 1.0, -1)  # the widget's default: the model's CRF
+    assert auto[0].crf is None
     (latent,) = node("LTX2EmptyLatent", 96, 64, 17, 24.0)
     (out,) = node("LTX2Sampler", model, conditioning, latent, 3, 2, "ltx2", guidance=guidance, images=both)
     encoded = encode_conditions(at_frames(both, 17), model.video_encoder, 64, 96)[0]  # the same batch of two

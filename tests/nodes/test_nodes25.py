@@ -14,6 +14,7 @@ from ltx2_core.sampling import DISTILLED_SIGMAS, sigma_table
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import sample
 from nodes.loaders import LTX2ModelLoader
+from support.model_files import write_split_vaes
 from support.node_calls import node
 from support.release25 import write_release25
 
@@ -73,13 +74,24 @@ def test_the_decode_nodes_seed_is_the_diffusion_decoders_noise(loaded):
 
 
 def test_a_file_of_the_wrong_kind_is_refused_before_loading(release):
-    problem = LTX2ModelLoader.VALIDATE_INPUTS(transformer=release["dev"], video_vae=release["audio_vae"],
-                                              audio_vae=release["audio_vae"])
-    assert problem.startswith("video_vae: ltx-2.5-audio-vae-bf16.safetensors is an audio VAE file, not a video VAE")
+    assert LTX2ModelLoader.VALIDATE_INPUTS(transformer=release["dev"]) is True  # the VAEs: checked when it runs
+    with pytest.raises(CheckpointError, match=r"this is an LTX-2.5 audio VAE, .*an LTX-2 video VAE here \(video_vae\)"):
+        node("LTX2ModelLoader", release["dev"], release["audio_vae"], release["audio_vae"], "auto", "cpu")
     problem = LTX2ModelLoader.VALIDATE_INPUTS(transformer=release["text_encoder"])
     assert "is a text encoder file, not a transformer: put it in models/text_encoders" in problem
     with pytest.raises(CheckpointError, match=r"this is an LTX-2.5 video VAE .*an LTX-2 audio VAE here \(audio_vae\)"):
         node("LTX2ModelLoader", release["dev"], release["vae"], release["conv_vae"], "auto", "cpu")
+
+
+def test_vae_files_saved_out_of_a_23_bundle_are_refused_for_a_25_transformer(release, tiny_checkpoints,
+                                                                            tmp_path, no_model_work):
+    """Their headers name no release; their form is LTX-2.3's (the video VAE's resampling blocks), so the loader
+    refuses them with the 2.5 transformer before anything loads."""
+    video, audio = write_split_vaes(tiny_checkpoints["2.3"], tmp_path)
+    with pytest.raises(CheckpointError, match=r"different LTX-2 releases \(transformer ltx-2.5-22b-dev-transformer-"
+                                              r"bf16.safetensors: an LTX-2.5 transformer; video_vae .*: an LTX-2.3 "
+                                              r"video VAE"):
+        node("LTX2ModelLoader", release["dev"], str(video), str(audio), "auto", "cpu")
 
 
 def test_a_gemma3_text_encoder_is_refused_for_a_25_model(loaded, gemma_files):
@@ -110,3 +122,22 @@ def test_on_two_workers_ltx25_samples_what_it_samples_here(release, loaded):
             torch.testing.assert_close(results[1].audio, results[0].audio, atol=1e-4, rtol=0)
     finally:
         workers.release()
+
+
+def test_a_refinement_after_a_guided_stage_keeps_its_audio(release, loaded):
+    """LTX-2.5's two-stage pipeline returns stage 1's sound (ltx-pipelines 1.2.0, `sampling.recipe`): the stage-2
+    refine sampler after a guided stage 1 returns the audio it was given, copied exactly (its video is refined);
+    after a distilled (unguided) stage 1 it returns the audio it refined, as 1.2.0's distilled pipeline."""
+    model, conditioning = loaded
+    (upsampler,) = node("LTX2UpsamplerLoader", release["upsampler"], model)
+    scales = dict(cfg=3.0, stg=1.0, rescale=0.7, modality=3.0, stg_blocks="auto")
+    (guidance,) = node("LTX2Guidance", model, **scales, **{f"audio_{k}": v for k, v in scales.items()})
+    (empty,) = node("LTX2EmptyLatent", 64, 64, 9)
+    for schedule, extra, keeps in (("ltx2", {"guidance": guidance}, True), ("distilled", {}, False)):
+        (first,) = node("LTX2Sampler", model, conditioning, empty, SEED, 2, schedule, **extra)
+        assert first["ltx2_guided"] is keeps
+        (upsampled,) = node("LTX2LatentUpsample", model, upsampler, first)
+        (refined,) = node("LTX2Sampler", model, conditioning, upsampled, SEED, 3, "stage-2 refine")
+        assert torch.equal(refined.audio, first.audio) is keeps  # a copy where kept
+        assert not torch.allclose(refined.video, upsampled.video, atol=1e-3)  # the video is refined either way
+        assert refined["ltx2_guided"] is keeps

@@ -16,6 +16,7 @@ pytest.importorskip("gguf")
 from support.gguf_files import write_gguf_model
 from support.node_calls import node
 
+from ltx2_core.errors import CheckpointError
 from nodes import bridge
 from nodes.loaders import LTX2ModelLoader
 
@@ -70,6 +71,7 @@ def test_the_loader_lists_gguf_files_of_diffusion_models_and_unet(models, tmp_pa
     (roots["diffusion_models"][1] / "sub").mkdir()
     (roots["diffusion_models"][1] / "sub" / "ltx-2.3-copy.gguf").symlink_to(paths["checkpoint"])
     (roots["vae"][0] / "video.safetensors").symlink_to(paths["vae"])
+    (roots["vae"][0] / "audio.safetensors").symlink_to(paths["audio_vae"])
     (roots["text_encoders"][0] / "connector.safetensors").symlink_to(paths["text_projection"])
     (roots["text_encoders"][0] / "misplaced-vae.safetensors").symlink_to(paths["vae"])
 
@@ -88,12 +90,44 @@ def test_the_loader_lists_gguf_files_of_diffusion_models_and_unet(models, tmp_pa
     assert {"ltx-2.3-Q8_0.gguf", "sub/ltx-2.3-copy.gguf"} <= set(inputs["required"]["transformer"][0])
     assert inputs["optional"]["text_projection"][0] == ["none", "connector.safetensors", "misplaced-vae.safetensors"]
     assert bridge.model_path("diffusion_models", "sub/ltx-2.3-copy.gguf").endswith("ltx-2.3-copy.gguf")
-    assert LTX2ModelLoader.VALIDATE_INPUTS(transformer="ltx-2.3-Q8_0.gguf", video_vae="video.safetensors",
-                                           text_projection="connector.safetensors") is True
-    problem = LTX2ModelLoader.VALIDATE_INPUTS(transformer="ltx-2.3-Q8_0.gguf",
-                                              text_projection="misplaced-vae.safetensors")
-    assert problem.startswith("text_projection: misplaced-vae.safetensors is a video VAE file, not a text "
-                              "projection: put it in models/vae"), problem
+    assert LTX2ModelLoader.VALIDATE_INPUTS(transformer="ltx-2.3-Q8_0.gguf") is True
+    with pytest.raises(CheckpointError, match=r"video VAE.*not .*text projection.*\(text_projection\)"):
+        node("LTX2ModelLoader", "ltx-2.3-Q8_0.gguf", "video.safetensors", "audio.safetensors", "fp32", "cpu",
+             text_projection="misplaced-vae.safetensors")  # checked when the node runs, before any model work
     for name in (paths["checkpoint"], "../unet/ltx-2.3-Q8_0.gguf", "missing.gguf"):
         with pytest.raises((ValueError, FileNotFoundError)):
             bridge.model_path("diffusion_models", name)
+
+
+def test_a_bad_gguf_is_refused_once_on_the_transformer_input_with_the_loaders_reason(tmp_path):
+    """ComfyUI reports a VALIDATE_INPUTS failure on every input it names: the model loader names the transformer
+    alone, and a GGUF that does not load gets the command line's reason (the file named as the input shows it), not
+    a generic "not a transformer LTX-2 can use"."""
+    import inspect
+
+    import gguf
+    import numpy as np
+
+    from support.gguf_files import write_gguf
+
+    assert list(inspect.signature(LTX2ModelLoader.VALIDATE_INPUTS).parameters) == ["transformer"]
+    good = tmp_path / "good.gguf"
+    write_gguf(good, {"transformer_blocks.0.attn1.to_q.weight": torch.randn(32, 64)}, gguf.GGMLQuantizationType.Q8_0)
+    truncated = tmp_path / "ltx-2.3-22b-dev-Q4_K_M-partial.gguf"
+    truncated.write_bytes(good.read_bytes()[:-100])
+    flux = tmp_path / "flux1-dev-Q4_K_S.gguf"
+    write_gguf(flux, {"double_blocks.0.img_attn.proj.weight": torch.randn(32, 64)}, arch="flux")
+    iq2 = tmp_path / "ltx-2.3-IQ2_XXS.gguf"
+    writer = gguf.GGUFWriter(iq2, "ltxv")
+    writer.add_tensor("transformer_blocks.0.attn1.to_q.weight", np.zeros((16, 66), np.uint8),
+                      raw_dtype=gguf.GGMLQuantizationType.IQ2_XXS)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    for path, reason in ((truncated, "truncated or damaged: download it again"),
+                         (flux, "a GGUF of another model family (architecture 'flux')"),
+                         (iq2, "stored as IQ2_XXS, which this package does not dequantise; use a GGUF of F16")):
+        problem = LTX2ModelLoader.VALIDATE_INPUTS(transformer=str(path))
+        assert problem.startswith(f"transformer: {path.name}: ") and reason in problem, problem
+        assert "can use" not in problem and str(tmp_path) not in problem

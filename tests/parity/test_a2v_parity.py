@@ -17,7 +17,7 @@ from ltx2_core.audio_io import Waveform
 from ltx2_core.conditioning import AudioCondition, EncodedImage, encode_audio_condition
 from ltx2_core.demo.decoders import demo_audio_encoder
 from ltx2_core.geometry import audio_latent_length
-from ltx2_core.pipeline import uncond_contexts
+from ltx2_core.sampling.recipe import uncond_contexts
 from ltx2_core.sampling import STAGE2_SIGMAS, GuidanceParams, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import AVLatent, empty_latent, sample

@@ -84,5 +84,11 @@ def test_step_sides_and_the_sampler_promises(report):
 def test_flop_count_matches_the_documented_table(section, version):
     """121 frames: 126 audio tokens, 1,024 text tokens; TFLOP per forward 48 / 199 / 600 / 1,714."""
     config = TransformerConfig.from_metadata(section, version)
+    measure = _suite_measure()
     for video_tokens, tflop in ((1536, 48), (6144, 199), (15360, 600), (32640, 1714)):
-        assert _suite_measure().forward_flops(config, video_tokens, 126, 1024) / 1e12 == pytest.approx(tflop, rel=5e-3)
+        with_kv = measure.forward_flops(config, video_tokens, 126, 1024) / 1e12
+        assert with_kv == pytest.approx(tflop, rel=5e-3)
+        # the text K/V projections: 4.1 TFLOP, outside the timed forward where a run computes them once
+        without = measure.forward_flops(config, video_tokens, 126, 1024, text_kv=False) / 1e12
+        assert with_kv - without == pytest.approx(4.1, rel=0.01)
+    assert measure.in_forward_text_kv(config) == (version == "2.3.0")  # 2.0 caches them per run, 2.3 cannot

@@ -18,7 +18,7 @@ from ltx2_core.conditioning.images import EncodedImage
 from ltx2_core.demo import demo_transformer
 from ltx2_core.geometry import audio_latent_length, latent_shape
 from ltx2_core.loader.transformer import load_transformer
-from ltx2_core.pipeline import ANCESTRAL_SEED_OFFSET
+from ltx2_core.sampling.recipe import ANCESTRAL_SEED_OFFSET
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.sampling.stage import Stage

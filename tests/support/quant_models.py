@@ -34,20 +34,17 @@ def wide_tiny(version: str = "2.3", num_layers: int = 2) -> TransformerConfig:
 
 
 def write_gguf(path: Path, model: nn.Module, mix, prefix: str = "") -> dict[str, str]:
-    """`model`'s state as a GGUF of `mix` (a `GgufMix`): linear weights in the mix's type for their name (F16 when
-    the rows are not whole blocks), 1-D tensors and the other tensors F32; quantised by the `gguf` package where it
-    has a quantiser, else (the K types) by `support.gguf_quantise`. -> each tensor's type name."""
+    """`model`'s state as a GGUF of `mix` (a `GgufMix`): each tensor in the type the mix gives it
+    (`GgufMix.tensor_types`: the conversion's BF16 / F32 for what llama-quantize keeps, block types for the rest);
+    quantised by the `gguf` package where it has a quantiser, else (the K types) by `support.gguf_quantise`. -> each
+    tensor's type name."""
     import gguf
 
-    linears = {name for name, m in model.named_modules() if isinstance(m, nn.Linear)}
-
-    def kind(name: str, value: torch.Tensor):
-        module = name.rsplit(".", 1)[0]
-        linear = name.endswith(".weight") and module in linears
-        return gguf.GGMLQuantizationType[mix.kind(module, value.shape[-1]).name if linear else "F32"]
-
-    types = write_gguf_state(str(path), model.state_dict(), prefix=prefix, kind=kind, quantize=_quantise)
-    return {name: stored.name for name, stored in types.items()}
+    state = model.state_dict()
+    types = mix.tensor_types({name: tuple(value.shape) for name, value in state.items()})
+    kinds = {name: gguf.GGMLQuantizationType[kind.name] for name, kind in types.items()}
+    stored = write_gguf_state(str(path), state, prefix=prefix, kind=lambda name, _: kinds[name], quantize=_quantise)
+    return {name: kind.name for name, kind in stored.items()}
 
 
 def _quantise(data: np.ndarray, kind) -> np.ndarray:

@@ -9,6 +9,11 @@ on its path. Tensors travel both ways as safetensors files, settings as JSON.
 A script of tests/parity/ref120/ reads `argv[1]` (inputs, .safetensors) and `argv[2]` (settings, .json) and writes
 `argv[3]` (outputs, .safetensors); `tests/parity/ref120/exchange.py` has the two halves of that.
 Without the variable the parity tests of 2.5 skip, except under CI, where they fail: CI must run them.
+
+`run_reference(..., version="1.0.0")` runs a script of tests/parity/ref100/ the same way under ltx-core /
+ltx-pipelines 1.0.0 installed into `LTX2_REFERENCE_100` (`.ci/run` installs them from PyPI with `--target`): the
+1.0.0 pipelines import the audio VAE, which needs the torchaudio of the shared ComfyUI's Python, so a pipeline's own
+`__call__` runs there, not in this Python (whose 1.0.0 serves the in-process parity tests).
 """
 
 from __future__ import annotations
@@ -23,16 +28,21 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "parity" / "ref120"
+PARITY = Path(__file__).resolve().parents[1] / "parity"
+SCRIPTS = PARITY / "ref120"
 ENV, PYTHON_ENV = "LTX2_REFERENCE_120", "LTX2_REFERENCE_120_PYTHON"
+# version -> (the folder of its scripts, the variable naming where it is installed, what installs it)
+VERSIONS = {"1.2.0": (SCRIPTS, ENV, "../shared/reference/*.whl"),
+            "1.0.0": (PARITY / "ref100", "LTX2_REFERENCE_100", "ltx-core==1.0.0 ltx-pipelines==1.0.0")}
 
 
-def reference_python() -> tuple[str, Path]:
-    """The Python that runs the 1.2.0 reference and the folder holding it, or a skip (a failure under CI)."""
-    folder = os.environ.get(ENV)
+def reference_python(version: str = "1.2.0") -> tuple[str, Path]:
+    """The Python that runs the reference `version` and the folder holding it, or a skip (a failure under CI)."""
+    _, env, wheels = VERSIONS[version]
+    folder = os.environ.get(env)
     if not folder or not (Path(folder) / "ltx_core").is_dir():
-        message = (f"the ltx-core 1.2.0 reference is not installed: pip install --no-deps --target DIR "
-                   f"../shared/reference/*.whl, then set {ENV}=DIR (.ci/run does this)")
+        message = (f"the ltx-core {version} reference is not installed: pip install --no-deps --target DIR "
+                   f"{wheels}, then set {env}=DIR (.ci/run does this)")
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -41,19 +51,23 @@ def reference_python() -> tuple[str, Path]:
 
 
 def run_reference(script: str, inputs: dict[str, torch.Tensor], settings: dict | None = None,
-                  tmp_path: Path | None = None, timeout: float = 600) -> dict[str, torch.Tensor]:
-    """Runs tests/parity/ref120/`script` under the 1.2.0 reference on `inputs` (CPU tensors) and returns its outputs."""
-    python, folder = reference_python()
+                  tmp_path: Path | None = None, timeout: float = 600,
+                  version: str = "1.2.0") -> dict[str, torch.Tensor]:
+    """Runs tests/parity/ref120/`script` (ref100/ for `version` 1.0.0) under that reference on `inputs` (CPU
+    tensors) and returns its outputs."""
+    python, folder = reference_python(version)
+    scripts = VERSIONS[version][0]
     work = Path(tmp_path) if tmp_path is not None else Path(os.environ.get("TMPDIR", "/tmp"))
-    stem = work / f"ref120-{Path(script).stem}-{os.getpid()}"
+    stem = work / f"ref{version.replace('.', '')}-{Path(script).stem}-{os.getpid()}"
     paths = [stem.with_suffix(".in.safetensors"), stem.with_suffix(".json"), stem.with_suffix(".out.safetensors")]
     save_file({k: v.detach().cpu().contiguous() for k, v in inputs.items()}, str(paths[0]))
     paths[1].write_text(json.dumps(settings or {}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(SCRIPTS)]), PYTHONNOUSERSITE="1")
-    done = subprocess.run([python, str(SCRIPTS / script), *map(str, paths)], env=env, capture_output=True,
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(scripts), str(SCRIPTS)]),
+               PYTHONNOUSERSITE="1")
+    done = subprocess.run([python, str(scripts / script), *map(str, paths)], env=env, capture_output=True,
                           text=True, timeout=timeout)
     if done.returncode != 0:
-        pytest.fail(f"the 1.2.0 reference script {script} failed:\n{(done.stdout + done.stderr)[-6000:]}")
+        pytest.fail(f"the {version} reference script {script} failed:\n{(done.stdout + done.stderr)[-6000:]}")
     try:
         return load_file(str(paths[2]))
     finally:

@@ -159,7 +159,7 @@ def test_what_a_gguf_generation_lacks_is_refused_naming_the_file_to_give(models,
     _refused([*bare[:-2], "--text-projection", str(models["2.3"]["text_projection"])], tmp_path, monkeypatch, capsys,
              "holds no text connectors", "--text-projection ltx-2.3-embeddings_connector.safetensors")
     _refused([*bare[:-1], str(models["2.3"]["vae"])], tmp_path, monkeypatch, capsys,  # a file of another kind
-             "this is an LTX-2 video VAE", "not an LTX-2 text projection")
+             "this is an LTX-2.3 video VAE", "not an LTX-2 text projection")
     two = [*full[:-1], str(models["2.0"]["text_projection"])]  # 2.0's projection with a 2.3 transformer
     _refused(two, tmp_path, monkeypatch, capsys, "different LTX-2 releases", "LTX-2.0 text projection")
     _refused([a for a in full if a not in ("--vae", str(models["2.3"]["vae"]))], tmp_path, monkeypatch, capsys,

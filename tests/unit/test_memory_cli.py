@@ -1,4 +1,4 @@
-"""`--memory stream` on the command line (the loader node has it), and the README's plan line is what the program
+"""`--memory stream` on the command line (the loader node has it), and docs/memory.md's plan line is what the program
 prints."""
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ def test_memory_stream_streams_every_block_with_the_output_of_the_resident_run(t
     torch.testing.assert_close(runs["stream"]["frames"], runs["resident"]["frames"], atol=1e-5, rtol=0)
 
 
-def test_the_readme_example_line_is_what_the_program_prints():
+def test_the_docs_example_line_is_what_the_program_prints():
     sys.path.insert(0, str(ROOT))
     from bench.memory_plan import example_line
 
-    readme = (ROOT / "README.md").read_text()
-    found = re.search(r"`(memory plan: [^`]*)`", readme)
-    assert found, "the README shows no plan line"
-    assert " ".join(found.group(1).split()) == example_line()  # the README wraps it
+    page = (ROOT / "docs" / "memory.md").read_text()
+    found = re.search(r"`(memory plan: [^`]*)`", page)
+    assert found, "docs/memory.md shows no plan line"
+    assert " ".join(found.group(1).split()) == example_line()  # the page wraps it

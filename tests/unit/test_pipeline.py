@@ -55,10 +55,14 @@ def test_noise_is_drawn_video_then_audio_per_stage_from_one_seeded_generator(mod
 def test_the_lora_is_unfused_when_stage_two_fails(models, monkeypatch):
     weights = {k: v.clone() for k, v in models.transformer.state_dict().items()}
 
-    def boom(*args, **kwargs):
-        raise RuntimeError("interrupted")
+    sample = pipeline.sample
 
-    monkeypatch.setattr(pipeline, "sigma_table", boom)
+    def boom(model, positive, negative, latent, stage, *args, **kwargs):  # fails while stage 2's LoRA is fused
+        if stage.name == "stage 2":
+            raise RuntimeError("interrupted")
+        return sample(model, positive, negative, latent, stage, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "sample", boom)
     with pytest.raises(RuntimeError, match="interrupted"):
         generate(Request(**SMALL, mode="two-stage"), models)
     for name, value in models.transformer.state_dict().items():

@@ -11,7 +11,8 @@ import torch
 
 from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_decoders, demo_lora, demo_transformer, demo_upsampler
-from ltx2_core.pipeline import ANCESTRAL_SEED_OFFSET, Models, encode_request, sample_request
+from ltx2_core.pipeline import Models, encode_request, sample_request
+from ltx2_core.sampling.recipe import ANCESTRAL_SEED_OFFSET
 from ltx2_core.releases import RELEASES, ModelVersion
 from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, Request
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, ltx2_sigmas, sigma_table

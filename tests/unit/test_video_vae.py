@@ -80,3 +80,20 @@ def test_wrong_videos_are_rejected_before_encoding(shape):
     encoder = random_video_vae(TINY_VAE, "encoder")
     with pytest.raises(ValueError, match="1\\+8k frames"):
         encoder(torch.zeros(shape))
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.3"])
+def test_loaded_decoder_and_encoder_run_with_autograd_on(version, tiny_checkpoints):
+    """Called outside torch.no_grad() (the test suite's default), as a caller may: the same result as inside it,
+    and no graph kept (their buffers are written in place)."""
+    from ltx2_core.loader.vae_weights import load_video_encoder
+    from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
+
+    decoder, encoder = load_video_decoder(tiny_checkpoints[version]), load_video_encoder(tiny_checkpoints[version])
+    latent, video = torch.randn(1, 128, 2, 2, 3), torch.rand(1, 3, 9, 64, 96) * 2 - 1
+    quiet = decoder(latent), encoder(video), decode_video(latent, decoder, TilingConfig())
+    with torch.enable_grad():
+        loud = decoder(latent), encoder(video), decode_video(latent, decoder, TilingConfig())
+    for expected, got in zip(quiet, loud):
+        assert not got.requires_grad
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)

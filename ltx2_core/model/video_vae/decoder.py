@@ -43,6 +43,7 @@ class VideoDecoder(nn.Module):
             self.last_time_embedder = TimestepEmbedding(2 * channels)
             self.last_scale_shift_table = nn.Parameter(torch.zeros(2, channels))
 
+    @torch.no_grad()  # inference only: the padded buffers are written in place, which autograd cannot follow
     def forward(self, latent: torch.Tensor, generator: torch.Generator | None = None,
                 timestep: torch.Tensor | None = None) -> torch.Tensor:
         """latent (B, 128, F', H', W') normalised -> video (B, 3, 8(F'−1)+1, 32·H', 32·W') in [−1, 1].
@@ -66,6 +67,7 @@ class VideoDecoder(nn.Module):
             latent = noise * DECODE_NOISE_SCALE + (1.0 - DECODE_NOISE_SCALE) * latent
         return self.per_channel_statistics.un_normalize(latent)
 
+    @torch.no_grad()
     def decode_prepared(self, z: torch.Tensor, timestep: torch.Tensor | None = None,
                         dtype: torch.dtype | None = None) -> torch.Tensor:
         """Un-normalised latent (B, 128, F', H', W') -> video (B, 3, 8(F'−1)+1, 32·H', 32·W') in `dtype`

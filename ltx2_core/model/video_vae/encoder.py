@@ -38,6 +38,7 @@ class VideoEncoder(nn.Module):
         self.conv_out = CausalConv3d(channels, out_channels, padding)
         self.per_channel_statistics = PerChannelStatistics(config.latent_channels)
 
+    @torch.no_grad()  # inference only: the padded buffers are written in place, which autograd cannot follow
     def forward(self, video: torch.Tensor) -> torch.Tensor:
         """video (B, 3, 1+8k, 32·h, 32·w) in [−1, 1] -> normalised means (B, 128, 1+k, h, w)."""
         check_video(video, self.config)

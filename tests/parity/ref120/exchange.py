@@ -47,11 +47,17 @@ class TensorNoiser:
         return replace(state, latent=latent.to(state.latent.dtype))
 
 
-def guider(params: dict, negative: torch.Tensor):
-    """1.2.0's MultiModalGuider of the test's guidance settings (cfg, stg, stg_blocks, rescale, modality) with the
-    negative context."""
-    from ltx_core.components.guiders import MultiModalGuider, MultiModalGuiderParams
+def guider_params(params: dict):
+    """The reference's MultiModalGuiderParams of the test's guidance settings (cfg, stg, stg_blocks, rescale,
+    modality); 1.0.0 and 1.2.0 name them alike."""
+    from ltx_core.components.guiders import MultiModalGuiderParams
 
-    return MultiModalGuider(MultiModalGuiderParams(
-        cfg_scale=params["cfg"], stg_scale=params["stg"], stg_blocks=params["stg_blocks"],
-        rescale_scale=params["rescale"], modality_scale=params["modality"]), negative_context=negative)
+    return MultiModalGuiderParams(cfg_scale=params["cfg"], stg_scale=params["stg"], stg_blocks=params["stg_blocks"],
+                                  rescale_scale=params["rescale"], modality_scale=params["modality"])
+
+
+def guider(params: dict, negative: torch.Tensor):
+    """1.2.0's MultiModalGuider of the test's guidance settings with the negative context."""
+    from ltx_core.components.guiders import MultiModalGuider
+
+    return MultiModalGuider(guider_params(params), negative_context=negative)

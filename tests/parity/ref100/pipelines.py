@@ -1,0 +1,75 @@
+"""The reference side of tests/parity/test_pipelines100_parity.py: ltx-pipelines 1.0.0's `TI2VidTwoStagesPipeline`
+(what LTX-2.0 and 2.3 follow, docs/references.md) run through its own `__call__` on a tiny single-file checkpoint, in
+fp32, with its own noise.
+
+What is changed around the pipeline, and why:
+* fp32: the pipeline hard-codes `torch.bfloat16`; its module's `torch` is a view of torch whose `bfloat16` is
+  float32, so every model is built, and every image encoded, in fp32;
+* LoRA fusion: 1.0.0 fuses into bf16 and fp8 weights only and refuses fp32 ones; an fp32 weight goes through its bf16
+  rule, whose arithmetic (the delta, computed in the weights' dtype, added to the weight) does not depend on it;
+* `torch.cuda.synchronize` (between stages) is a no-op: there is no GPU here;
+* the prompts: `encode_prompts` returns the test's contexts (ours; the text path's parity is its own test), and the
+  model ledger gets no Gemma folder, so it builds no text encoder;
+* the decoders: `vae_decode_video` / `vae_decode_audio` record the latents the pipeline hands them.
+
+Per case (settings `cases`): the checkpoint, upsampler and distilled LoRA files, the `__call__` keywords. Outputs:
+`<case>.out.video` and `<case>.out.audio`.
+"""
+
+import types
+
+import torch
+from exchange import guider_params, inputs, outputs
+from ltx_core.loader import LoraPathStrengthAndSDOps, fuse_loras
+from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
+from ltx_pipelines import ti2vid_two_stages
+from ltx_pipelines.utils.args import ImageConditioningInput
+
+t, settings = inputs()
+cpu = torch.device("cpu")
+
+
+class _Float32Torch(types.ModuleType):
+    """torch as the pipeline module sees it, with bfloat16 meaning float32."""
+
+    bfloat16 = torch.float32
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+ti2vid_two_stages.torch = _Float32Torch("torch")
+torch.cuda.synchronize = lambda *args, **kwargs: None
+_fuse = fuse_loras._fuse_deltas
+
+
+def _fuse_fp32(deltas, weight, key, sd, target_dtype, *args):
+    if deltas is not None and weight.dtype == torch.float32:
+        return fuse_loras._fuse_delta_with_bfloat16(deltas, weight, key, target_dtype)
+    return _fuse(deltas, weight, key, sd, target_dtype, *args)
+
+
+fuse_loras._fuse_deltas = _fuse_fp32
+
+
+class Context:
+    def __init__(self, video, audio):
+        self.video_encoding, self.audio_encoding = video, audio
+
+
+out = {}
+for name, case in settings["cases"].items():
+    ti2vid_two_stages.encode_prompts = lambda prompts, *a, **k: [
+        Context(t[f"{name}.{which}.video"], t[f"{name}.{which}.audio"]) for which in ("positive", "negative")]
+    ti2vid_two_stages.vae_decode_video = lambda latent, *a, **k: out.__setitem__(f"{name}.out.video", latent.clone())
+    ti2vid_two_stages.vae_decode_audio = lambda latent, *a, **k: out.__setitem__(f"{name}.out.audio", latent.clone())
+    lora = LoraPathStrengthAndSDOps(case["distilled_lora"], 1.0, LTXV_LORA_COMFY_RENAMING_MAP)
+    pipe = ti2vid_two_stages.TI2VidTwoStagesPipeline(case["checkpoint"], [lora], case["upsampler"], None, [],
+                                                     device=cpu)
+    call = dict(case["call"])
+    call["images"] = [ImageConditioningInput(*image) for image in call["images"]]
+    for key in ("video_guider_params", "audio_guider_params"):
+        call[key] = guider_params(call[key])
+    with torch.inference_mode():
+        pipe(**call)
+outputs(out)

@@ -1,0 +1,145 @@
+"""The reference side of tests/parity/test_pipelines120_parity.py: ltx-pipelines 1.2.0's pipelines run through their
+own `__call__` on the tiny LTX-2.5 release (tests/support/release25.py), in fp32, with their own noise.
+
+What is changed around a pipeline, and why:
+* fp32: the pipelines hard-code `torch.bfloat16` (`self.dtype`, the `dtype` of `__call__`); the pipeline module's
+  `torch` is a view of torch whose `bfloat16` is float32, so every block is built, and every condition encoded, in
+  fp32 (`_float32`).
+* the prompt encoder: 1.2.0's own Gemma 4 build fails on the tiny text config (docs/ltx25/text.md §1), so the block
+  returns the contexts the test sends (ours, which tests/parity/test_gemma4_parity.py compares with 1.2.0's);
+* the decoders: replaced by recorders of the latents `__call__` hands them (what it would decode and return), and
+  each stage by a recorder of the states it returns;
+* LoRA fusion: as shipped (`bf16_fuse_rule`, which rounds every fused weight to bf16 even in an fp32 pipeline), or
+  with the same rule aggregating in fp32 (settings `fuse`: "bf16" / "fp32").
+
+Per case (settings `cases`): `pipeline` (two_stage, ic_lora, distilled, retake, a2v), its `__call__` keywords, the
+contexts' names in the inputs. Outputs per case: `stage1.video` / `.audio` (and `stage2.*`: each stage's result in
+the order they ran), `out.video` and `out.audio` (the latents the decoders were given; a2v: `out.sound`, the input
+sound it returns).
+"""
+
+import types
+
+import torch
+from exchange import guider_params, inputs, outputs
+from ltx_core.loader import LoraPathStrengthAndSDOps
+from ltx_core.loader.fuse_loras import FuseRule, _bf16_fuse
+from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
+from ltx_pipelines import a2vid_two_stage, distilled, ic_lora, retake, ti2vid_two_stages
+from ltx_pipelines.utils.args import ImageConditioningInput
+from ltx_pipelines.utils.model_paths import ModelPaths
+
+t, settings = inputs()
+cpu = torch.device("cpu")
+files = settings["files"]
+
+
+class _Float32Torch(types.ModuleType):
+    """torch as a pipeline module sees it, with bfloat16 meaning float32."""
+
+    bfloat16 = torch.float32
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+for module in (a2vid_two_stage, distilled, ic_lora, retake, ti2vid_two_stages):
+    module.torch = _Float32Torch("torch")
+
+
+class Context:
+    def __init__(self, video, audio):
+        self.video_encoding, self.audio_encoding = video, audio
+
+
+class Prompts:
+    """The prompt encoder block, answering with the test's contexts in the order asked."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def __call__(self, prompts, **_):
+        return [Context(t[f"{name}.video"], t[f"{name}.audio"]) for name in self.names[:len(prompts)]]
+
+
+class Recorder:
+    """Stands in for a decoder (records the latent it is given) or wraps a stage (records what it returns)."""
+
+    def __init__(self, out, name, stage=None, decoder=None):
+        self.out, self.name, self.stage = out, name, stage
+        self.checkpoint_path = getattr(decoder, "checkpoint_path", None)
+        self.diffvae_optimization = getattr(decoder, "diffvae_optimization", None)
+
+    def __call__(self, *args, **kwargs):
+        if self.stage is None:
+            self.out[self.name] = args[0].clone()
+            return iter(())
+        video, audio = self.stage(*args, **kwargs)
+        calls = 1 + sum(key.endswith(".calls") for key in self.out)  # stages in the order they ran: stage1, stage2
+        self.out[f"stage{calls}.calls"] = torch.tensor(calls)
+        for key, state in (("video", video), ("audio", audio)):
+            if state is not None:
+                self.out[f"stage{calls}.{key}"] = state.latent.clone()
+        return video, audio
+
+
+def lora(path, strength=1.0):
+    return LoraPathStrengthAndSDOps(path, strength, LTXV_LORA_COMFY_RENAMING_MAP)
+
+
+def paths(transformer):
+    return ModelPaths.from_split(transformer_path=files[transformer], text_encoder_path=files["text_encoder"],
+                                 video_vae_path=files["vae"], audio_vae_path=files["audio_vae"])
+
+
+def build(case):
+    kind = case["pipeline"]
+    if kind == "two_stage":
+        pipe = ti2vid_two_stages.TI2VidTwoStagesPipeline(paths("dev"), [lora(files["distilled_lora"])],
+                                                         files["upsampler"], [], device=cpu)
+    elif kind == "ic_lora":
+        pipe = ic_lora.ICLoraPipeline(paths("distilled"), files["upsampler"], [lora(case["ic_lora"])], device=cpu)
+    elif kind == "distilled":
+        pipe = distilled.DistilledPipeline(paths("distilled"), files["upsampler"], [], device=cpu)
+    elif kind == "a2v":
+        pipe = a2vid_two_stage.A2VidPipelineTwoStage(paths("dev"), [lora(files["distilled_lora"])],
+                                                     files["upsampler"], [], device=cpu)
+    elif kind == "retake":
+        pipe = retake.RetakePipeline(paths("dev"), [], device=cpu, distilled=False)
+    else:
+        raise SystemExit(f"unknown pipeline {kind}")
+    if settings["fuse"] == "fp32":  # the shipped rule, aggregating the LoRA deltas in fp32
+        for name in ("stage", "stage_1", "stage_2"):
+            if hasattr(pipe, name):
+                stage = getattr(pipe, name)
+                rule = FuseRule(aggregation_dtype=torch.float32, fuse_fn=_bf16_fuse)
+                setattr(pipe, name, stage.with_builder(stage._transformer_builder.with_fuse_rule(rule)))
+    return pipe
+
+
+def call_arguments(case):
+    kwargs = dict(case["call"], tiling_config=None)  # the decoders are recorders: no tiles to plan
+    for key in ("video_guider_params", "audio_guider_params"):
+        if key in kwargs:
+            kwargs[key] = guider_params(kwargs[key])
+    if "images" in kwargs:
+        kwargs["images"] = [ImageConditioningInput(*image) for image in kwargs["images"]]
+    return kwargs
+
+
+out = {}
+for name, case in settings["cases"].items():
+    pipe = build(case)
+    record = {}
+    pipe.prompt_encoder = Prompts(case["contexts"])
+    for stage in ("stage", "stage_1", "stage_2"):
+        if hasattr(pipe, stage):
+            setattr(pipe, stage, Recorder(record, stage, stage=getattr(pipe, stage)))
+    pipe.video_decoder = Recorder(record, "out.video", decoder=pipe.video_decoder)
+    pipe.audio_decoder = Recorder(record, "out.audio")
+    with torch.inference_mode():
+        returned = pipe(**call_arguments(case))
+    if case["pipeline"] == "a2v":  # it returns the input sound itself, not a decoded latent
+        record["out.sound"] = returned[1].waveform.clone()
+    out |= {f"{name}.{key}": value for key, value in record.items()}
+outputs(out)
