@@ -47,3 +47,13 @@ class UnsupportedLayoutError(KeyMismatchError):
 
 class UnsupportedQuantizationError(CheckpointError):
     """The checkpoint is quantised in a format this package does not run (it names the formats that load)."""
+
+
+class SettingError(LTX2Error, ValueError):
+    """A bad value of one setting of a generation, model-free and file-free (a `Request` field, a `Windows` field, a
+    retake's span). `setting` names it, so a ComfyUI node reports the problem on its input of that name when the
+    workflow is queued; the message names the fix."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message)
+        self.setting = setting

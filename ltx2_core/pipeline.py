@@ -68,7 +68,7 @@ from ltx2_core.conditioning import (
 from ltx2_core.conditioning.retake import encode_retake
 from ltx2_core.geometry import audio_latent_length
 from ltx2_core.model.transformer.config import TransformerConfig
-from ltx2_core.loader.lora import Lora, check_lora, fused_loras
+from ltx2_core.loader.lora import Lora, check_distilled_lora, check_lora, fused_loras
 from ltx2_core.memory.footprint import STAGES, Job
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
@@ -84,7 +84,7 @@ from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
 from ltx2_core.releases import RELEASES
-from ltx2_core.request import ONE_GPU, Request
+from ltx2_core.request import ONE_GPU, Request, check_stage_models
 from ltx2_core.types import TextEmbeddings
 
 StageProgress = Callable[[str, int, int], None]  # (stage name, steps done, steps of the stage)
@@ -137,12 +137,8 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     transformer's when it is not in `models` (it runs on workers); the LoRA is then checked on a meta model."""
     request.check()
     config = config or models.transformer.config
-    if request.two_stage and models.upsampler is None:
-        raise ValueError(f"the {request.mode} pipeline needs the x2 spatial latent upsampler "
-                         "(ltx-2-spatial-upscaler-x2-*.safetensors); pass it, or use mode one-stage")
-    if request.mode == "two-stage" and models.distilled_lora is None:
-        raise ValueError("the two-stage pipeline needs the distilled LoRA for its refinement stage "
-                         "(ltx-2-19b-distilled-lora-*.safetensors); pass it, or use mode one-stage")
+    check_stage_models(request.mode, upsampler=models.upsampler is not None,
+                       distilled_lora=models.distilled_lora is not None, one_stage_input=request.one_stage_input)
     if request.two_stage and models.upsampler.config.spatial_scale != 2.0:
         raise ValueError(f"the two-stage pipelines need a x2 upsampler, got x{models.upsampler.config.spatial_scale}")
     check_stg_blocks(request, config)
@@ -167,6 +163,7 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
                          "of LTX-2.5's audio VAE file); pass it as Models.audio_encoder")
     loras = [lora for lora, _ in models.ic_loras]
     if models.distilled_lora is not None and request.mode == "two-stage":
+        check_distilled_lora(models.distilled_lora, config.gated_attention)
         loras.append(models.distilled_lora)
     for lora in loras:
         check_lora(models.transformer if models.transformer is not None else meta_transformer(config), lora)

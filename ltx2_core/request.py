@@ -1,12 +1,15 @@
 """One generation as the pipelines take it (`Request`): the prompt, the clip, the mode, the guidance and what
 conditions it (images, a sound, control videos, a video to add sound to or to retake) or how a long clip is cut into
-windows, with every check that needs
-no model (`Request.check`, run before any model work; `ltx2_core.pipeline.check_request` adds the model's)."""
+windows, with every check that needs no model (`Request.check`, run before any model work;
+`ltx2_core.pipeline.check_request` adds the model's). The checks that need neither a model nor a file's content
+(`check_settings`: the mode, sizes, steps, rate and seed against which conditions are given) are one function, which
+the ComfyUI nodes also run when a workflow is queued."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 from ltx2_core.conditioning import (
@@ -16,7 +19,8 @@ from ltx2_core.conditioning import (
     VideoCondition,
 )
 from ltx2_core.conditioning.retake import Retake
-from ltx2_core.geometry import check_video_size, is_frame_count, video_tokens
+from ltx2_core.errors import SettingError
+from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
 from ltx2_core.sampling import DISTILLED_SIGMAS, GuidanceParams
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
 from ltx2_core.windows import Windows
@@ -24,6 +28,128 @@ from ltx2_core.windows import Windows
 MODES = ("one-stage", "two-stage", "distilled")
 DEFAULT_NEGATIVE_PROMPT = RELEASES[DEFAULT_VERSION].negative_prompt  # 2.0's and 2.3's; 2.5 adds five tags
 ONE_GPU = "text to audio runs on one GPU; load the model without parallelism (no multi-GPU layout) for audio_only"
+
+
+class Given(NamedTuple):
+    """Which conditions a request carries, known before their content (a ComfyUI workflow when queued: which inputs
+    are linked)."""
+
+    images: bool = False
+    audio: bool = False
+    controls: bool = False
+    video_input: bool = False
+    retake: bool = False
+
+
+def check_settings(mode: str, width: int, height: int, frames: int, fps: float, steps: int | None = None,
+                   seed: int = 0, *, audio_only: bool = False, given: Given = Given(),
+                   unknown: frozenset[str] = frozenset()) -> None:
+    """SettingError naming the setting at fault and the fix, for a mode, size, frame count, step count, rate or seed
+    that cannot run with the conditions `given`; needs no model and no file. `unknown`: settings not known yet (a
+    linked input when a workflow is queued), whose checks are skipped."""
+    known = {name: value for name, value in (("mode", mode), ("width", width), ("height", height),
+                                             ("frames", frames), ("fps", fps), ("steps", steps), ("seed", seed))
+             if name not in unknown}
+    if "mode" in known and mode not in MODES:
+        raise SettingError("mode", f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not isinstance(audio_only, bool):
+        raise SettingError("audio_only", f"audio_only must be True or False, got {audio_only!r}")
+    clip = "sound for a video" if given.video_input else "a retake" if given.retake else None
+    if audio_only:
+        _audio_only_settings(known, given)
+    elif clip is not None:
+        _clip_settings(clip, known.get("mode"), given)
+    if given.controls and (audio_only or clip):
+        raise SettingError("controls", "control videos guide a generated video; drop them for text to audio, sound "
+                                       "for a video or a retake")
+    mode = known.get("mode")
+    _check_sizes(known, audio_only, two_stage=mode == "two-stage" or (mode == "distilled" and clip is None))
+    _check_numbers(known)
+
+
+def check_stage_models(mode: str, *, upsampler: bool, distilled_lora: bool, one_stage_input: bool = False) -> None:
+    """SettingError when the mode's pipeline lacks a model it runs (given or not, known before it loads): the x2
+    upsampler (two-stage, and distilled unless the clip is an input's), the distilled LoRA (two-stage)."""
+    if not upsampler and (mode == "two-stage" or (mode == "distilled" and not one_stage_input)):
+        raise SettingError("upsampler", f"the {mode} pipeline needs the x2 spatial latent upsampler "
+                                        "(ltx-2-spatial-upscaler-x2-*.safetensors); pass it, or use mode one-stage")
+    if not distilled_lora and mode == "two-stage":
+        raise SettingError("distilled_lora", "the two-stage pipeline needs the distilled LoRA for its refinement "
+                                             "stage (ltx-2-19b-distilled-lora-*.safetensors); pass it, or use mode "
+                                             "one-stage")
+
+
+def _audio_only_settings(known: dict, given: Given) -> None:
+    if known.get("mode", "one-stage") != "one-stage":
+        raise SettingError("mode", f"text to audio (audio_only) runs one stage, got mode {known['mode']}; set mode "
+                                   "to one-stage (two-stage and distilled upscale and refine a video)")
+    refused = {"images": "text to audio (audio_only) has no video to hold images in; drop the images, or generate "
+                         "video and audio (audio_only off)",
+               "audio": "text to audio (audio_only) generates the sound, and an input sound was given too; drop the "
+                        "audio to generate one, or turn audio_only off to make a video to it",
+               "video_input": "text to audio (audio_only) makes a sound without video; for the sound of a video give "
+                              "the video_input alone (audio_only off)",
+               "retake": "text to audio (audio_only) has no video to retake; drop audio_only or the retake"}
+    for name, message in refused.items():
+        if getattr(given, name):
+            raise SettingError(name, message)
+    frames = known.get("frames", 1)
+    if isinstance(frames, bool) or not isinstance(frames, int) or not is_frame_count(frames):
+        raise SettingError("frames", f"frames must be 8k+1 (text to audio lasts frames / fps seconds), got "
+                                     f"{frames!r}; e.g. 121 frames at 24 fps for 5 seconds")
+
+
+def _clip_settings(clip: str, mode: str | None, given: Given) -> None:
+    """Sound for a video and a retake: one stage at the file's size, no other condition of the video."""
+    if mode == "two-stage":
+        raise SettingError("mode", f"{clip} runs one stage at the video's own size, as the reference; use mode "
+                                   "one-stage (guided) or distilled (8 steps, a distilled model), not two-stage")
+    retake_only = ("a retake holds its own file's video and sound, so it takes no image, audio or video_input "
+                   "condition; drop them, or the retake")
+    if given.video_input and given.retake:
+        raise SettingError("video_input", retake_only)
+    if held := next((name for name in ("images", "audio") if getattr(given, name)), None):
+        raise SettingError(held, retake_only if given.retake else "sound for a video holds the whole video, so it "
+                           "takes no image or audio condition; drop the images and the audio, or the video_input")
+
+
+def _check_sizes(known: dict, audio_only: bool, two_stage: bool) -> None:
+    if audio_only:  # the frames only: `_audio_only_settings`
+        return
+    sizes = {name: known[name] for name in ("frames", "width", "height") if name in known}
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SettingError(name, f"{name} must be an integer, got {value!r}")
+    fits = {"frames": is_frame_count, "width": _multiple_of(VIDEO_SPACE_SCALE),
+            "height": _multiple_of(VIDEO_SPACE_SCALE)}
+    if bad := next((name for name, value in sizes.items() if not fits[name](value)), None):
+        raise SettingError(bad, f"frames must be 8k+1 and sizes multiples of 32, got {known.get('frames', '?')} "
+                                f"frames at {known.get('width', '?')}x{known.get('height', '?')} (width x height); "
+                                "e.g. 17 frames at 96x64 or 121 frames at 1280x768")
+    if two_stage and (bad := next((n for n in ("width", "height") if n in sizes and sizes[n] % 64), None)):
+        raise SettingError(bad, f"the {known['mode']} pipeline samples at half size first, so width and height "
+                                f"must be multiples of 64, got {known.get('width', '?')}x{known.get('height', '?')}; "
+                                "e.g. 1536x1024 or 768x512")
+
+
+def _multiple_of(step: int):
+    return lambda pixels: pixels > 0 and pixels % step == 0
+
+
+def _check_numbers(known: dict) -> None:
+    steps = known.get("steps")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise SettingError("steps", f"steps must be an integer ≥ 1, got {steps!r}")
+    if known.get("mode") == "distilled" and steps not in (None, len(DISTILLED_SIGMAS) - 1):
+        raise SettingError("steps", f"the distilled pipeline has a fixed 8-step schedule, got steps={steps}; leave "
+                                    "steps unset (0 on the generate nodes), or use mode two-stage for a custom step "
+                                    "count")
+    fps = known.get("fps", 24.0)
+    if isinstance(fps, bool) or not (isinstance(fps, (int, float)) and math.isfinite(fps) and fps > 0):
+        raise SettingError("fps", f"fps must be a positive number, got {fps!r}")
+    seed = known.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise SettingError("seed", f"seed must be an integer in [0, 2^63), got {seed!r}")
 
 
 @dataclass(frozen=True)
@@ -89,37 +215,26 @@ class Request:
         """Whether the clip is an input file's, sampled in one stage at its size (sound for a video, a retake)."""
         return self.video_input is not None or self.retake is not None
 
+    @property
+    def given(self) -> Given:
+        """Which conditions this request carries."""
+        return Given(bool(self.images), self.audio is not None, bool(self.controls), self.video_input is not None,
+                     self.retake is not None)
+
     def check(self) -> None:
         """ValueError naming the fix for any bad value; costs nothing, so it runs before any model work."""
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise ValueError("the prompt is empty; describe the video (and its sound) to generate")
-        if not isinstance(self.audio_only, bool):
-            raise ValueError(f"audio_only must be True or False, got {self.audio_only!r}")
         if self.windows is not None:  # first: what windows cannot continue is named before a file is read
             self.check_windows()
-        if self.video_input is not None:  # first: the file's own faults are named before the clip's size
+        # a video input's or a retake's clip is the file's: its sizes are checked against the file, after it
+        clip_sizes = frozenset({"width", "height", "frames", "fps"}) if self.one_stage_input else frozenset()
+        check_settings(self.mode, self.width, self.height, self.frames, self.fps, self.steps, self.seed,
+                       audio_only=self.audio_only, given=self.given, unknown=clip_sizes)
+        if self.video_input is not None:
             self.check_video_input()
         if self.retake is not None:
             self.check_retake()
-        if self.audio_only:
-            self._check_audio_only()
-        else:
-            check_video_size(self.frames, self.height, self.width)
-        if self.two_stage and (self.height % 64 or self.width % 64):
-            raise ValueError(f"the {self.mode} pipeline samples at half size first, so width and height must be "
-                             f"multiples of 64, got {self.width}x{self.height}; e.g. 1536x1024 or 768x512")
-        if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int)
-                                       or self.steps < 1):
-            raise ValueError(f"steps must be an integer ≥ 1, got {self.steps!r}")
-        if self.mode == "distilled" and self.steps not in (None, len(DISTILLED_SIGMAS) - 1):
-            raise ValueError(f"the distilled pipeline has a fixed 8-step schedule, got steps={self.steps}; leave "
-                             "steps unset, or use mode two-stage for a custom step count")
-        if not (isinstance(self.fps, (int, float)) and math.isfinite(self.fps) and self.fps > 0):
-            raise ValueError(f"fps must be a positive number, got {self.fps!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
-            raise ValueError(f"seed must be an integer in [0, 2^63), got {self.seed!r}")
         for image in self.images:
             image.check(self.frames)
         self.check_controls()
@@ -150,16 +265,16 @@ class Request:
                    "controls": "control videos guide one window; drop them, or drop the windows (duration)"}
         for name, fix in refused.items():
             if getattr(self, name):
-                raise ValueError(f"windows (a long clip) with {name}: {fix}")
+                raise SettingError(name, f"windows (a long clip) with {name}: {fix}")
         if isinstance(self.frames, bool) or not isinstance(self.frames, int) or not is_frame_count(self.frames):
-            raise ValueError(f"frames must be 8k+1 (the whole clip's), got {self.frames!r}; "
-                             "windows.frames_for(seconds, fps) gives them for a duration")
+            raise SettingError("frames", f"frames must be 8k+1 (the whole clip's), got {self.frames!r}; "
+                                         "windows.frames_for(seconds, fps) gives them for a duration")
         self.windows.check(self.frames, self.fps if isinstance(self.fps, (int, float)) and self.fps > 0 else 24.0)
         first = min(self.frames, self.windows.window)
         for image in self.images:
             if isinstance(image, ImageCondition) and isinstance(image.frame, int) and image.frame >= first:
-                raise ValueError(f"an image at frame {image.frame}: a long clip holds images in its first window "
-                                 f"only (frames 0..{first - 1}); move it there or drop it")
+                raise SettingError("images", f"an image at frame {image.frame}: a long clip holds images in its "
+                                             f"first window only (frames 0..{first - 1}); move it there or drop it")
 
     def control_size(self) -> tuple[int, int]:
         """The (height, width) of the stage the controls guide: stage 1's (half size when two-stage), as the
@@ -168,63 +283,28 @@ class Request:
         return self.height // scale, self.width // scale
 
     def check_controls(self) -> None:
-        """Each control's values and file (its frames decoded once, here) against the clip; none with text to
-        audio or sound for a video."""
-        if not self.controls:
-            return
-        if self.audio_only or self.video_input is not None or self.retake is not None:
-            raise ValueError("control videos guide a generated video; drop them for text to audio, sound for a "
-                             "video or a retake")
+        """Each control's values and file (its frames decoded once, here) against the clip (none with text to audio,
+        sound for a video or a retake: `check_settings`)."""
         for control in self.controls:
             if not isinstance(control, ControlCondition):
                 raise ValueError(f"controls must be ControlConditions (a video file, strength, downscale), got "
                                  f"{type(control).__name__}")
             control.check(self.frames, (self.control_size(),))
 
-    def _check_audio_only(self) -> None:
-        if self.mode != "one-stage":
-            raise ValueError(f"text to audio (audio_only) runs one stage, got mode {self.mode}; set mode to "
-                             "one-stage (two-stage and distilled upscale and refine a video)")
-        if self.images:
-            raise ValueError("text to audio (audio_only) has no video to hold images in; drop the images, or "
-                             "generate video and audio (audio_only off)")
-        if self.audio is not None:
-            raise ValueError("text to audio (audio_only) generates the sound, and an input sound was given too; "
-                             "drop the audio to generate one, or turn audio_only off to make a video to it")
-        if self.video_input is not None:
-            raise ValueError("text to audio (audio_only) makes a sound without video; for the sound of a video give "
-                             "the video_input alone (audio_only off)")
-        if self.retake is not None:
-            raise ValueError("text to audio (audio_only) has no video to retake; drop audio_only or the retake")
-        if isinstance(self.frames, bool) or not isinstance(self.frames, int) or not is_frame_count(self.frames):
-            raise ValueError(f"frames must be 8k+1 (text to audio lasts frames / fps seconds), got "
-                             f"{self.frames!r}; e.g. 121 frames at 24 fps for 5 seconds")
     def check_video_input(self) -> None:
-        """Sound for a video: one stage, no other condition, the clip exactly the file's (its header is read and its
-        frames decoded here, once)."""
+        """Sound for a video: the clip exactly the file's (its header is read and its frames decoded here, once; one
+        stage and no other condition: `check_settings`)."""
         if not isinstance(self.video_input, VideoCondition):
             raise ValueError(f"video_input must be a VideoCondition (a video file, strength), got "
                              f"{type(self.video_input).__name__}")
-        if self.mode == "two-stage":
-            raise ValueError("sound for a video runs one stage at the video's own size, as the reference; use mode "
-                             "one-stage (guided) or distilled (8 steps, a distilled model), not two-stage")
-        if self.images or self.audio is not None:
-            raise ValueError("sound for a video holds the whole video, so it takes no image or audio condition; "
-                             "drop the images and the audio, or the video_input")
         self._check_clip_is(self.video_input.name, self.video_input.check())
 
     def check_retake(self) -> None:
-        """A retake: one stage, no other condition, the clip exactly the file's (its header is read and its frames
-        and sound decoded here, once)."""
+        """A retake: the clip exactly the file's (its header is read and its frames and sound decoded here, once; one
+        stage and no other condition: `check_settings`)."""
         if not isinstance(self.retake, Retake):
             raise ValueError(f"retake must be a Retake (a video file, start, end, what to regenerate), got "
                              f"{type(self.retake).__name__}")
-        if self.mode == "two-stage":
-            raise ValueError("a retake runs one stage at the video's own size, as the reference; use mode one-stage "
-                             "(guided) or distilled (8 steps, a distilled model), not two-stage")
-        if self.images or self.audio is not None or self.video_input is not None:
-            raise ValueError("a retake holds its own file's video and sound, so it takes no image, audio or "
-                             "video_input condition; drop them, or the retake")
         self._check_clip_is(self.retake.name, self.retake.check())
 
     def _check_clip_is(self, name: str, info) -> None:

@@ -15,7 +15,9 @@ unreadable or damaged file, one without a video stream or frame rate, a size tha
 count that is not 8k+1 (the latent's geometry; the reference's retake refuses both alike), fewer than 9 frames, a
 header whose frame count the stream does not decode to. Where we differ from the reference: it encodes the frames in
 tiles of 80 frames and 768 pixels (`TileSizeConfig.default()`), we in one piece (the same for clips up to 80 frames
-and 768 pixels); a frame count off the header is refused where it would crop or pad the latent with zeros.
+and 768 pixels); a frame count off the header is refused where it would crop or pad the latent with zeros; a
+frame's place is its timestamp times the rate, rounded, where the reference compares float times (which at 24 fps
+takes one frame too many for 17, 25, 65, 89, 97 or 121 frames of a longer file).
 """
 
 from __future__ import annotations
@@ -183,7 +185,7 @@ def check_video_file(path: VideoSource) -> VideoInfo:
         fewer = (info.frames - 1) // VIDEO_TIME_SCALE * VIDEO_TIME_SCALE + 1
         raise ValueError(f"{name} has {info.frames} frames; the frame count must be 8k+1 (e.g. 97, 121): keep the "
                          f"first {fewer}, e.g. ffmpeg -i {Path(path).name} -frames:v {fewer} fixed.mp4")
-    decoded = sum(1 for _ in _decoded_frames(path, 0.0, info.frames / info.fps, info.fps))
+    decoded = sum(1 for _ in _decoded_frames(path, 0.0, info.frames, info.fps))
     if decoded != info.frames:
         raise ValueError(f"{name} says it has {info.frames} frames and {decoded} decode within its "
                          f"{info.seconds:.3f} s; re-encode it, e.g. ffmpeg -i {Path(path).name} -c:v libx264 "
@@ -208,26 +210,29 @@ def _check_frames(frames: VideoFrames, info: VideoInfo) -> VideoInfo:
     return info
 
 
-def _decoded_frames(path: str | os.PathLike, start: float, duration: float, fps: float):
-    """The frames (H, W, 3) uint8 numpy arrays whose timestamps lie in [start, start + duration), as the reference's
-    `decode_video_from_file` picks them (a stream without timestamps: by index at `fps`)."""
+def _decoded_frames(path: str | os.PathLike, start: float, count: int, fps: float):
+    """The `count` frames (H, W, 3) uint8 numpy arrays from `start` seconds, as the reference's
+    `decode_video_from_file` picks them by their timestamps (a stream without timestamps: by index at `fps`). A
+    frame's place is its timestamp times `fps`, rounded: the float product of a timestamp and the time base lands a
+    hair below or above a whole frame (17 · 512 / 12288 s < 17 / 24 s), and comparing times would take a frame
+    beyond the clip at 24 fps."""
     from av.error import FFmpegError
 
     opened = _Opened(path)
+    first = round(start * fps)
     with opened as (container, stream):
-        time_base = float(stream.time_base)
-        end = start + duration
+        time_base = stream.time_base
         try:
             if start > 0:
-                container.seek(int(start / time_base), stream=stream)
-            for index, frame in enumerate(container.decode(stream)):
+                container.seek(int(start / float(time_base)), stream=stream)
+            for frame in container.decode(stream):
                 if frame.pts is None:  # no timestamps at all: frames by index (the reference's fallback)
-                    yield from _frames_by_index(path, round(start * fps), round(duration * fps))
+                    yield from _frames_by_index(path, first, count)
                     return
-                time = frame.pts * time_base
-                if time < start:
+                index = round(frame.pts * time_base * Fraction(fps))
+                if index < first:
                     continue
-                if time >= end:
+                if index >= first + count:
                     break
                 yield frame.to_rgb().to_ndarray()
         except FFmpegError as exc:
@@ -277,7 +282,7 @@ def read_video(path: VideoSource, height: int | None = None, width: int | None =
         first = round(start * info.fps)
         pixels = path.pixels[first:first + count].to(device=device, dtype=torch.float32).clamp(0, 1) * 255.0
     else:
-        decoded = [torch.from_numpy(frame) for frame in _decoded_frames(path, start, count / info.fps, info.fps)]
+        decoded = [torch.from_numpy(frame) for frame in _decoded_frames(path, start, count, info.fps)]
         pixels = torch.stack(decoded).to(device=device, dtype=torch.float32) if decoded else torch.zeros(0)
     if pixels.shape[0] < count:
         raise ValueError(f"{name} gives {pixels.shape[0]} frames from {start:g} s and the clip needs {count}; give a "

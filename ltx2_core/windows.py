@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_TIME_SCALE, audio_latent_length, is_frame_count
 
 AUDIO_LATENTS_PER_SECOND = 25
@@ -73,30 +74,40 @@ class Windows(NamedTuple):
     prompts: tuple[str, ...] = ()
 
     def check(self, frames: int, fps: float) -> None:
-        """ValueError naming the fix for a window, overlap or prompt list that cannot cut a clip of `frames` at
-        `fps`; costs nothing (run before any model work)."""
+        """SettingError naming the fix for a window, overlap or prompt list that cannot cut a clip of `frames` at
+        `fps` (more prompts than windows, too: they would never be used); costs nothing (run before any model work,
+        and by the long video node when a workflow is queued)."""
         window, overlap = self.window, self.overlap
         if isinstance(window, bool) or not isinstance(window, int) or not is_frame_count(window) or window < 17:
-            raise ValueError(f"the window must be 8k+1 ≥ 17 pixel frames, got {window!r}; e.g. 121 (5 s at 24 fps) "
-                             "or 241")
+            raise SettingError("window", f"the window must be 8k+1 ≥ 17 pixel frames, got {window!r}; e.g. 121 (5 s at "
+                                         "24 fps) or 241")
         multiple = "a multiple of 8 pixel frames ≥ 8 (whole latent frames)"
         if isinstance(overlap, bool) or not isinstance(overlap, int):
-            raise ValueError(f"the overlap must be {multiple}, got {overlap!r}; e.g. 24 (1 s at 24 fps)")
+            raise SettingError("overlap", f"the overlap must be {multiple}, got {overlap!r}; e.g. 24 (1 s at 24 fps)")
         if overlap > window - 9:
-            raise ValueError(f"the overlap ({overlap} frames) must be below the window ({window} frames) by more "
-                             f"than 8 frames, so each window adds a latent frame: at most {window - 9}, {multiple}, "
-                             f"e.g. {max(8, (window - 1) // 5 // 8 * 8)}")
+            raise SettingError("overlap", f"the overlap ({overlap} frames) must be below the window ({window} frames) "
+                                          f"by more than 8 frames, so each window adds a latent frame: at most "
+                                          f"{window - 9}, {multiple}, e.g. {max(8, (window - 1) // 5 // 8 * 8)}")
         if overlap < VIDEO_TIME_SCALE or overlap % VIDEO_TIME_SCALE:
             nearest = max(VIDEO_TIME_SCALE, round(overlap / VIDEO_TIME_SCALE) * VIDEO_TIME_SCALE)
-            raise ValueError(f"the overlap must be {multiple}, got {overlap}; e.g. {nearest}")
-        if not isinstance(self.prompts, tuple) or any(not isinstance(p, str) or not p.strip() for p in self.prompts):
-            raise ValueError("the window prompts must be a tuple of non-empty texts (one per window, the last "
-                             "repeated); drop an empty one")
+            raise SettingError("overlap", f"the overlap must be {multiple}, got {overlap}; e.g. {nearest}")
+        self._check_prompts(frames)
         if self.count(frames) > 1:
             shared = min(window.audio_shared for window in self.plan(frames, fps, "")[1:])
             if shared < 2:
-                raise ValueError(f"an overlap of {overlap} frames at {fps:g} fps shares {shared} audio latent(s) "
-                                 "between windows, too few to hold the sound's continuation; give a longer overlap")
+                raise SettingError("overlap", f"an overlap of {overlap} frames at {fps:g} fps shares {shared} audio "
+                                              "latent(s) between windows, too few to hold the sound's continuation; "
+                                              "give a longer overlap")
+
+    def _check_prompts(self, frames: int) -> None:
+        if not isinstance(self.prompts, tuple) or any(not isinstance(p, str) or not p.strip() for p in self.prompts):
+            raise SettingError("prompts", "the window prompts must be a tuple of non-empty texts (one per window, the "
+                                          "last repeated); drop an empty one")
+        count = self.count(frames)
+        if len(self.prompts) > count:
+            raise SettingError("prompts", f"{len(self.prompts)} window prompts for {count} window(s) of this clip: "
+                                          f"the last {len(self.prompts) - count} would never be used; give at most "
+                                          f"{count}, or lengthen the clip (or shorten the window)")
 
     @property
     def stride(self) -> int:
@@ -130,10 +141,12 @@ class Windows(NamedTuple):
 
 
 def frames_for(seconds: float, fps: float) -> int:
-    """The fewest pixel frames (8k+1) lasting at least `seconds` at `fps`; ValueError naming the fix for a bad
+    """The fewest pixel frames (8k+1) lasting at least `seconds` at `fps`; SettingError naming the fix for a bad
     duration."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) \
             or seconds <= 0:
-        raise ValueError(f"the duration must be a positive number of seconds, got {seconds!r}; e.g. 30")
+        raise SettingError("duration", f"the duration must be a positive number of seconds, got {seconds!r}; e.g. 30")
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not math.isfinite(fps) or fps <= 0:
+        raise SettingError("fps", f"fps must be a positive number, got {fps!r}")
     needed = max(1, math.ceil(seconds * fps - 1e-6))
     return 1 + math.ceil((needed - 1) / VIDEO_TIME_SCALE) * VIDEO_TIME_SCALE

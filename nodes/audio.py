@@ -12,6 +12,7 @@ from ltx2_core.geometry import is_frame_count
 
 from .handles import AUDIO_CONDITION
 from .sampling import MAX_FRAMES
+from .validation import limits_problem
 
 
 class LTX2AudioCondition:
@@ -42,6 +43,12 @@ class LTX2AudioCondition:
                               "tooltip": "the video's frame rate, for the frames output (set the latent's fps to "
                                          "the same)"}),
         }}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, start: float | None = None, duration: float | None = None, strength: float | None = None,
+                        fps: float | None = None):
+        """The numbers' limits, NaN too (ComfyUI's own range check lets NaN pass)."""
+        return limits_problem(cls, dict(start=start, duration=duration, strength=strength, fps=fps)) or True
 
     def cut(self, audio: dict, start: float = 0.0, duration: float = 0.0, strength: float = 1.0,
             fps: float = 24.0):

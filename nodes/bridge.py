@@ -31,6 +31,10 @@ try:
     from comfy.nested_tensor import NestedTensor  # the joint audio + video latent's samples
 except ImportError:
     NestedTensor = None
+try:
+    from comfy_execution.validation import validate_node_input  # ComfyUI's rule for a link's type
+except ImportError:
+    validate_node_input = None
 
 IN_COMFYUI = folder_paths is not None
 PREVIEW_SCALE = 8  # a latent cell is 32 px: previews at a quarter of the video's size
@@ -94,6 +98,18 @@ def model_path(folder: str, name: object, marker: str | None = None) -> str:
     if not os.path.exists(name):
         raise FileNotFoundError(f"{name}: no such file (outside ComfyUI a model input is a path)")
     return name
+
+
+def link_fits(received: object, expected: object) -> bool:
+    """Whether an output of type `received` may be linked to an input of type `expected`, by ComfyUI's own rule
+    (its `validate_node_input`); outside ComfyUI the same rule's core: equal, "*", or a common type of comma lists."""
+    if validate_node_input is not None:
+        return validate_node_input(received, expected)
+    if received == expected or "*" in (received, expected):
+        return True
+    if not isinstance(received, str) or not isinstance(expected, str):
+        return False
+    return bool({t.strip() for t in received.split(",")} & {t.strip() for t in expected.split(",")})
 
 
 class _Nested:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 
 import numpy as np
 
@@ -10,21 +10,22 @@ from ltx2_core import DEFAULT_NEGATIVE_PROMPT, MODES, Models, PromptEncoder, Req
 from ltx2_core.conditioning.audio import AudioCondition
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.conditioning.retake import Retake
-from ltx2_core.loader.lora import split_ic_loras
+from ltx2_core.loader.lora import LoraError, check_distilled_lora, split_ic_loras
 from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.pipeline import request_job
 from ltx2_core.preview import StagePreviews, rgb_projection
 from ltx2_core.releases import RELEASED_STEPS
+from ltx2_core.request import Given, check_settings, check_stage_models
 
 from . import bridge
 from .decode import comfy_outputs
 from .handles import (AUDIO_CONDITION, GUIDES, MODEL, RETAKE, TEXT_ENCODER, UPSAMPLER, Guide, ModelHandle,
                       control_conditions)
 from .images import IMAGES, at_frames
-from .sampling import MAX_FRAMES, MAX_SEED, check_size, frames_problem
+from .sampling import MAX_FRAMES, MAX_SEED
 from .text import prompt_problem, text_problem
-from .validation import file_problem, stated_limits
+from .validation import file_problem, limits_problem, link_problem, setting_problem
 
 NO_LORA = "none"
 
@@ -63,8 +64,10 @@ class LTX2Generate:
             "optional": {
                 "upsampler": (UPSAMPLER, {"tooltip": "the x2 latent upsampler (two-stage and distilled)"}),
                 "distilled_lora": ([NO_LORA] + bridge.file_options("loras"), {
-                    "default": NO_LORA, "tooltip": "ltx-2-*-distilled-lora-384.safetensors for the two-stage "
-                                                   "refinement (models/loras)"}),
+                    "default": NO_LORA, "tooltip": "ltx-2-*-distilled-lora-384.safetensors of the model's release "
+                                                   "for the two-stage refinement (models/loras; two-stage only). An "
+                                                   "IC-LoRA is refused; one made for LTX-2.0 on a 2.3 / 2.5 model "
+                                                   "(no attention gates) is warned of in the log"}),
                 "images": (IMAGES, {"tooltip": "images held at frames (LTX-2 Image Condition): image-to-video, "
                                     "last frame, keyframes"}),
                 "audio": (AUDIO_CONDITION, {"tooltip": "a sound to generate the video to (LTX-2 Audio Condition), "
@@ -82,11 +85,20 @@ class LTX2Generate:
         }
 
     @classmethod
-    def VALIDATE_INPUTS(cls, frames: int | None = None):
-        """Only frames, so a problem is reported on it alone: ComfyUI checks the other inputs itself (the mode, the
-        sizes' range, the LoRA in models/loras). The rest (the prompt, multiples of 32 or 64, the LoRA's kind, image
-        frames) is checked first thing when the node runs."""
-        return stated_limits(cls, "frames", frames) or frames_problem(frames) or True
+    def VALIDATE_INPUTS(cls, prompt: str | None = None, negative_prompt: str | None = None, mode: str | None = None,
+                        width: int | None = None, height: int | None = None, frames: int | None = None,
+                        fps: float | None = None, steps: int | None = None, distilled_lora: str | None = NO_LORA,
+                        audio_only: bool | None = False, input_types: dict | None = None):
+        """Everything that needs no file's content, when queued: the stated limits (NaN too), the prompts, the mode's
+        sizes and steps and the models it needs, what a retake or text to audio allows (input_types: which inputs are
+        linked), the distilled LoRA's kind. Known only when the node runs: image frames, the clip of a retake."""
+        links = input_types  # None: called without ComfyUI, a None value then counts as linked
+        values = dict(prompt=prompt, negative_prompt=negative_prompt, mode=mode, width=width, height=height,
+                      frames=frames, fps=fps, steps=steps, audio_only=audio_only)  # distilled_lora: a file
+        return (limits_problem(cls, values, links) or link_problem(cls, links) or prompt_problem(prompt)
+                or text_problem("negative_prompt", negative_prompt)
+                or request_problem(mode, width, height, frames, fps, steps, audio_only, distilled_lora, links)
+                or distilled_lora_problem(distilled_lora, links) or True)
 
     def generate(self, model: ModelHandle, text_encoder: PromptEncoder, prompt: str, negative_prompt: str,
                  mode: str, width: int, height: int, frames: int, fps: float, seed: int, steps: int,
@@ -94,11 +106,12 @@ class LTX2Generate:
                  images: tuple[ImageCondition, ...] = (), audio: AudioCondition | None = None,
                  audio_only: bool = False, guides: tuple[Guide, ...] = (), retake: Retake | None = None,
                  unique_id: str | None = None):
+        linked = given_inputs(images=images, audio=audio, guides=guides, retake=retake, upsampler=upsampler)
         if retake is not None:  # the clip is the retaken one
             info = retake.info()
             width, height, frames, fps = info.width, info.height, info.frames, info.fps
-        images = _check_request(prompt, negative_prompt, mode, width, height, frames, distilled_lora, images,
-                                one_stage=retake is not None)
+        images = _check_request(prompt, negative_prompt, mode, width, height, frames, fps, steps, distilled_lora,
+                                images, linked, audio_only)
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
                           images=images, audio=audio, audio_only=bool(audio_only),
                           controls=control_conditions(guides, model, fps), retake=retake)
@@ -137,19 +150,64 @@ class StageBars:
             bar(done, total)
 
 
-def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int,
-                   distilled_lora: str, images: tuple[ImageCondition, ...], one_stage: bool = False
-                   ) -> tuple[ImageCondition, ...]:
-    """First thing when the node runs, before any model work: ValueError naming the fix; the images resolved.
-    `one_stage`: the clip is an input's (a retake), sampled in one stage at its size also when distilled."""
-    if mode not in MODES:
-        raise ValueError(f"mode: {str(mode)[:40]!r} is not one of {', '.join(MODES)}")
-    if problem := prompt_problem(prompt) or text_problem("negative_prompt", negative_prompt) or frames_problem(frames):
+# the generate nodes' inputs that are conditions of the request (ltx2_core's `Given`: input -> its field), and
+# ltx2_core's settings these nodes call otherwise
+CONDITION_INPUTS = {"images": "images", "audio": "audio", "guides": "controls", "retake": "retake"}
+SETTING_INPUTS = {"controls": "guides", "prompts": "window_prompts"}
+
+
+def request_problem(mode: str | None, width: int | None, height: int | None, frames: int | None, fps: float | None,
+                    steps: int | None, audio_only: bool | None, distilled_lora: str | None,
+                    linked: Collection[str] | None) -> str | None:
+    """Why the generate nodes' settings cannot run with the inputs `linked` (the names of those given), by
+    ltx2_core's own model-free checks (`check_settings`, `check_stage_models`); None when they can. None is a value
+    not known yet (linked), and a retake's clip sets width, height, frames and fps when the node runs."""
+    linked = linked or ()
+    given = Given(**{field: name in linked for name, field in CONDITION_INPUTS.items()})
+    unknown = {name for name, value in (("mode", mode), ("width", width), ("height", height), ("frames", frames),
+                                        ("fps", fps), ("steps", steps)) if value is None}
+    if given.retake:
+        unknown |= {"width", "height", "frames", "fps"}
+    if audio_only is None:
+        unknown |= {"width", "height"}
+
+    def check() -> None:
+        check_settings(mode, width, height, frames, fps, steps or None, audio_only=bool(audio_only), given=given,
+                       unknown=frozenset(unknown))
+        if mode is not None and distilled_lora is not None:
+            check_stage_models(mode, upsampler="upsampler" in linked, distilled_lora=distilled_lora != NO_LORA,
+                               one_stage_input=given.retake)
+    return setting_problem(check, SETTING_INPUTS)
+
+
+def distilled_lora_problem(name: str | None, links: Mapping[str, object] | None = None) -> str | None:
+    """Why the file picked as the distilled LoRA cannot refine stage 2 (not a LoRA of models/loras, an IC-LoRA);
+    None when fine, unused ("none") or linked. Headers only."""
+    if name == NO_LORA or (name is None and (links is None or "distilled_lora" in links)):
+        return None
+    if name is None or (problem := file_problem("LoRA", name)):
+        return ("distilled_lora: null is no value of it; pick a LoRA from models/loras or none" if name is None
+                else problem.replace("lora_name", "distilled_lora", 1))
+    try:
+        check_distilled_lora(bridge.model_path("loras", name))
+    except LoraError as exc:
+        return f"distilled_lora: {exc}"
+    return None
+
+
+def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int, fps: float,
+                   steps: int, distilled_lora: str, images: tuple[ImageCondition, ...], linked: Collection[str],
+                   audio_only: bool = False) -> tuple[ImageCondition, ...]:
+    """First thing when the node runs, before any model work, the queue-time checks again (an API caller may skip
+    none of them: ValueError naming the fix), then the images resolved for the clip. `linked`: the names of the
+    condition and model inputs given (a retake's clip: its size, frames and fps are the values here)."""
+    if problem := (prompt_problem(prompt) or text_problem("negative_prompt", negative_prompt)
+                   or request_problem(mode, width, height, frames, fps, steps, audio_only, distilled_lora, linked)
+                   or distilled_lora_problem(distilled_lora)):
         raise ValueError(problem)
-    halved = mode in ("two-stage", "distilled") and not one_stage  # a retake: one stage (two-stage refused later)
-    check_size(width, height, 64 if halved else 32, f" (the {mode} pipeline samples at half size first)"
-               if halved else "")
-    if distilled_lora != NO_LORA and (problem := file_problem("LoRA", distilled_lora)):
-        raise ValueError(problem.replace("lora_name", "distilled_lora", 1))
     return at_frames(images, frames)
 
+
+def given_inputs(**inputs: object) -> set[str]:
+    """The names of the inputs given (a link's value: not None, not empty)."""
+    return {name for name, value in inputs.items() if value is not None and value != ()}

@@ -6,8 +6,9 @@ import torch
 
 from ltx2_core.conditioning.images import LAST_FRAME, MAX_CRF, ImageCondition
 
-RELEASE_CRF = -1  # the crf widget's "the model's" (`Release.image_crf`)
+from .validation import stated_limits
 
+RELEASE_CRF = -1  # the crf widget's "the model's" (`Release.image_crf`)
 IMAGES = "LTX2_IMAGES"
 
 
@@ -35,6 +36,11 @@ class LTX2ImageCondition:
         }, "optional": {
             "images": (IMAGES, {"tooltip": "earlier image conditions to add this one to"}),
         }}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, strength: float | None = None):
+        """The strength's limits, NaN too (ComfyUI's own range check lets NaN pass)."""
+        return stated_limits(cls, "strength", strength) or True
 
     def add(self, image: torch.Tensor, frame: int, strength: float = 1.0, crf: int = RELEASE_CRF,
             images: tuple[ImageCondition, ...] = ()):

@@ -16,7 +16,7 @@ from ltx2_core.runtime import Controller
 
 from . import bridge
 from .handles import MODEL, PARALLEL, TEXT_ENCODER, UPSAMPLER, ModelHandle, Parallel
-from .validation import file_problem
+from .validation import file_problem, link_problem, stated_limits
 
 CATEGORY = "LTX-2/loaders"
 DTYPES = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -83,8 +83,11 @@ class LTX2CheckpointLoader:
         }, "hidden": {"unique_id": "UNIQUE_ID"}}
 
     @classmethod
-    def VALIDATE_INPUTS(cls, ckpt_name: str | None = None):
-        return file_problem("checkpoint", ckpt_name) or True
+    def VALIDATE_INPUTS(cls, ckpt_name: str | None = None, input_types: dict | None = None):
+        """The file's kind (headers only); input_types tells a null file name from a linked one (and ComfyUI then
+        leaves the links' types to `link_problem`)."""
+        links = input_types  # None: called without ComfyUI, a None value then counts as linked
+        return link_problem(cls, links) or file_problem("checkpoint", ckpt_name, links) or True
 
     @classmethod
     def IS_CHANGED(cls, **inputs):
@@ -204,8 +207,9 @@ class LTX2TextEncoderLoader:
         }}
 
     @classmethod
-    def VALIDATE_INPUTS(cls, text_encoder: str | None = None):
-        return file_problem("text encoder", text_encoder) or True
+    def VALIDATE_INPUTS(cls, text_encoder: str | None = None, input_types: dict | None = None):
+        links = input_types  # None: called without ComfyUI, a None value then counts as linked
+        return link_problem(cls, links) or file_problem("text encoder", text_encoder, links) or True
 
     def load(self, text_encoder: str, model: ModelHandle, device: str = "default", offload: bool = True):
         path, target = bridge.model_path("text_encoders", text_encoder, marker="config.json"), _device(device)
@@ -233,8 +237,11 @@ class LTX2LoraLoader:
         }}
 
     @classmethod
-    def VALIDATE_INPUTS(cls, lora_name: str | None = None):
-        return file_problem("LoRA", lora_name) or True
+    def VALIDATE_INPUTS(cls, lora_name: str | None = None, strength: float | None = None,
+                        input_types: dict | None = None):
+        links = input_types  # None: called without ComfyUI, a None value then counts as linked
+        return (link_problem(cls, links) or stated_limits(cls, "strength", strength, links)
+                or file_problem("LoRA", lora_name, links) or True)
 
     def load(self, model: ModelHandle, lora_name: str, strength: float = 1.0):
         lora = load_lora(bridge.model_path("loras", lora_name))
@@ -258,8 +265,9 @@ class LTX2UpsamplerLoader:
         }}
 
     @classmethod
-    def VALIDATE_INPUTS(cls, upscale_model_name: str | None = None):
-        return file_problem("latent upsampler", upscale_model_name) or True
+    def VALIDATE_INPUTS(cls, upscale_model_name: str | None = None, input_types: dict | None = None):
+        links = input_types  # None: called without ComfyUI, a None value then counts as linked
+        return link_problem(cls, links) or file_problem("latent upsampler", upscale_model_name, links) or True
 
     def load(self, upscale_model_name: str, model: ModelHandle):
         param = model.check_loaded().weights

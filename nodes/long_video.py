@@ -3,6 +3,8 @@ and audio (ltx2_core.long_video), decoded once."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ltx2_core import Models, PromptEncoder, Request, Windows, frames_for, load_lora
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.loader.lora import split_ic_loras
@@ -15,11 +17,13 @@ from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW
 
 from . import bridge
 from .decode import comfy_outputs
-from .generate import NO_LORA, LTX2Generate, StageBars, _check_request
+from .generate import (NO_LORA, SETTING_INPUTS, LTX2Generate, StageBars, _check_request, distilled_lora_problem,
+                       given_inputs, request_problem)
 from .handles import ModelHandle
 from .images import IMAGES
-from .sampling import MAX_FRAMES, frames_problem
-from .validation import stated_limits
+from .sampling import MAX_FRAMES
+from .text import prompt_problem, text_problem
+from .validation import limits_problem, link_problem, setting_problem
 
 MAX_SECONDS = 600.0
 
@@ -62,7 +66,8 @@ class LTX2GenerateLong:
             "optional": {
                 "window_prompts": ("STRING", {"multiline": True, "default": "",
                                               "tooltip": "one prompt per line, for window 1, 2, ... in order (the "
-                                                         "last repeats); empty: the prompt for every window"}),
+                                                         "last repeats; more lines than windows are refused); "
+                                                         "empty: the prompt for every window"}),
                 "upsampler": optional["upsampler"], "distilled_lora": optional["distilled_lora"],
                 "images": (IMAGES, {"tooltip": "images held at frames of the first window (LTX-2 Image "
                                     "Condition): start the clip from a picture"}),
@@ -71,21 +76,36 @@ class LTX2GenerateLong:
         }
 
     @classmethod
-    def VALIDATE_INPUTS(cls, window: int | None = None):
-        """The window alone (ComfyUI checks the ranges); the rest is checked first thing when the node runs."""
-        return stated_limits(cls, "window", window) or frames_problem(window) or True
+    def VALIDATE_INPUTS(cls, prompt: str | None = None, negative_prompt: str | None = None, mode: str | None = None,
+                        width: int | None = None, height: int | None = None, duration: float | None = None,
+                        fps: float | None = None, window: int | None = None, overlap: int | None = None,
+                        steps: int | None = None, window_prompts: str | None = "",
+                        distilled_lora: str | None = NO_LORA, input_types: dict | None = None):
+        """As the generate node's, with the windows: window, overlap and window prompts against the clip's length
+        (more prompts than windows refused); known only when the node runs: the images' frames."""
+        links = input_types  # None: called without ComfyUI, a None value then counts as linked
+        values = dict(prompt=prompt, negative_prompt=negative_prompt, mode=mode, width=width, height=height,
+                      duration=duration, fps=fps, window=window, overlap=overlap, steps=steps,
+                      window_prompts=window_prompts)  # distilled_lora: a file, `distilled_lora_problem`
+        return (limits_problem(cls, values, links) or link_problem(cls, links)
+                or long_problem(prompt, negative_prompt, mode, width, height, duration, fps, window, overlap, steps,
+                                window_prompts, distilled_lora, links)
+                or distilled_lora_problem(distilled_lora, links) or True)
 
     def generate(self, model: ModelHandle, text_encoder: PromptEncoder, prompt: str, negative_prompt: str,
                  mode: str, width: int, height: int, duration: float, fps: float, window: int, overlap: int,
                  seed: int, steps: int, window_prompts: str = "", upsampler: LatentUpsampler | None = None,
                  distilled_lora: str = NO_LORA, images: tuple[ImageCondition, ...] = (),
                  unique_id: str | None = None):
-        frames = frames_for(duration, fps)
-        prompts = tuple(line.strip() for line in (window_prompts or "").splitlines() if line.strip())
+        linked = given_inputs(images=images, upsampler=upsampler)
+        if problem := long_problem(prompt, negative_prompt, mode, width, height, duration, fps, window, overlap,
+                                   steps, window_prompts, distilled_lora, linked):
+            raise ValueError(problem)  # the queue-time checks again, before any model work
+        frames, prompts = frames_for(duration, fps), window_lines(window_prompts)
         windows = Windows(window, overlap, prompts)
-        windows.check(frames, fps)
         prompt = prompt if prompt.strip() or not prompts else prompts[0]  # the window prompts may stand alone
-        images = _check_request(prompt, negative_prompt, mode, width, height, frames, distilled_lora, images)
+        images = _check_request(prompt, negative_prompt, mode, width, height, frames, fps, steps, distilled_lora,
+                                images, linked)
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
                           images=images, windows=windows)
         request.check()  # the windows, and what they cannot continue, before the model is touched
@@ -104,3 +124,31 @@ class LTX2GenerateLong:
                 (sampler, ready), bridge.interrupts():
             return comfy_outputs(generate_long(request, models, StageBars(unique_id, ready), sampler=sampler,
                                                tiling=model.host.tiling()))
+
+
+def window_lines(text: str | None) -> tuple[str, ...]:
+    """The window prompts: one per non-empty line."""
+    return tuple(line.strip() for line in (text or "").splitlines() if line.strip())
+
+
+def long_problem(prompt: str | None, negative_prompt: str | None, mode: str | None, width: int | None,
+                 height: int | None, duration: float | None, fps: float | None, window: int | None,
+                 overlap: int | None, steps: int | None, window_prompts: str | None, distilled_lora: str | None,
+                 linked: Collection[str] | None) -> str | None:
+    """Why the long video node's settings cannot run (None when they can, or depend on a value not known yet):
+    the prompts, the clip's frames for the duration, the windows that cut it (ltx2_core's `Windows.check`), and the
+    generate node's rules for the mode and sizes."""
+    prompts = window_lines(window_prompts) if isinstance(window_prompts, str) else ()
+    if problem := ((prompt_problem(prompt) if not prompts else text_problem("prompt", prompt))
+                   or text_problem("negative_prompt", negative_prompt) or text_problem("window_prompts",
+                                                                                      window_prompts)):
+        return problem
+    frames = None
+    if duration is not None and fps is not None:
+        if problem := setting_problem(lambda: frames_for(duration, fps)):
+            return problem
+        frames = frames_for(duration, fps)
+        if window is not None and overlap is not None and (problem := setting_problem(
+                lambda: Windows(window, overlap, prompts).check(frames, fps), SETTING_INPUTS)):
+            return problem
+    return request_problem(mode, width, height, frames, fps, steps, False, distilled_lora, linked)

@@ -10,12 +10,13 @@ from ltx2_core import GuidanceParams
 from ltx2_core.conditioning.audio import AudioCondition, encode_audio_condition
 from ltx2_core.conditioning.control import encode_control
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
-from ltx2_core.geometry import is_frame_count, video_tokens
+from ltx2_core.geometry import video_tokens
 from ltx2_core.memory.footprint import Job
 from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.memory.request_check import request_problem
 from ltx2_core.preview import LatentPreview, rgb_projection
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
+from ltx2_core.request import check_settings
 from ltx2_core.sampling.guidance import active_passes, default_guidance
 from ltx2_core.sampling.recipe import SCHEDULES, StageParts, build_stage, guided
 from ltx2_core.stages import empty_latent
@@ -25,7 +26,7 @@ from .handles import (AUDIO_CONDITION, CONDITIONING, GUIDANCE, GUIDES, LATENT, M
                       ModelHandle, control_conditions)
 from .images import IMAGES, at_frames
 from .interop import from_comfy, guided_audio, mark_guided, mask_conditions, to_comfy
-from .validation import stated_limits
+from .validation import limits_problem, setting_problem, stated_limits
 
 CATEGORY = "LTX-2/sampling"
 MAX_SEED = 2**63 - 1
@@ -34,13 +35,6 @@ MAX_FRAMES = 1441  # pixel frames a clip may have (the frames inputs' limit)
 
 MAX_SIGMAS = 201  # explicit sigmas: as many steps as the steps input allows (200)
 MAX_STG_BLOCKS = 64
-
-
-def frames_problem(frames: int | None) -> str | None:
-    """For VALIDATE_INPUTS: why a frame count is not 8k+1 (None when it is, or linked)."""
-    if frames is None or is_frame_count(frames):
-        return None
-    return f"frames: {frames} is not 8k+1; pick 1, 9, 17, ..., 97 or 121 (121 = 5 s at 24 fps)"
 
 
 def check_size(width: int, height: int, multiple: int = 32, why: str = "") -> None:
@@ -71,10 +65,15 @@ class LTX2EmptyLatent:
         }}
 
     @classmethod
-    def VALIDATE_INPUTS(cls, frames: int | None = None):
-        """Only frames: ComfyUI checks the other inputs itself (width and height are multiples of 32 in the UI;
-        an API caller's other sizes are refused when the node runs, before anything is made)."""
-        return stated_limits(cls, "frames", frames) or frames_problem(frames) or True
+    def VALIDATE_INPUTS(cls, width: int | None = None, height: int | None = None, frames: int | None = None,
+                        fps: float | None = None):
+        """The clip's size when queued, by ltx2_core's rule (`check_settings`): frames 8k+1, width and height
+        multiples of 32 (an API caller's too; the UI steps by 32), a finite rate."""
+        values = dict(width=width, height=height, frames=frames, fps=fps)
+        unknown = frozenset({"mode"} | {name for name, value in values.items() if value is None})
+        return (limits_problem(cls, values)
+                or setting_problem(lambda: check_settings(None, width, height, frames, fps, unknown=unknown))
+                or True)
 
     def make(self, width: int, height: int, frames: int, fps: float = 24.0):
         check_size(width, height)
@@ -122,9 +121,16 @@ class LTX2Guidance:
         return {"required": required}
 
     @classmethod
-    def VALIDATE_INPUTS(cls, stg_blocks: str | None = None, audio_stg_blocks: str | None = None):
-        """The blocks' syntax when queued (their range needs the model: checked when the node runs). Only these two
-        inputs: ComfyUI checks the others' limits itself."""
+    def VALIDATE_INPUTS(cls, stg_blocks: str | None = None, audio_stg_blocks: str | None = None,
+                        cfg: float | None = None, stg: float | None = None, rescale: float | None = None,
+                        modality: float | None = None, audio_cfg: float | None = None, audio_stg: float | None = None,
+                        audio_rescale: float | None = None, audio_modality: float | None = None):
+        """The blocks' syntax when queued (their range needs the model: checked when the node runs), and the scales'
+        limits, NaN too (ComfyUI's own range check lets NaN pass)."""
+        scales = dict(cfg=cfg, stg=stg, rescale=rescale, modality=modality, audio_cfg=audio_cfg, audio_stg=audio_stg,
+                      audio_rescale=audio_rescale, audio_modality=audio_modality)
+        if problem := limits_problem(cls, scales):
+            return problem
         for name, text in (("stg_blocks", stg_blocks), ("audio_stg_blocks", audio_stg_blocks)):
             if problem := stated_limits(cls, name, text):
                 return problem

@@ -1,18 +1,24 @@
-"""Queue-time checks shared by the nodes: the limits INPUT_TYPES states, and model files picked in a folder.
+"""Queue-time checks shared by the nodes: the limits INPUT_TYPES states, the links, the settings ltx2_core checks
+without a model or a file, and model files picked in a folder.
 
-ComfyUI (0.26) skips its own type, range and choice checks for every input a node's VALIDATE_INPUTS names, and
-reports a VALIDATE_INPUTS failure on every input it names. So a node names only the one input whose value ComfyUI
-cannot judge (a file's kind, frames of 8k+1, a sigma list) and leaves every other input to ComfyUI's own checks;
-`stated_limits` enforces on the named input the limits its INPUT_TYPES states. The limits a user sees in the UI are
-then the limits enforced for API users too, and a problem is reported once, on the input at fault.
+ComfyUI (0.26, execution.validate_inputs) converts each widget value to its type (INT, FLOAT, STRING, BOOLEAN) and
+then checks min, max and the choices of every input a node's VALIDATE_INPUTS does not name; a FLOAT of NaN passes
+those checks, and a null choice reaches the node as None, as a linked input does. A VALIDATE_INPUTS failure is listed
+on every input the validator names. So a node names only the inputs its own rules need: one whose value ComfyUI
+cannot judge (a file's kind, frames of 8k+1, a sigma list), a FLOAT (to refuse NaN), the inputs a rule relates (a
+retake's start and end; the mode and the sizes); `stated_limits` enforces on them the limits INPUT_TYPES states, and
+every message begins with the input at fault. A validator that also takes `input_types` learns which inputs are
+linked (a null choice is then told from a link, a linked retake changes the rules), and ComfyUI then skips its
+check of the links' types, which `link_problem` makes instead, by ComfyUI's own rule (`bridge.link_fits`).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Mapping
 
-from ltx2_core.errors import LTX2Error
+from ltx2_core.errors import LTX2Error, SettingError
 from ltx2_core.loader.identify import check_kind
 
 from . import bridge
@@ -55,18 +61,22 @@ def input_spec(node: type, name: str) -> tuple[object, dict]:
     raise KeyError(f"{node.__name__} has no input {name!r}")
 
 
-def stated_limits(node: type, name: str, value: object) -> str | None:
-    """Why `value` breaks what INPUT_TYPES states for input `name` (type, min, max, choices); None when it keeps to
-    it, or when it is None (a linked input, known only at run time)."""
+def stated_limits(node: type, name: str, value: object, links: Mapping[str, object] | None = None) -> str | None:
+    """Why `value` breaks what INPUT_TYPES states for input `name` (type, min, max, choices, a finite number); None
+    when it keeps to it. None is a linked input (known only at run time) unless `links` (the validator's
+    input_types) says the input is not linked: then it is a null the caller sent."""
     if value is None:
-        return None
+        if links is None or name in links:
+            return None
+        return f"{name}: null is no value of it; give one (its default is {_shown(_default(node, name))})"
     kind, options = input_spec(node, name)
     if isinstance(kind, list):
         return None if isinstance(value, str) and value in kind else f"{name}: {_shown(value)} is not a choice of it"
     if kind == "INT" and (isinstance(value, bool) or not isinstance(value, int)):
         return f"{name}: {_shown(value)} is not a whole number"
     if kind == "FLOAT" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
-        return f"{name}: {_shown(value)} is not a finite number"
+        return f"{name}: {_shown(value)} is not a finite number; give a number from {options.get('min')} to " \
+               f"{options.get('max')}"
     if kind == "STRING":
         if not isinstance(value, str):
             return f"{name}: {_shown(value)} is not text"
@@ -79,6 +89,41 @@ def stated_limits(node: type, name: str, value: object) -> str | None:
     return None
 
 
+def _default(node: type, name: str) -> object:
+    kind, options = input_spec(node, name)
+    return options.get("default", kind[0] if isinstance(kind, list) and kind else None)
+
+
+def limits_problem(node: type, values: Mapping[str, object], links: Mapping[str, object] | None = None) -> str | None:
+    """The first of `values` (input name -> value, as VALIDATE_INPUTS got them) that breaks its stated limits."""
+    return next((problem for name, value in values.items() if (problem := stated_limits(node, name, value, links))),
+                None)
+
+
+def link_problem(node: type, links: Mapping[str, object] | None) -> str | None:
+    """ComfyUI's check of each linked input's type (`links`: input name -> the type linked to it, the validator's
+    input_types; None without ComfyUI), which ComfyUI skips for a validator that takes input_types."""
+    for name, received in (links or {}).items():
+        try:
+            expected = input_spec(node, name)[0]
+        except KeyError:
+            continue
+        if not bridge.link_fits(received, expected):
+            shown = "a choice" if isinstance(expected, list) else expected
+            return f"{name}: a {_shown(received)} output is linked to it and it takes {shown}; link a {shown} output"
+    return None
+
+
+def setting_problem(check: Callable[[], object], names: Mapping[str, str] | None = None) -> str | None:
+    """The SettingError of `check()` (an ltx2_core check without model or file) as a VALIDATE_INPUTS message on the
+    input at fault (`names`: ltx2_core's setting -> this node's input where they differ); None when it passes."""
+    try:
+        check()
+    except SettingError as exc:
+        return f"{(names or {}).get(exc.setting, exc.setting)}: {exc}"
+    return None
+
+
 def _kind_problem(path: str, kind: str) -> str | None:
     """Why `path` is not a `kind` file, as `check_kind` (and so the command line) says it; None when it is one."""
     try:
@@ -88,14 +133,14 @@ def _kind_problem(path: str, kind: str) -> str | None:
     return None
 
 
-def file_problem(kind: str, name: object) -> str | None:
+def file_problem(kind: str, name: object, links: Mapping[str, object] | None = None) -> str | None:
     """Why the file picked for a `kind` input cannot be used, in ComfyUI's terms: not a file of the kind's models
-    folder (a path, `..`, anything ComfyUI does not list there), a file of another kind (then where it belongs), or
-    else what the loader says is wrong with it (a damaged or truncated file, a GGUF of another family or of a type
-    that does not load), the file named as the input shows it. None when fine, or when linked (None: known at run
-    time). Reads headers only; never echoes a file's content."""
+    folder (a path, `..`, anything ComfyUI does not list there, a null), a file of another kind (then where it
+    belongs), or else what the loader says is wrong with it (a damaged or truncated file, a GGUF of another family or
+    of a type that does not load), the file named as the input shows it. None when fine, or when linked (None while
+    `links` does not say otherwise: known at run time). Reads headers only; never echoes a file's content."""
     folder, _, input_name, _ = FILE_KINDS[kind]
-    if name is None:
+    if name is None and (links is None or input_name in links):
         return None
     try:
         path = bridge.model_path(folder, name, marker="config.json" if kind == "text encoder" else None)

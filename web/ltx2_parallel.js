@@ -1,5 +1,6 @@
 // The LTX2ParallelConfig node's widget: the detected devices, cfg / sp / tp choices with invalid ones left out,
-// the default layout, and the weight memory per GPU (read-only rows; a warning when it exceeds a GPU's memory).
+// the default layout, and the weight memory per worker (read-only rows; a warning when it exceeds a GPU's memory;
+// on CPU workers the RAM they hold together).
 // Without a GPU the layout runs as CPU worker processes, at most CPU_WORKERS_MAX, as the server allows. Its value
 // is the node's `layout` input (a JSON string), so it reaches Python under that name, is saved with the workflow
 // and appears in the API-format export.
@@ -7,7 +8,7 @@ import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
 import {
   CPU_WORKERS_MAX, DEFAULT_HEADS, axisChoices, defaultLayout, deviceBound, formatLayout, layoutProblems,
-  memoryWarnings, parseLayout, weightBytesPerGpu, workerMode,
+  memoryWarnings, parseLayout, weightsLabel, weightsText, workerMode,
 } from "./ltx2_parallel_logic.js";
 
 const AXES = ["cfg", "sp", "tp"];
@@ -37,7 +38,7 @@ function setUp(node, devices) {
     heads: DEFAULT_HEADS, mode: workerMode(devices.length, attachWidget?.value) });
   const info = (name, value) => readOnlyRow(node, name, value);
   info("devices_found", describe(devices));
-  const memory = info("weights_per_gpu", "");
+  const memory = info("weights", "");
   const combos = {};
   const refresh = () => {
     const layout = parseLayout(layoutWidget.value);
@@ -46,11 +47,12 @@ function setUp(node, devices) {
       combos[axis].value = String(layout[axis]);
     }
     const problems = layoutProblems(layout, facts());
-    const perGpu = Object.entries(MODELS)
-      .map(([name, bytes]) => `${name} ${(weightBytesPerGpu(bytes, layout) / GB).toFixed(1)} GB`).join(", ");
-    const warnings = facts().mode === "gpu" ? memoryWarnings(layout, devices, MODELS) : [];
+    const { mode } = facts();
+    const weights = weightsText(layout, mode, MODELS);
+    const warnings = mode === "gpu" ? memoryWarnings(layout, devices, MODELS) : [];
+    memory.label = weightsLabel(mode);
     memory.value = problems.length ? `invalid: ${problems.join("; ")}`
-      : warnings.length ? `${perGpu}. Warning: ${warnings.join("; ")}` : perGpu;
+      : warnings.length ? `${weights}. Warning: ${warnings.join("; ")}` : weights;
     node.setDirtyCanvas?.(true, true);
   };
   const choose = (axis, value) => {
@@ -85,7 +87,7 @@ function readOnlyRow(node, name, value) {
       ctx.fillStyle = window.LiteGraph?.WIDGET_SECONDARY_TEXT_COLOR ?? "#999";
       ctx.font = "11px sans-serif";
       ctx.textAlign = "left";
-      ctx.fillText(`${name.replace(/_/g, " ")}: ${this.value}`, 15, y + height * 0.7, width - 30);
+      ctx.fillText(`${this.label ?? name.replace(/_/g, " ")}: ${this.value}`, 15, y + height * 0.7, width - 30);
       ctx.restore();
     },
     computeSize: (width) => [width, 20],

@@ -42,18 +42,21 @@ export function layoutProblems(layout, { devices, heads = DEFAULT_HEADS, passes 
   return problems;
 }
 
-// the degrees one axis may take when the other two are fixed, each with whether it is valid
+// the degrees one axis may take when the other two are fixed, each with whether it is valid: every degree up to
+// the device bound (cfg 3 runs with 3 or more devices; sp and tp 3 do not divide the heads and come out invalid)
 export function axisChoices(layout, axis, facts) {
   const choices = [];
-  for (let degree = 1; degree <= Math.max(facts.devices ?? 1, 1); degree *= 2) {
+  for (let degree = 1; degree <= Math.max(facts.devices ?? 1, 1); degree += 1) {
     const candidate = { ...layout, [axis]: degree };
     choices.push({ degree, valid: layoutProblems(candidate, facts).length === 0 });
   }
   return choices;
 }
 
-// tensor parallel only as far as the weights must shrink to fit, then CFG over the passes, the rest Ulysses
-export function defaultLayout({ devices, passes = 4, weightBytes, freeBytes, heads = DEFAULT_HEADS }) {
+// tensor parallel only as far as the weights must shrink to fit, then CFG over the passes, the rest Ulysses; on CPU
+// workers one worker: they share this machine's cores (no faster) and each holds the weights in its RAM
+export function defaultLayout({ devices, passes = 4, weightBytes, freeBytes, heads = DEFAULT_HEADS, mode = "gpu" }) {
+  if (mode === "cpu") return { ...DEFAULT_LAYOUT };
   let tp = 1;
   while (weightBytes / tp > HEADROOM * freeBytes && devices % (tp * 2) === 0 && divides(tp * 2, heads)) tp *= 2;
   const remaining = Math.floor(devices / tp);
@@ -67,6 +70,22 @@ export function defaultLayout({ devices, passes = 4, weightBytes, freeBytes, hea
 // the transformer's weight bytes each GPU holds: tensor parallelism divides them, the other axes replicate
 export function weightBytesPerGpu(weightBytes, layout) {
   return weightBytes / layout.tp;
+}
+
+const HOLDER = { gpu: "GPU", cpu: "CPU worker (in RAM)", attached: "worker" };
+
+// the weights row's label: what each worker is where the workers run
+export const weightsLabel = (mode) => `weights per ${HOLDER[mode] ?? HOLDER.gpu}`;
+
+// the weights row's text: each model's weight bytes per worker, and on CPU workers the RAM they take together
+export function weightsText(layout, mode, models) {
+  const perWorker = Object.entries(models)
+    .map(([name, bytes]) => `${name} ${(weightBytesPerGpu(bytes, layout) / 1e9).toFixed(1)} GB`).join(", ");
+  if (mode !== "cpu") return perWorker;
+  const workers = layout.cfg * layout.sp * layout.tp;
+  const most = Math.max(...Object.values(models));
+  return `${perWorker}; ${workers} worker(s) hold about ${(workers * weightBytesPerGpu(most, layout) / 1e9).toFixed(0)} `
+    + "GB of RAM together";
 }
 
 // a warning per model whose weights per GPU exceed the smallest GPU's memory ([] when they fit, or without GPUs)

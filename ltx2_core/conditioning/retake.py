@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from ltx2_core.audio_io import Waveform, check_waveform, read_audio
 from ltx2_core.conditioning.audio import EncodedAudio
+from ltx2_core.errors import SettingError
 from ltx2_core.conditioning.video import EncodedVideo, VideoCondition, encode_video_condition
 from ltx2_core.geometry import audio_latent_length
 from ltx2_core.video_io import VideoFrames, VideoInfo, VideoSource, check_video_file, video_info
@@ -70,18 +71,7 @@ class Retake(NamedTuple):
         """The file's `VideoInfo` once the retake can run: a span inside the clip with start < end, a file of
         8k+1 ≥ 9 frames at multiples of 32 pixels whose frames (and sound, if any) decode, something regenerated.
         ValueError naming the fix, before any model work (the file is decoded here)."""
-        for flag in ("regenerate_video", "regenerate_audio"):
-            if not isinstance(getattr(self, flag), bool):
-                raise ValueError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
-        for what in ("start", "end"):
-            value = getattr(self, what)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"the retake's {what} must be a time in seconds, got {value!r}")
-        if self.start < 0:
-            raise ValueError(f"the retake starts at {self.start:g} s, before the clip; give a start ≥ 0")
-        if self.start >= self.end:
-            raise ValueError(f"the retake's span [{self.start:g}, {self.end:g}) s is empty; give a start below the "
-                             "end, e.g. 1.0:2.5")
+        check_span(self.start, self.end, self.regenerate_video, self.regenerate_audio)
         in_memory = isinstance(self.video, VideoFrames)
         if self.sound is not None and not in_memory:
             raise ValueError(f"{self.name}: a file's own sound track is what it retakes; give `sound` only with "
@@ -93,9 +83,7 @@ class Retake(NamedTuple):
             raise ValueError(f"the retake's span ends at {self.end:g} s and {self.clip_name} lasts "
                              f"{info.seconds:.3f} s ({info.frames} frames at {info.fps:g} fps); give an end ≤ "
                              f"{info.seconds:.3f}")
-        if not self.regenerate_video and not (self.regenerate_audio or not info.has_sound):
-            raise ValueError("the retake keeps both the video and the audio, so nothing would be regenerated; "
-                             "keep at most one of them")
+        check_span(self.start, self.end, self.regenerate_video, self.regenerate_audio, info.has_sound)
         if self.sound is not None:
             if not isinstance(self.sound, Waveform):
                 raise ValueError(f"{self.name}: sound must be a Waveform (samples, rate), got "
@@ -104,6 +92,28 @@ class Retake(NamedTuple):
         elif info.has_sound:
             read_audio(self.video, 0.0, info.seconds)  # a sound PyAV cannot decode is named now, not after sampling
         return info
+
+
+def check_span(start: float, end: float, regenerate_video: bool, regenerate_audio: bool,
+               has_sound: bool | None = None) -> None:
+    """SettingError naming the fix unless [start, end) seconds is a non-empty span from 0 and something is
+    regenerated: the video, or a sound the clip has (`has_sound` None: not known yet, that rule skipped). Needs no
+    file (the span's end against the clip's length does: `Retake.check`)."""
+    for flag in ("regenerate_video", "regenerate_audio"):
+        value = regenerate_video if flag == "regenerate_video" else regenerate_audio
+        if not isinstance(value, bool):
+            raise SettingError(flag, f"{flag} must be True or False, got {value!r}")
+    for what, value in (("start", start), ("end", end)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SettingError(what, f"the retake's {what} must be a time in seconds, got {value!r}")
+    if start < 0:
+        raise SettingError("start", f"the retake starts at {start:g} s, before the clip; give a start ≥ 0")
+    if start >= end:
+        raise SettingError("end", f"the retake's span [{start:g}, {end:g}) s is empty; give a start below the end, "
+                                  "e.g. 1.0:2.5")
+    if has_sound is not None and not regenerate_video and not (regenerate_audio or not has_sound):
+        raise SettingError("regenerate_audio", "the retake keeps both the video and the audio, so nothing would be "
+                                               "regenerated; keep at most one of them")
 
 
 @torch.no_grad()

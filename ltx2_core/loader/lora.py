@@ -276,10 +276,13 @@ def lora_reference_scale(path: str | os.PathLike) -> int | None:
 
 def reference_downscale_factor(paths: Sequence[str | os.PathLike]) -> int:
     """The one control-video downscale factor of the LoRAs at `paths` (1 where none states one, as the reference);
-    ValueError naming both files when two state different factors (their control videos cannot share one size)."""
-    factor, source = 1, None
+    ValueError naming both files when two state different factors (their control videos cannot share one size).
+    Where none states one, a warning says so: an IC-LoRA released without the metadata and a plain LoRA (which
+    cannot read a control video) look alike, and both guide at factor 1."""
+    factor, source, stated = 1, None, False
     for path in paths:
         scale = lora_reference_scale(path)
+        stated = stated or scale is not None
         if scale is None or scale == 1:
             continue
         if source is not None and scale != factor:
@@ -287,7 +290,38 @@ def reference_downscale_factor(paths: Sequence[str | os.PathLike]) -> int:
                              f"{path} at 1/{scale}; IC-LoRAs of different {DOWNSCALE_KEY} cannot be combined: "
                              "use one of them")
         factor, source = scale, path
+    if paths and not stated:
+        log.warning("control videos: none of the LoRAs (%s) states a %s; each is taken as an IC-LoRA at factor 1. "
+                    "A plain LoRA (style, distilled) cannot read a control video: add the IC-LoRA (depth, pose, "
+                    "canny) if it is missing", ", ".join(os.path.basename(os.fspath(p)) for p in paths), DOWNSCALE_KEY)
     return factor
+
+
+_GATE, _ATTENTION = ".to_gate_logits.", (".attn1.to_q.", ".attn2.to_q.")
+
+
+def check_distilled_lora(lora: Lora | str | os.PathLike, gated: bool | None = None) -> None:
+    """LoraError naming the fix for a LoRA that cannot be the distilled LoRA refining a two-stage run's second
+    stage: an IC-LoRA (its file states a reference_downscale_factor: a control LoRA, for stage 1 with a video
+    guide). For a model with gated attention (`gated`: LTX-2.3, 2.5), a warning for one that updates the blocks'
+    attention and none of its gates, as a LoRA made for LTX-2.0 (whose blocks have none) does: it fits the shapes
+    and runs, and nothing in the file proves its release, so it is stated, not refused. `lora` a loaded Lora or a
+    file (headers only); `gated` None: the model is not known yet."""
+    path = lora.path if isinstance(lora, Lora) else lora
+    name = lora.name if isinstance(lora, Lora) else os.path.basename(os.fspath(lora))
+    if path is not None and lora_reference_scale(path) is not None:
+        raise LoraError(f"{name} is an IC-LoRA (its metadata states a {DOWNSCALE_KEY}), which steers stage 1 from a "
+                        "control video and cannot refine stage 2: pick the release's distilled LoRA "
+                        "(ltx-2*-distilled-lora-384*.safetensors) as the distilled LoRA, and load an IC-LoRA with "
+                        "the LoRA loader beside a video guide")
+    if not gated:
+        return
+    targets = lora.pairs if isinstance(lora, Lora) else read_header(path, "LoRA").tensors
+    if any(part in t for t in targets for part in _ATTENTION) and not any(_GATE in t for t in targets):
+        log.warning("distilled LoRA %s updates the attention of the transformer blocks and none of their gates "
+                    "(to_gate_logits), as a LoRA made for LTX-2.0 (whose blocks have none) does; this model is "
+                    "LTX-2.3 or later: if the refined video looks wrong, pick its own distilled LoRA "
+                    "(ltx-2.3-22b-distilled-lora-384*.safetensors for 2.3)", name)
 
 
 def split_ic_loras(loras: Sequence[tuple[Lora, float]], controls: bool = False

@@ -4,6 +4,7 @@ playwright; Debian's /usr/bin/chromium). Only loopback requests are allowed.
     python browser.py SERVER check UI.json ...         # load each UI workflow; print what the frontend makes of it
     python browser.py SERVER to-ui API.json OUT.json   # load an API workflow and save the frontend's UI workflow
     python browser.py SERVER widget [DEVICES.json]     # the layout node's widget: its choices and the queued value
+    python browser.py SERVER inputs UI.json ...        # the widgets each workflow's nodes grey (do not apply)
 
 `check` prints one JSON object per file: the API prompt the frontend builds from the loaded graph
 (`graphToPrompt`), the node types it does not know, and the console errors and page errors seen while loading.
@@ -70,10 +71,31 @@ WIDGET = """async (gpus) => {
   const before = {sp: values("sp_degree"), tp: values("tp_degree"), cfg: values("cfg_degree"),
     devices: widget("devices_found").value};
   widget("sp_degree").callback("2");
-  const after = {tp: values("tp_degree"), layout: widget("layout").value, memory: widget("weights_per_gpu").value};
-  const info = ["devices_found", "weights_per_gpu"].map((name) => widget(name));
+  const after = {tp: values("tp_degree"), layout: widget("layout").value, memory: widget("weights").value,
+    label: widget("weights").label};
+  const info = ["devices_found", "weights"].map((name) => widget(name));
   const readOnly = info.every((w) => w.type !== "text" && w.options?.read_only === true && !w.onClick && !w.mouse);
-  return {before, after, readOnly, prompt: (await app.graphToPrompt()).output};
+  const prompt = (await app.graphToPrompt()).output;
+  widget("default layout").callback();
+  return {before, after, readOnly, prompt, defaulted: widget("layout").value};
+}"""
+# the widgets each node of a loaded workflow greys, then the generate node's after switching its mode to distilled,
+# and the prompt then queued (greyed widgets are still queued)
+INPUTS = """async (workflow) => {
+  const app = window.comfyAPI.app.app;
+  await (""" + LOAD + """)(app, workflow);
+  const greyed = () => Object.fromEntries(app.graph.nodes.filter((n) => n.widgets?.length)
+    .map((n) => [n.type, n.widgets.filter((w) => w.disabled).map((w) => w.name).sort()]));
+  const before = greyed();
+  const generate = app.graph.nodes.find((n) => n.type === "LTX2Generate");
+  let after = null;
+  if (generate) {
+    const mode = generate.widgets.find((w) => w.name === "mode");
+    mode.value = "distilled";
+    mode.callback("distilled");
+    after = greyed();
+  }
+  return {before, after, prompt: (await app.graphToPrompt()).output};
 }"""
 TO_UI = """async (api) => {
   const app = window.comfyAPI.app.app;
@@ -105,6 +127,14 @@ def main(server: str, mode: str, paths: list[str]) -> None:
                 page = _page(browser, server, errors)
                 gpus = json.loads(Path(paths[0]).read_text()) if paths else None
                 print(json.dumps({**page.evaluate(WIDGET, gpus), "errors": errors}), flush=True)
+                return
+            if mode == "inputs":
+                for path in paths:
+                    errors = []
+                    page = _page(browser, server, errors)
+                    result = page.evaluate(INPUTS, json.loads(Path(path).read_text()))
+                    print(json.dumps({"file": path, **result, "errors": errors}), flush=True)
+                    page.close()
                 return
             if mode == "to-ui":
                 errors: list[str] = []

@@ -4,6 +4,7 @@ and leaves the pack usable."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -51,9 +52,12 @@ EXAMPLES = {
     "ltx2_ic_lora_control": ([f"lora_name={TINY['ic_lora']}", "5.width=128", "5.height=64", "5.frames=9",
                               "7.steps=2"], (9, 128, 64)),
     "ltx2_retake": (["6.steps=2"], (49, 384, 256)),
-    # a long clip with its sound: 2 s in windows of 25 frames sharing 8 (3 windows, distilled), decoded once
+    # a long clip with its sound: 2 s in windows of 25 frames sharing 8 (3 windows, distilled), decoded once; the
+    # example's first three window prompts (more prompts than windows are refused)
     "ltx2_long_video_20s": ([UPSAMPLER, "4.width=128", "4.height=64", "4.duration=2.0", "4.window=25",
-                             "4.overlap=8"], (49, 128, 64)),
+                             "4.overlap=8", "4.window_prompts=" + json.dumps("\n".join(json.loads(
+                                 (ROOT / "example_workflows" / "api" / "ltx2_long_video_20s.api.json").read_text())
+                                 ["4"]["inputs"]["window_prompts"].splitlines()[:3]))], (49, 128, 64)),
 }
 # the audio-to-video examples: (LoadAudio's file, the audio condition's start), whose clip the written file carries
 SOUNDS = {"ltx2_a2v_lipsync": ("ltx2_example_voice.wav", 0.0), "ltx2_a2v_music_video": ("ltx2_example_song.flac", 1.0)}

@@ -93,6 +93,30 @@ def test_without_a_gpu_the_widget_offers_the_cpu_workers_the_server_runs(comfyui
     the two-GPU example's layout (cfg 2) is valid."""
     result = _widget(comfyui, tmp_path, None)
     assert "CPU worker processes (at most 4)" in result["before"]["devices"]
-    assert result["before"]["sp"] == ["1", "2", "4"] and result["before"]["cfg"] == ["1", "2", "4"]
+    assert result["before"]["sp"] == ["1", "2", "4"] and result["before"]["cfg"] == ["1", "2", "3", "4"]
     assert "invalid" not in result["after"]["memory"]
     assert json.loads(result["after"]["layout"]) == {"cfg": 1, "sp": 2, "tp": 1}
+    # each CPU worker holds the weights in RAM: the row says so, and the default layout starts one worker
+    assert result["after"]["label"] == "weights per CPU worker (in RAM)"
+    assert "2 worker(s) hold about 76 GB of RAM together" in result["after"]["memory"]
+    assert json.loads(result["defaulted"]) == {"cfg": 1, "sp": 1, "tp": 1}
+
+
+def test_the_generate_node_greys_what_the_run_ignores_and_still_queues_it(comfyui):
+    """The retake example's clip sets the size, frames and rate (its 768x512x121 are ignored); one-stage runs no
+    distilled LoRA; distilled runs its own 8 steps. Greyed widgets keep their values in the queued prompt."""
+    python = os.environ["COMFYUI_PYTHON"]
+    if not shutil.which("chromium") or subprocess.run([python, "-c", "import playwright"]).returncode:
+        pytest.skip("no headless browser: build the shared ComfyUI with WITH_BROWSER=1 (Chromium + playwright)")
+    paths = [ROOT / "example_workflows" / f"{name}.json" for name in ("ltx2_retake", "ltx2_generate_two_stage")]
+    run = subprocess.run([python, str(BROWSER_SCRIPT), comfyui.url, "inputs", *map(str, paths)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    retake, two_stage = map(json.loads, run.stdout.splitlines())
+    assert retake["before"]["LTX2Generate"] == ["distilled_lora", "fps", "frames", "height", "width"]
+    assert retake["before"]["LTX2Retake"] == []  # the clip's sound is linked: keep_audio applies
+    (queued,) = [n for n in retake["prompt"].values() if n["class_type"] == "LTX2Generate"]
+    assert (queued["inputs"]["width"], queued["inputs"]["height"], queued["inputs"]["frames"]) == (768, 512, 121)
+    assert two_stage["before"]["LTX2Generate"] == []
+    assert two_stage["after"]["LTX2Generate"] == ["distilled_lora", "steps"]
+    assert [e for e in retake["errors"] + two_stage["errors"] if "ltx2_inputs" in e or PACK_FOLDER in e] == []

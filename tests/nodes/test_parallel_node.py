@@ -19,21 +19,46 @@ def test_the_layout_value_becomes_a_checked_parallel_config(monkeypatch):
 
 
 @pytest.mark.parametrize("layout, message", [
-    ("not json", "layout must be JSON"),
+    ("not json", "must be JSON like"),
     ('{"sp": 3}', "tp·sp = 3 must divide the 32 attention heads"),
     ('{"tp": 0}', "integers ≥ 1"),
     ('{"cfg": 8}', "cfg 8 exceeds the 4 guidance passes"),
     ('{"cfg": 4, "sp": 32, "tp": 1}', "64 workers can attach"),
+    ('{"cfg": 2.5}', "cfg 2.5 is not a whole number"),
+    ('{"cfg": 1e400}', "cfg inf is not a whole number"),
+    ('{"sp": NaN}', "sp nan is not a whole number"),
+    ('{"cfg": true}', "cfg True is not a whole number"),
+    ('{"cfg": 2, "gpus": 2}', "'gpus' is no axis; the axes are cfg, sp, tp"),
+    ('"cfg=2"', "must be a JSON object"),
 ])
-def test_bad_layouts_are_refused_when_queued(layout, message):
-    assert message in LTX2ParallelConfig.VALIDATE_INPUTS(layout)
-    with pytest.raises(ParallelConfigError):
-        LTX2ParallelConfig().make(layout, 4)
+def test_bad_layouts_are_refused_when_queued(layout, message, monkeypatch):
+    """A fraction ran as its whole part, an unknown key was ignored and 1e400 failed in Python's words."""
+    monkeypatch.setenv("LTX2_WORKERS_KEY", "secret")
+    attach = "gpu-box:29600"  # the attach bound (64), not this machine's
+    assert LTX2ParallelConfig.VALIDATE_INPUTS(layout, attach).startswith("layout: ")
+    assert message in LTX2ParallelConfig.VALIDATE_INPUTS(layout, attach)
+    with pytest.raises(ParallelConfigError, match=message.split(";")[0].replace(".", r"\.")):
+        LTX2ParallelConfig().make(layout, 4, attach)
 
 
 def test_linked_or_good_values_pass_validation():
     assert LTX2ParallelConfig.VALIDATE_INPUTS() is True
     assert LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 2, "sp": 1, "tp": 1}') is True
+
+
+def test_more_workers_than_this_machine_runs_are_refused_when_queued(monkeypatch):
+    """Without a GPU at most MAX_CPU_WORKERS CPU workers, known when queued from the attach input; attached workers
+    are bounded by ATTACHED_MAX; an address without a port or without the shared key is refused too."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("LTX2_WORKERS_KEY", raising=False)
+    assert LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 4}') is True
+    assert "layout: cfg × sp × tp = 8 workers, but 4 CPU workers are the most without a GPU" in \
+        LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 4, "sp": 2}', "")
+    assert LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 4, "sp": 2}', None) is True  # a linked address: may attach
+    assert "attach: " in LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 4, "sp": 2}', "gpu-box")
+    assert "set LTX2_WORKERS_KEY" in LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 4, "sp": 2}', "gpu-box:29600")
+    monkeypatch.setenv("LTX2_WORKERS_KEY", "secret")
+    assert LTX2ParallelConfig.VALIDATE_INPUTS('{"cfg": 4, "sp": 2}', "gpu-box:29600") is True
 
 
 def test_what_depends_on_the_other_inputs_is_checked_before_any_worker_starts(monkeypatch):

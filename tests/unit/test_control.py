@@ -84,6 +84,18 @@ def test_the_control_guides_stage_one_and_its_tokens_are_dropped(models, control
     assert seen == [(1, 3, FRAMES, 32, 32)]
 
 
+def test_a_longer_24_fps_control_file_gives_the_clips_first_frames(models, tmp_path):
+    """17 frames of a 40-frame 24 fps file were read as 18 and refused by the encoder after the model loaded; a
+    longer control is cut to the clip's first frames, as the reference's frame cap."""
+    from ltx2_core.conditioning.control import encode_control
+
+    path = write_video(tmp_path / "long-depth.mp4", width=64, height=64, frames=40)
+    condition = ControlCondition(path)
+    condition.check(17, ((64, 64),))
+    encoded = encode_control(condition, models.video_encoder, 17, 64, 64)
+    assert tuple(encoded.latent.shape[2:]) == latent_shape(17, 64, 64)
+
+
 @pytest.mark.parametrize("change, match", [
     ({"frames": 25}, "has 17 frames and the clip 25; the control needs at least as many frames as the clip"),
     ({"width": 96}, "at 1/2 of the 96x64 stage, which must come to multiples of 32 pixels; choose width and height "

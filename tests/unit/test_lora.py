@@ -105,3 +105,45 @@ def test_load_transformer_fuses_loras_and_checks_them_first(tiny_checkpoints, tm
         load_transformer(path, loras=[(wrong, 1.0)])
 
 
+
+
+def test_a_distilled_lora_that_cannot_refine_stage_two_is_refused_or_stated(tmp_path, caplog):
+    """An IC-LoRA (its metadata states a reference_downscale_factor) is refused before any model work; a LoRA of the
+    blocks' attention without their gates (LTX-2.0's layout) on a gated model (2.3, 2.5) fits the shapes and runs,
+    and nothing in the file proves its release: a warning says what it looks like."""
+    from support.model_files import write_lora
+
+    from ltx2_core.demo.models import demo_models
+    from ltx2_core.loader.lora import check_distilled_lora
+    from ltx2_core.pipeline import Request, check_request
+
+    ic = write_lora(tmp_path / "depth.safetensors", 3, metadata={"reference_downscale_factor": "1"})
+    with pytest.raises(LoraError, match="depth.safetensors is an IC-LoRA .* cannot refine stage 2"):
+        check_distilled_lora(ic)
+    models = demo_models("2.3")
+    request = Request("a cat", width=128, height=128, frames=9, steps=2, mode="two-stage")
+    with pytest.raises(LoraError, match="is an IC-LoRA"):
+        check_request(request, models._replace(distilled_lora=load_lora(ic)))
+    old = load_lora(write_lora(tmp_path / "ltx-2-distilled.safetensors", 1, version="2.0"))
+    with caplog.at_level("WARNING", logger="ltx2_core.loader.lora"):
+        check_distilled_lora(old, gated=False)
+        check_distilled_lora(load_lora(write_lora(tmp_path / "own.safetensors", 1, version="2.3")), gated=True)
+        assert caplog.text == ""
+        check_request(request, models._replace(distilled_lora=old))
+    assert "ltx-2-distilled.safetensors updates the attention of the transformer blocks and none of their gates" \
+        in caplog.text
+
+
+def test_control_videos_with_loras_stating_no_factor_are_taken_at_factor_one_with_a_warning(tmp_path, caplog):
+    from support.model_files import write_lora
+
+    from ltx2_core.loader.lora import reference_downscale_factor
+
+    plain = write_lora(tmp_path / "style.safetensors", 1)
+    half = write_lora(tmp_path / "depth.safetensors", 2, metadata={"reference_downscale_factor": "2"})
+    with caplog.at_level("WARNING", logger="ltx2_core.loader.lora"):
+        assert reference_downscale_factor([half, plain]) == 2
+        assert reference_downscale_factor([]) == 1
+        assert caplog.text == ""
+        assert reference_downscale_factor([plain]) == 1
+    assert "none of the LoRAs (style.safetensors) states a reference_downscale_factor" in caplog.text

@@ -98,6 +98,22 @@ def test_other_sizes_cover_and_crop_and_fewer_frames_are_the_first(tmp_path):
         read_video(path, fps=25)
 
 
+@pytest.mark.parametrize("fps", [24, 25])
+def test_the_first_frames_of_a_longer_file_are_exactly_as_many_as_asked(tmp_path, fps):
+    """At 24 fps a frame's float time (pts x time base) lands a hair below n / 24 for some n: read by times, 17, 25,
+    65, 89, 97 and 121 frames of a longer file came back one frame too long (and a control video was then refused
+    after the model loaded)."""
+    path = write_video(tmp_path / "long.mp4", width=32, height=32, frames=130, fps=fps)
+    decoded = _decoded(path).float().permute(3, 0, 1, 2)[None] / 127.5 - 1.0
+    for count in (9, 17, 25, 65, 89, 97, 121):
+        pixels = read_video(path, frames=count)
+        assert pixels.shape[2] == count, count
+        assert torch.equal(pixels, decoded[:, :, :count]), count
+    for start, count in ((0.5, 17), (1.0, 25), (1.25, 17)):
+        first = round(start * fps)
+        assert torch.equal(read_video(path, start=start, frames=count), decoded[:, :, first:first + count])
+
+
 def _bad_video(kind: str, tmp_path):
     if kind == "missing":
         return tmp_path / "nowhere.mp4"

@@ -4,7 +4,7 @@ import test from "node:test";
 
 import {
   ATTACHED_MAX, CPU_WORKERS_MAX, axisChoices, defaultLayout, deviceBound, formatLayout, layoutProblems,
-  memoryWarnings, parseLayout, weightBytesPerGpu, workerMode,
+  memoryWarnings, parseLayout, weightBytesPerGpu, weightsLabel, weightsText, workerMode,
 } from "../../web/ltx2_parallel_logic.js";
 
 const GB = 2 ** 30;
@@ -18,7 +18,15 @@ test("a valid layout has no problem; each invalid one names its fault", () => {
 
 test("choices on an axis leave out the invalid degrees", () => {
   const choices = axisChoices({ cfg: 2, sp: 1, tp: 1 }, "sp", { devices: 4, passes: 4 });
-  assert.deepEqual(choices.map((c) => [c.degree, c.valid]), [[1, true], [2, true], [4, false]]);
+  assert.deepEqual(choices.map((c) => [c.degree, c.valid]), [[1, true], [2, true], [3, false], [4, false]]);
+});
+
+test("cfg 3 is offered where it runs (three guidance passes on three devices)", () => {
+  const valid = (facts) => axisChoices({ cfg: 1, sp: 1, tp: 1 }, "cfg", facts).filter((c) => c.valid)
+    .map((c) => c.degree);
+  assert.deepEqual(valid({ devices: 4, passes: 4 }), [1, 2, 3, 4]);
+  assert.deepEqual(valid({ devices: 8, passes: 3 }), [1, 2, 3]);
+  assert.deepEqual(layoutProblems({ cfg: 3, sp: 1, tp: 1 }, { devices: 3, passes: 4 }), []);
 });
 
 test("the default layout: CFG first, then Ulysses, tensor parallel only to fit (as ltx2_core.parallel)", () => {
@@ -57,6 +65,21 @@ test("without a GPU the layout runs as CPU workers, at most CPU_WORKERS_MAX (the
   assert.deepEqual(axisChoices({ cfg: 1, sp: 1, tp: 1 }, "sp", facts).filter((c) => c.valid).map((c) => c.degree),
     [1, 2, 4]);
   assert.match(layoutProblems({ cfg: 2, sp: 4, tp: 1 }, facts)[0], /8 CPU workers, at most 4 without a GPU/);
+});
+
+test("on CPU workers the default layout is one worker, and the weights row counts the RAM they hold", () => {
+  // CPU workers share the cores (no faster) and each holds the weights: the default starts one, not four
+  const facts = { devices: deviceBound(0, ""), passes: 4, mode: workerMode(0, ""), weightBytes: 38e9,
+    freeBytes: Infinity };
+  assert.deepEqual(defaultLayout(facts), { cfg: 1, sp: 1, tp: 1 });
+  assert.deepEqual(defaultLayout({ ...facts, mode: "gpu" }), { cfg: 4, sp: 1, tp: 1 }); // four GPUs: CFG over them
+  assert.equal(weightsLabel("gpu"), "weights per GPU");
+  assert.equal(weightsLabel("cpu"), "weights per CPU worker (in RAM)");
+  assert.equal(weightsLabel("attached"), "weights per worker");
+  const models = { "LTX-2 19B": 37.75e9 };
+  assert.equal(weightsText({ cfg: 2, sp: 1, tp: 1 }, "gpu", models), "LTX-2 19B 37.8 GB");
+  assert.equal(weightsText({ cfg: 2, sp: 1, tp: 1 }, "cpu", models),
+    "LTX-2 19B 37.8 GB; 2 worker(s) hold about 76 GB of RAM together");
 });
 
 test("the server states the same bounds (nodes/parallel.py)", async () => {
