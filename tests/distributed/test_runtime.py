@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from ltx2_core import ModelFiles, Request, generate, load_lora
-from ltx2_core.demo import demo_models
+from ltx2_core.demo import demo_models, demo_transformer
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime import Controller, JobInterrupted, WorkerError, generate_on_workers
 from support.model_files import write_lora
@@ -47,6 +48,14 @@ def _gone(pid: int) -> bool:
     return not Path(f"/proc/{pid}").exists()
 
 
+def _dead(pid: int) -> bool:
+    """Gone, or a zombie (dead until its parent reaps it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 @pytest.mark.parametrize("layout", [ParallelConfig(sp=2), ParallelConfig(cfg=2, sp=2)], ids=["sp2", "cfg2xsp2"])
 def test_workers_equal_one_process_and_are_reused(local, layout):
     models, want = local
@@ -66,6 +75,8 @@ def test_workers_equal_one_process_and_are_reused(local, layout):
 
 
 def test_a_killed_worker_fails_the_job_quickly_and_the_next_job_restarts_them(local):
+    """Killed inside a job: the job fails within the timeout, the next one starts them again. Killed between jobs:
+    the next job starts them again and runs."""
     models, want = local
     controller = Controller(FILES, ParallelConfig(sp=2), threads=1, timeout=30)
     long = replace(REQUEST, steps=200)
@@ -82,8 +93,15 @@ def test_a_killed_worker_fails_the_job_quickly_and_the_next_job_restarts_them(lo
             _run(controller, models, long, kill_rank_one)
         assert time.monotonic() - start < 30 and all(_gone(pid) for pid in first)
         got = _run(controller, models)
-        assert controller.pids != first
+        second = controller.pids
+        assert second != first
         torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+        os.kill(second[0], signal.SIGKILL)  # idle
+        while not _dead(second[0]):
+            time.sleep(0.1)
+        again = _run(controller, models)
+        assert not set(controller.pids) & set(second) and all(_gone(pid) for pid in second)
+        torch.testing.assert_close(again.frames, want.frames, atol=1e-4, rtol=0)
     finally:
         controller.shutdown()
 
@@ -110,6 +128,40 @@ def test_an_interrupt_stops_every_rank_and_the_next_job_succeeds(local):
     finally:
         controller.shutdown()
     assert all(_gone(pid) for pid in pids)
+
+
+def test_a_cancel_on_slow_workers_lands_within_a_block_or_two_on_every_rank_and_the_next_job_runs():
+    """Blocks of 0.4 s (8 a step): the flag set in the second step stops every rank at the same block, well before
+    the step ends; the same processes then run the next job, which equals one process."""
+    from support.slow_model import SlowFiles
+
+    files = SlowFiles(block_seconds=0.4)
+    models = demo_models("2.0")._replace(transformer=demo_transformer(files.transformer_config()))
+    cancel, steps, pressed = threading.Event(), [], []
+
+    def press_cancel() -> None:
+        pressed.append(time.monotonic())
+        cancel.set()
+
+    def progress(stage, done, total):
+        steps.append(time.monotonic())
+        threading.Timer(2.5 * files.block_seconds, press_cancel).start()  # in the next step's third block
+
+    controller = Controller(files, ParallelConfig(sp=2), threads=1)
+    try:
+        controller.start()
+        pids, started = controller.pids, time.monotonic()
+        with pytest.raises(JobInterrupted):
+            _run(controller, models, replace(REQUEST, steps=4), progress, cancel.is_set)
+        stopped = time.monotonic()
+        assert len(steps) == 1 and len(pressed) == 1  # the second step never ended
+        assert stopped - pressed[0] < (steps[0] - started) / 2  # a block or two of 8, not the step's end
+        got = _run(controller, models, replace(REQUEST, steps=1))
+        assert controller.pids == pids
+    finally:
+        controller.shutdown()
+    want = generate(replace(REQUEST, steps=1), models)
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
 
 
 def test_two_stage_with_a_lora_file_on_tensor_parallel_workers_equals_one_process(tmp_path):
@@ -175,9 +227,11 @@ def test_the_callers_main_script_is_not_run_again_in_the_workers(tmp_path):
     assert marker.read_text().splitlines() == ["run"]
 
 
-@pytest.mark.parametrize("how", ["exits", "is killed"])
-def test_the_callers_exit_leaves_no_worker_behind(tmp_path, how):
-    """A caller that exits without shutting down, or is killed (no exit handler runs): the workers go with it."""
+@pytest.mark.parametrize("how", ["exits", "is killed", "gets SIGTERM in a job"])
+def test_the_callers_exit_leaves_no_worker_folder_or_semaphore_behind(tmp_path, how):
+    """A caller that exits without shutting down, is killed (no exit handler runs), or gets SIGTERM while its workers
+    sample (ComfyUI stopped by its service manager): the workers go with it, and so do their rendezvous folder and
+    anything named in /dev/shm (multiprocessing's resource tracker says "leaked semaphore objects" otherwise)."""
     import subprocess
     import sys
 
@@ -185,21 +239,31 @@ def test_the_callers_exit_leaves_no_worker_behind(tmp_path, how):
     script.write_text(
         "import os, signal, sys\n"
         f"sys.path[:0] = {[str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]!r}\n"
-        "from ltx2_core import ModelFiles\n"
+        "from ltx2_core import ModelFiles, Request\n"
+        "from ltx2_core.demo import demo_models\n"
         "from ltx2_core.parallel import ParallelConfig\n"
-        "from ltx2_core.runtime import Controller\n"
+        "from ltx2_core.runtime import Controller, generate_on_workers\n"
         "if __name__ == '__main__':\n"
         "    controller = Controller(ModelFiles(), ParallelConfig(sp=2), threads=1)\n"
         "    controller.start()\n"
-        "    print(*controller.pids, flush=True)\n"
-        + ("    os.kill(os.getpid(), signal.SIGKILL)\n" if how == "is killed" else ""))
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert run.returncode == (-9 if how == "is killed" else 0), run.stderr[-2000:]
-    pids = [int(pid) for pid in run.stdout.split()]
+        "    print(*controller.pids, controller.workers.folder, flush=True)\n"
+        + ("    os.kill(os.getpid(), signal.SIGKILL)\n" if how == "is killed" else "")
+        + ("    generate_on_workers(controller, Request('a car', width=96, height=64, frames=9, steps=500),\n"
+           "                        demo_models()._replace(transformer=None), lambda *step: print('step', flush=True))\n"
+           if how == "gets SIGTERM in a job" else ""))
+    caller = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    *pids, folder = caller.stdout.readline().split()
+    if how == "gets SIGTERM in a job":
+        assert caller.stdout.readline() == "step\n"  # sampling
+        caller.send_signal(signal.SIGTERM)
+    _, stderr = caller.communicate(timeout=300)  # also waits for the workers and the resource tracker to end
+    assert caller.returncode == {"exits": 0, "is killed": -9}.get(how, -15), stderr[-2000:]
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and not all(_gone(pid) for pid in pids):
+    while time.monotonic() < deadline and not all(_dead(int(pid)) for pid in pids):
         time.sleep(0.2)
-    assert len(pids) == 2 and all(_gone(pid) for pid in pids)
+    assert len(pids) == 2 and all(_dead(int(pid)) for pid in pids)
+    assert os.path.isdir(os.path.dirname(folder)) and not os.path.exists(folder)
+    assert "leaked" not in stderr, stderr[-2000:]
 
 
 def _free_port() -> int:
