@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
+from torch.distributed.rendezvous import rendezvous
 
 from ltx2_core.compile import compile_blocks
 from ltx2_core.errors import Interrupted
@@ -135,8 +136,8 @@ def _load(local_rank: int, spec: WorkerSpec) -> Loaded:
         if spec.init_file is not None:
             dist.init_process_group(backend, init_method=f"file://{spec.init_file}",
                                     rank=int(os.environ["RANK"]), world_size=spec.layout.world_size)
-        else:  # launched by torchrun: its environment names the rendezvous
-            dist.init_process_group(backend)
+        else:
+            _join_torchrun_group(backend)
     mesh = join(spec.layout, device)
     shards: dict = {}
     tensor_parallel = tensor_parallel_for(mesh, spec.layout)
@@ -147,6 +148,16 @@ def _load(local_rank: int, spec: WorkerSpec) -> Loaded:
 
     transformer = spec.files.load_transformer(device, spec.dtype, parallelize=parallelize if tensor_parallel else None)
     return Loaded(spec, transformer, finish(transformer, mesh, spec.layout).runner, shards, device)
+
+
+def _join_torchrun_group(backend: str) -> None:
+    """Joins the group torchrun's environment names, in this launch attempt's own part of its store: torchrun's agent
+    keeps one store across `--max-restarts`, where a restarted rank that joins after its peer would read the peer's
+    address of the attempt before (gloo: "Connection refused", or no group at all)."""
+    store, rank, world = next(rendezvous("env://"))
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    dist.init_process_group(backend, store=dist.PrefixStore(f"ltx2/attempt{attempt}", store), rank=rank,
+                            world_size=world)
 
 
 def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:

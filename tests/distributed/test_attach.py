@@ -13,15 +13,20 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+import torch
 
 from ltx2_core import ModelFiles, Request
 from ltx2_core.demo import demo_models
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime import Controller, WorkerError, generate_on_workers
 from ltx2_core.runtime.links import LinkError
+from support.workers import REQUEST as TWO_STEPS  # the request of the `local` fixture
+from support.workers import run_on
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUEST = Request("a red car in the rain", width=96, height=64, frames=9, steps=1)
@@ -194,3 +199,66 @@ def test_a_rank_that_dies_between_jobs_is_replaced_by_torchruns_restart_and_the_
         output = launch.communicate(timeout=60)[0]
     assert "refused" not in output, output[-3000:]
     torch.testing.assert_close(again.frames, first.frames, atol=1e-5, rtol=0)
+
+
+def test_workers_from_two_torchrun_launches_attach_equal_one_process_and_serve_the_next_controller(local, monkeypatch):
+    """Two torchrun launches on localhost (as two machines would be: --nnodes 2, one process each) attach to a
+    controller listening on a port; a stranger without the key is refused first. When the controller shuts down
+    (ComfyUI unloading the model), the same processes wait for and serve the next controller on that address."""
+    from multiprocessing import AuthenticationError
+    from multiprocessing.connection import Client
+
+    models, want = local
+    monkeypatch.setenv("LTX2_WORKERS_KEY", "test-secret")
+    address, master = f"127.0.0.1:{_free_port()}", str(_free_port())
+    controllers = [Controller(ModelFiles(), ParallelConfig(cfg=2), threads=1, attach=address) for _ in range(2)]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+               "--master-addr", "127.0.0.1", "--master-port", master]
+    launches = [subprocess.Popen([*command, "--node-rank", str(node), "-m", "ltx2_core.runtime", "--connect",
+                                  address], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for node in (0, 1)]
+    stranger_refused = False
+
+    def stranger() -> None:  # connects while the controller waits for its workers (it listens from the first job)
+        nonlocal stranger_refused
+        time.sleep(1.0)
+        try:
+            Client(("127.0.0.1", int(address.rsplit(":", 1)[1])), authkey=b"wrong")
+        except (AuthenticationError, EOFError, OSError):
+            stranger_refused = True
+
+    threading.Thread(target=stranger, daemon=True).start()
+    try:
+        got = run_on(controllers[0], models)
+        pids = controllers[0].pids
+        controllers[0].shutdown()
+        again = run_on(controllers[1], models, replace(TWO_STEPS, seed=1))
+        assert controllers[1].pids == pids and len(pids) == 2
+        assert [launch.poll() for launch in launches] == [None, None]  # they wait for the next controller
+    finally:
+        for controller in controllers:
+            controller.shutdown()
+        outputs = []
+        for launch in launches:
+            launch.terminate()
+            outputs.append(launch.communicate(timeout=60)[0])
+    assert all("Traceback" not in output.split("SIGTERM")[0] for output in outputs), "\n".join(outputs)
+    assert stranger_refused
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
+    assert (again.frames - got.frames).abs().max() > 0.01
+
+
+def test_a_launch_of_the_wrong_size_is_refused_with_the_fix(monkeypatch):
+    monkeypatch.setenv("LTX2_WORKERS_KEY", "test-secret")
+    address = f"127.0.0.1:{_free_port()}"
+    controller = Controller(ModelFiles(), ParallelConfig(sp=2), threads=1, attach=address, start_timeout=120)
+    lone = subprocess.Popen([sys.executable, "-m", "ltx2_core.runtime", "--connect", address],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        with pytest.raises(WorkerError, match=r"has 1 rank \(rank 0\) .* launch torchrun with 2 processes"):
+            controller.start()
+        assert lone.wait(timeout=60) == 2 and "refused" in lone.stderr.read()
+    finally:
+        controller.shutdown()
+        lone.kill()
