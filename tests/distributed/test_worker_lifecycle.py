@@ -21,6 +21,7 @@ from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime import Controller, WorkerError, WorkerSampler, generate_on_workers
 from support.model_files import write_lora
 from support.workers import FILES, REQUEST
+
 CYCLES = 4  # every start leaked files, threads, semaphores and a folder (ComfyUI restarts workers per layout)
 
 
