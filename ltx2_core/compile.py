@@ -33,6 +33,8 @@ class CudaGraphStep:
     run (video None) captures the audio step alone.
     """
 
+    captured = True  # replays run no Python between blocks: a run's should_stop is read between steps only
+
     def __init__(self, warmup: int = 2) -> None:
         self.warmup = warmup
         self.graph: torch.cuda.CUDAGraph | None = None

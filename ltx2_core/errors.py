@@ -57,3 +57,8 @@ class SettingError(LTX2Error, ValueError):
     def __init__(self, setting: str, message: str) -> None:
         super().__init__(message)
         self.setting = setting
+
+
+class Interrupted(LTX2Error, InterruptedError):
+    """A run stopped on request (its `should_stop()` turned true) between two transformer blocks or steps; it
+    returned nothing, and the models are ready for the next run."""

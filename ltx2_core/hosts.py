@@ -61,7 +61,8 @@ class Host(Protocol):
                 compile: bool = False, cuda_graphs: bool = False,
                 should_stop: Callable[[], bool] | None = None) -> contextlib.AbstractContextManager[HostedSampler]:
         """A sampler for one run with `loras` on the transformer while the run lasts (every stage), restored after
-        it; `should_stop` is polled by samplers that wait on other processes."""
+        it. `should_stop` (a host flag such as ComfyUI's interrupt) is read before every transformer block (between
+        steps under `cuda_graphs`), here or by every worker: the run then raises `errors.Interrupted`."""
 
     def memory_problem(self, job: Job, decoders: Decoders | None = None,
                        upsampler: torch.nn.Module | None = None) -> str | None:
@@ -89,8 +90,7 @@ class LocalHost:
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
                 compile: bool = False, cuda_graphs: bool = False,
                 should_stop: Callable[[], bool] | None = None) -> Iterator[HostedSampler]:
-        """The LoRAs are fused once for the whole run; `should_stop` is not polled here (a caller interrupts a local
-        run from its progress callback)."""
+        """The LoRAs are fused once for the whole run."""
         if (compile or cuda_graphs) and self.memory is not None and self.memory.streamed_blocks > 0:
             raise ValueError("compile and cuda_graphs need every block resident; set the loader's memory to "
                              "resident or switch them off")
@@ -99,7 +99,8 @@ class LocalHost:
             self._compiled = True
         sampler = LocalSampler(self.transformer, cuda_graphs=cuda_graphs,
                                observe=previews.observe if previews is not None else None,
-                               passes_per_forward=None if self.memory is None else self.memory.passes_per_forward)
+                               passes_per_forward=None if self.memory is None else self.memory.passes_per_forward,
+                               should_stop=should_stop)
         with fused_loras(self.transformer, loras) if loras else contextlib.nullcontext():
             yield HostedSampler(sampler, previews.ready if previews is not None else None)
 

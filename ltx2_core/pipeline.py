@@ -200,15 +200,19 @@ class StageSampler(Protocol):
 
 
 class LocalSampler:
-    """Stages on a transformer in this process. `cuda_graphs`: each stage captures its step on its first step."""
+    """Stages on a transformer in this process. `cuda_graphs`: each stage captures its step on its first step.
+    `should_stop` (a host flag) is read before every transformer block, or between steps under `cuda_graphs`:
+    True stops the stage with `errors.Interrupted` (`stages.sample`)."""
 
     def __init__(self, model: LTX2Transformer, *, cuda_graphs: bool = False, passes_per_forward: int | None = None,
-                 runner: RunnerFactory | None = None, observe: Observer | None = None) -> None:
+                 runner: RunnerFactory | None = None, observe: Observer | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> None:
         self.device = next(model.parameters()).device
         if cuda_graphs and self.device.type != "cuda":
             raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
         self.model, self.config, self.cuda_graphs = model, model.config, cuda_graphs
         self.passes_per_forward, self.runner, self.observe = passes_per_forward, runner, observe
+        self.should_stop = should_stop
 
     def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
                  stage: Stage[Lora], generator: torch.Generator, *,
@@ -219,7 +223,8 @@ class LocalSampler:
         with fused_loras(self.model, stage.loras) if stage.loras else contextlib.nullcontext():
             return sample(self.model, positive, negative, latent, fused, generator,
                           step=CudaGraphStep() if self.cuda_graphs else guided_step, progress=progress,
-                          observe=self.observe, passes_per_forward=self.passes_per_forward, runner=self.runner)
+                          observe=self.observe, passes_per_forward=self.passes_per_forward, runner=self.runner,
+                          should_stop=self.should_stop)
 
 
 class Distribution(NamedTuple):

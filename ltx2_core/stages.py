@@ -11,6 +11,7 @@ Text to audio: an `AVLatent` without video (`empty_audio_latent`, video None) is
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -130,7 +131,7 @@ def empty_audio_latent(frames: int, fps: float, batch: int = 1) -> AVLatent:
 def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
            stage: Stage, generator: torch.Generator, *, step: Step = guided_step, progress: Progress | None = None,
            observe: Observer | None = None, passes_per_forward: int | None = None,
-           runner: RunnerFactory | None = None) -> AVLatent:
+           runner: RunnerFactory | None = None, should_stop: Callable[[], bool] | None = None) -> AVLatent:
     """Noises `latent` to `stage.noise_scale` (1: pure noise; the first sigma when refining) and denoises it over
     `stage.sigmas` with the stage's guidance and conditions (each applied to the state of its stream,
     `ltx2_core.conditioning`) in the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the
@@ -140,7 +141,9 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     The video stream's attention weights (a weighted IC-LoRA control's) become the video self-attention's log
     bias for the run (`attention_weights`); an audio stream's are refused.
     The model is sampled as it is: its owner fuses `stage.loras` around this call
-    (`pipeline.LocalSampler`). One NaN/inf check after the last step (NonFiniteError naming the stage)."""
+    (`pipeline.LocalSampler`). One NaN/inf check after the last step (NonFiniteError naming the stage).
+    `should_stop` (a host flag) is read before every step and, unless the step replays a captured CUDA graph,
+    before every transformer block: True raises `errors.Interrupted` there."""
     if stage.loras:
         raise ValueError(f"{stage.name}: stages.sample does not fuse LoRAs; sample with pipeline.LocalSampler, "
                          "or fuse them around this call with loader.lora.fused_loras")
@@ -170,14 +173,15 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         state = noised_stream(stream, own, noise, stage.noise_scale, release)
         frozen = stream.frozen and release.frozen_sigma_zero  # its sigma fed as 0
         states.append(state._replace(frozen=True) if frozen else state)
-    setup = guided_setup(model, positive, negative, None if video is None else video.positions, audio.positions,
-                         stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
-                         runner=runner, video_attention=attention_weights(video))
     if stage.ancestral_seed is not None:  # drawn per step: run eagerly, never as a captured graph of one draw
         step = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed))
+    setup = guided_setup(model, positive, negative, None if video is None else video.positions, audio.positions,
+                         stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
+                         runner=runner, video_attention=attention_weights(video),
+                         should_stop=None if getattr(step, "captured", False) else should_stop)
     observe = observe if video is not None else None  # previews draw the video; audio alone has none
     video_state, audio_state = denoise(setup, *states, stage.sigmas.to(param.device), step=step, progress=progress,
-                                       observe=observe)
+                                       observe=observe, should_stop=should_stop)
     audio_tokens = audio_state.latent[:, : audio.tokens]  # appended guiding tokens are dropped
     if video is None:
         check_finite(stage.name, {"audio latents": audio_tokens}, SAMPLING_CAUSES, "Nothing was decoded or written.")

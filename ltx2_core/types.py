@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -48,6 +49,8 @@ class RunConstants(NamedTuple):
     (a2v queries use the video side and keys the audio side; v2a the other way round).
     An audio-only run (text to audio) has no video: video_rope, both cross RoPEs, video_context and
     video_keyframes are None, and so are the video keys and values of `text_kv`.
+    should_stop: read on the host before every transformer block (a Python call, never a tensor read): True stops
+    the forward there with `errors.Interrupted`; None: never read (a captured CUDA graph runs no Python inside).
     """
 
     video_rope: Rope | None
@@ -64,6 +67,7 @@ class RunConstants(NamedTuple):
     # (1, 1, video tokens, video tokens) additive bias of the video self-attention in the compute dtype (log of the
     # conditions' attention weights, shared by every pass); None: every token attends to every token
     video_attention: torch.Tensor | None = None
+    should_stop: Callable[[], bool] | None = None
 
     def batch(self, part: slice) -> RunConstants:
         """The constants of the samples `part` of the batch (the RoPE tables are shared by all)."""

@@ -1,7 +1,8 @@
 """The only module of the pack that imports ComfyUI (`folder_paths`, `comfy.*`).
 
-Inside ComfyUI it resolves model files from ComfyUI's folders, drives ComfyUI's progress bar (each update is also
-where an interrupt from the UI or `POST /interrupt` stops the run) and asks ComfyUI to free the memory it holds
+Inside ComfyUI it resolves model files from ComfyUI's folders, drives ComfyUI's progress bar, gives the samplers
+ComfyUI's interrupt flag (`interrupt_requested`: an interrupt from the UI or `POST /interrupt` stops the run before
+the next transformer block) and asks ComfyUI to free the memory it holds
 before a large model loads. Outside ComfyUI (tests, scripts) every node still works: a file input is a path, there
 is no progress bar, no interrupt and nothing to free.
 """
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
-from ltx2_core.runtime import JobInterrupted
+from ltx2_core.errors import Interrupted
 
 try:
     import comfy.model_management as model_management
@@ -206,11 +207,12 @@ def interrupt_requested() -> bool:
 
 @contextlib.contextmanager
 def interrupts() -> Iterator[None]:
-    """Around work on the pack's workers: a job they stopped because of ComfyUI's interrupt flag ends as ComfyUI's
-    own interrupt exception, so ComfyUI reports `execution_interrupted` rather than an error."""
+    """Around sampling (here, or on the pack's workers): a run stopped because of ComfyUI's interrupt flag (read
+    before every transformer block) ends as ComfyUI's own interrupt exception, so ComfyUI reports
+    `execution_interrupted` rather than an error."""
     try:
         yield
-    except JobInterrupted:
+    except Interrupted:
         if IN_COMFYUI:
             model_management.throw_exception_if_processing_interrupted()
         raise

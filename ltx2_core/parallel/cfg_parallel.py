@@ -79,11 +79,12 @@ class CfgParallel:
 
 
 def _to(value, device: torch.device):
-    """`value` (a tensor or a NamedTuple of them, nested; None kept) on `device`."""
-    if value is None:
-        return None
+    """`value` (a tensor or a NamedTuple of them, nested; anything else, such as None or the run's `should_stop`,
+    kept) on `device`."""
     if isinstance(value, torch.Tensor):
         return value.to(device)
+    if not isinstance(value, tuple):
+        return value
     return type(value)(*(_to(item, device) for item in value))
 
 

@@ -7,9 +7,12 @@
 (`WorkerSampler` wraps `run` as a pipeline's `StageSampler`.) Faults become exceptions within `timeout` seconds,
 naming the rank and its last error: a worker that exits, or one whose heartbeat stops while a job runs (silence
 between jobs is no fault: a job counts from its start); the workers are then shut down and the next job starts
-them again. An interrupt (`should_stop()` turning true, or the progress callback
-raising, as ComfyUI's does) stops every rank after the same step; `run` then raises (the callback's exception, or
-JobInterrupted) once they have stopped, and the workers are ready for the next job. Results come back through
+them again. A worker that dies between jobs is replaced before the next one: spawned workers all start again,
+and a rank of a torchrun launch is awaited (REPLACE_TIMEOUT s) while torchrun starts the launch again. An interrupt
+(`should_stop()` turning true, or the progress callback raising, as ComfyUI's does) stops every rank at the same
+stop point (a read of its `should_stop` before a step or a transformer block, so within a block or two);
+`run` then raises (the callback's exception, or JobInterrupted) once they have stopped, and the workers are ready
+for the next job. Results come back through
 torch.multiprocessing queues, whose tensors travel in shared memory, not pickled through a pipe.
 
 Spawned workers would re-run the caller's main script (ComfyUI's main.py) on start; the controller hides it, so a
@@ -29,10 +32,10 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
-from ltx2_core.errors import LTX2Error
+from ltx2_core.errors import Interrupted, LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel.config import ParallelConfig
-from ltx2_core.runtime.links import AttachedWorkers
+from ltx2_core.runtime.attached import AttachedWorkers
 from ltx2_core.runtime.spawned import SpawnedWorkers
 from ltx2_core.runtime.protocol import (
     Alive,
@@ -49,14 +52,15 @@ from ltx2_core.runtime.protocol import (
 )
 
 POLL = 0.2  # seconds between liveness checks while waiting
-STOP_MARGIN = 2  # steps past the furthest rank at which an interrupt stops every rank
+STOP_MARGIN = 1  # stop points past the furthest rank (its next one) at which an interrupt stops every rank
+REPLACE_TIMEOUT = 120.0  # seconds a torchrun rank that died between jobs has to attach again (torchrun's restart)
 
 
 class WorkerError(LTX2Error, RuntimeError):
     """A worker died, hung or failed; the message names the rank and its last error."""
 
 
-class JobInterrupted(LTX2Error, InterruptedError):
+class JobInterrupted(Interrupted):
     """The job was interrupted; the workers are ready for the next one."""
 
 
@@ -74,7 +78,7 @@ class Controller:
         self.timeout, self.start_timeout = timeout, start_timeout
         self.workers = (SpawnedWorkers(layout.world_size) if attach is None
                         else AttachedWorkers(attach, layout.world_size))
-        self.job = 0
+        self.job, self.started = 0, time.monotonic()  # the current job's number and start
         # not atexit.register(self.shutdown): that would keep every controller, and its workers' queues, alive
         weakref.finalize(self, self.workers.close, 2.0)
 
@@ -84,7 +88,12 @@ class Controller:
 
     def start(self, should_stop: Callable[[], bool] | None = None) -> None:
         """Starts the workers (once per layout; attached ones: waits for them to connect) and waits until each
-        has loaded its shard; JobInterrupted (with the workers stopped) when `should_stop()` turns true first."""
+        has loaded its shard; JobInterrupted (with the workers stopped) when `should_stop()` turns true first. A
+        worker that died since the last job is replaced first (module docstring)."""
+        if self.workers.active and self.workers.dead():
+            if self.workers.replaceable:
+                return self._await_replacements(should_stop)
+            self.shutdown()  # spawned here: they all start again
         if self.workers.active:
             return
         spec = WorkerSpec(self.files, self.layout, self.device_type, self.dtype, None, self.threads)
@@ -101,6 +110,23 @@ class Controller:
             if isinstance(message, Ready):
                 ready.add(message.rank)
 
+    def _await_replacements(self, should_stop: Callable[[], bool] | None) -> None:
+        """Waits until a rank took the place of each dead one and every rank is ready; WorkerError naming a dead
+        rank when none took its place within REPLACE_TIMEOUT s."""
+        start = time.monotonic()
+        while (dead := self.workers.dead()) or len(self.workers.ready) < self.layout.world_size:
+            waited = time.monotonic() - start
+            if dead and waited > REPLACE_TIMEOUT:
+                self._fail(f"worker rank {dead[0][0]} {dead[0][1]} between jobs, and no worker took its place within "
+                           f"{REPLACE_TIMEOUT:g} s (torchrun starts its launch again while --max-restarts allow): "
+                           "launch the workers again")
+            if waited > self.start_timeout:
+                self._fail(self.workers.late(self.workers.ready, self.start_timeout))
+            if should_stop is not None and should_stop():
+                raise JobInterrupted("interrupted while a worker that died was being replaced; the next job waits "
+                                     "for it again")
+            self._receive()
+
     def run(self, job: StageJob, progress: Callable[[int, int], None] | None = None,
             should_stop: Callable[[], bool] | None = None, preview: Callable[[np.ndarray], None] | None = None
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -110,14 +136,20 @@ class Controller:
         self.job += 1
         self.workers.begin()
         self._count_silence_from_now()
+        self.started = time.monotonic()
         for rank in range(self.layout.world_size):
             self.workers.send(rank, self.job, job)
         stopped: BaseException | None = None  # why the job is being stopped
         while True:
             if stopped is None and should_stop is not None and should_stop():
-                stopped = JobInterrupted("interrupted; every rank stopped after the same step")
+                stopped = JobInterrupted("interrupted; every rank stopped at the same point")
                 self.interrupt()
-            message = self._next(self.timeout)
+            try:
+                message = self._next(self.timeout)
+            except WorkerError as error:  # while stopping (a rank the stop reached late): stopped all the same
+                if stopped is None:
+                    raise
+                raise stopped from error
             if not isinstance(message, JobMessage) or message.job != self.job:
                 continue
             if isinstance(message, Progress) and preview is not None and message.image is not None:
@@ -131,11 +163,15 @@ class Controller:
             elif isinstance(message, Done) and stopped is None:
                 return message.video.clone(), message.audio.clone(), message.generator_state
             elif isinstance(message, (Done, Stopped)):
-                raise stopped or JobInterrupted("interrupted; every rank stopped after the same step")
+                raise stopped or JobInterrupted("interrupted; every rank stopped at the same point")
 
     def interrupt(self) -> None:
-        """Every rank stops after the same step: STOP_MARGIN steps past the furthest one."""
-        self.workers.stop_at(self.job, self.workers.furthest() + STOP_MARGIN)
+        """Every rank stops at the same stop point (a read of its `should_stop`, before a step or a transformer
+        block): STOP_MARGIN past the furthest rank, plus those it passes, at its pace so far, in the `lead` seconds
+        a stop may take to reach every rank. Never a device sync: the points are counted on the host."""
+        furthest = self.workers.furthest()
+        pace = furthest / max(time.monotonic() - self.started, 1e-3)
+        self.workers.stop_at(self.job, furthest + STOP_MARGIN + round(pace * self.workers.lead))
 
     def _count_silence_from_now(self) -> None:
         """Idle workers are not hung: a job's silence counts from its start (or the workers' launch)."""
@@ -144,10 +180,15 @@ class Controller:
     def _next(self, timeout: float) -> WorkerMessage | None:
         """The next message that is not a heartbeat, or None after POLL seconds without one; WorkerError (after
         shutting the workers down) when a worker died, reported an error, or was silent for `timeout` seconds."""
+        message = self._receive()
+        self._check_alive(timeout)
+        return message
+
+    def _receive(self) -> WorkerMessage | None:
+        """`_next` without the liveness check (while dead ranks are being replaced)."""
         try:
             message = self.workers.results.get(timeout=POLL)
         except queue.Empty:
-            self._check_alive(timeout)
             return None
         if isinstance(message, (Alive, Ready, Error)):
             self.seen[message.rank] = time.monotonic()
@@ -155,7 +196,6 @@ class Controller:
             self.seen[0] = time.monotonic()
         if isinstance(message, Error):
             self._failed(message.rank, message.trace)
-        self._check_alive(timeout)
         return None if isinstance(message, (Alive, Note)) else message
 
     def _failed(self, rank: int, trace: str) -> None:

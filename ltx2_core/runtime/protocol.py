@@ -3,8 +3,8 @@
 spec, a sampling job, the messages each way (one picklable NamedTuple per kind, read by type, never by index), and
 the `Channel` a worker talks through.
 
-    controller -> worker   Run (a job), Stop (the step after which a job stops); None: stop serving
-    worker -> controller   Ready, Alive, Progress, Done, Stopped, Error; Position (attached workers' step count)
+    controller -> worker   Run (a job), Stop (the stop point where a job stops); None: stop serving
+    worker -> controller   Ready, Alive, Progress, Done, Stopped, Error; Position (attached workers' stop points)
     handshake (links)      Hello (worker), then Spec or Refused (controller)
     controller's own       Note (a refused stranger on the port; the controller reads past it)
 
@@ -58,10 +58,11 @@ class Run(NamedTuple):
 
 
 class Stop(NamedTuple):
-    """Every rank stops job `job` after `step` steps (attached workers; spawned ones read a shared array)."""
+    """Every rank stops job `job` at its stop point number `point` (a read of its `should_stop`, before a step or a
+    transformer block; attached workers: spawned ones read a shared array)."""
 
     job: int
-    step: int
+    point: int
 
 
 class Ready(NamedTuple):
@@ -96,7 +97,7 @@ class Done(NamedTuple):
 
 
 class Stopped(NamedTuple):
-    """Job `job` stopped at the stop step on rank 0 (every rank stops after the same step)."""
+    """Job `job` stopped at the stop point on rank 0 (every rank stops at the same point)."""
 
     job: int
 
@@ -110,10 +111,11 @@ class Error(NamedTuple):
 
 
 class Position(NamedTuple):
-    """Rank `rank` has queued `steps` steps of the current job (what an interrupt's stop step is counted from)."""
+    """Rank `rank` has reached stop point number `points` of the current job (what an interrupt's stop point is
+    counted from)."""
 
     rank: int
-    steps: int
+    points: int
 
 
 class Note(NamedTuple):
@@ -155,8 +157,10 @@ class Channel(Protocol):
 
     def put(self, message: WorkerMessage) -> None: ...
 
-    def stop_step(self, job: int) -> int | None: ...  # the step after which `job` stops, None: it runs on
+    def stop_point(self, job: int) -> int | None: ...  # the stop point where `job` stops, None: it runs on
 
-    def reached(self, rank: int, steps: int) -> None: ...  # this rank has queued `steps` steps of the job
+    def reached(self, rank: int, points: int) -> None: ...  # this rank has reached stop point `points` of the job
 
     def connected(self) -> bool: ...  # False once the caller is gone and this worker cannot serve another
+
+    def abandoned(self) -> None: ...  # the caller is gone: releases what it would have, before the worker exits

@@ -1,16 +1,19 @@
-"""How a controller and its spawned workers (one process per device on this machine) talk: torch.multiprocessing
-queues (result tensors travel in shared memory, not pickled through a pipe) and two shared arrays, the stop step and
-each rank's step count, read and written on the host. Closing releases all of it (queues, their semaphores and
-threads, the rendezvous folder)."""
+"""How a controller and its spawned workers (one process per device on this machine) talk: a pipe each way per rank
+(result tensors travel in shared memory, not pickled through the pipe) and two shared arrays, the stop point and
+each rank's count of stop points, read and written on the host. Nothing of it is named in the file system: no
+semaphore (multiprocessing's queues hold named ones, which a caller killed by SIGTERM leaked), and the rendezvous
+folder is removed by the controller, or by the workers when their caller is gone (killed, so it could not)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import shutil
 import tempfile
 import threading
 import time
+from multiprocessing.connection import Connection
 
 import torch.multiprocessing as mp
 
@@ -20,37 +23,50 @@ from ltx2_core.runtime.worker import serve
 
 
 class LocalChannel:
-    """A spawned worker's side: its job queue, the shared result queue and the shared arrays."""
+    """A spawned worker's side: its end of the job pipe and of the result pipe, and the shared arrays."""
 
-    def __init__(self, jobs, results, control, positions) -> None:
+    def __init__(self, jobs: Connection, results: Connection, control, positions, folder: str) -> None:
         self.jobs, self.results, self.control, self.positions = jobs, results, control, positions
-        self.parent = os.getppid()
+        self.parent, self.folder, self.lock = os.getppid(), folder, threading.Lock()
 
     def get(self) -> Run | None:
-        return self.jobs.get()
+        try:
+            return self.jobs.recv()
+        except EOFError:  # the caller is gone
+            return None
 
     def put(self, message: WorkerMessage) -> None:
-        self.results.put(message)
+        with self.lock, contextlib.suppress(OSError):  # the heartbeat and the job share the pipe; OSError: gone
+            self.results.send(message)
 
-    def stop_step(self, job: int) -> int | None:
+    def stop_point(self, job: int) -> int | None:
         return self.control[1] if self.control[0] == job else None
 
-    def reached(self, rank: int, steps: int) -> None:
-        self.positions[rank] = steps
+    def reached(self, rank: int, points: int) -> None:
+        self.positions[rank] = points
 
     def connected(self) -> bool:
         return os.getppid() == self.parent
 
+    def abandoned(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
 
-def worker_main(rank: int, spec: WorkerSpec, jobs, results, control, positions) -> None:
-    """A spawned worker's body (its group joins through `spec.init_file`)."""
+
+def worker_main(rank: int, spec: WorkerSpec, jobs: Connection, results: Connection, control, positions) -> None:
+    """A spawned worker's body (its group joins through `spec.init_file`, in the folder its caller made)."""
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(spec.layout.world_size), LOCAL_RANK=str(rank))
-    serve(rank, rank, spec, LocalChannel(jobs, results, control, positions))
+    channel = LocalChannel(jobs, results, control, positions, os.path.dirname(spec.init_file))
+    serve(rank, rank, spec, channel)
     leave()
+    if not channel.connected():
+        channel.abandoned()
 
 
 class SpawnedWorkers:
     """The controller's side of one process per device on this machine."""
+
+    replaceable = False  # a dead one is never started again alone: they all start again
+    lead = 0.05  # seconds a stop may take to reach every rank (shared memory; a descheduled controller)
 
     def __init__(self, world_size: int) -> None:
         self.world_size, self.processes = world_size, []
@@ -67,44 +83,47 @@ class SpawnedWorkers:
         context = mp.get_context("spawn")
         self.folder = tempfile.mkdtemp(prefix="ltx2-workers-")  # the group's rendezvous file
         spec = spec._replace(init_file=os.path.join(self.folder, "init"))
-        # a result queue per rank: a rank stopped while writing would block the others' messages on a shared one
-        self.outboxes = [context.Queue() for _ in range(self.world_size)]
+        # a result pipe per rank: a rank stopped while writing would block the others' messages on a shared one
+        inboxes, self.jobs = zip(*(context.Pipe(duplex=False) for _ in range(self.world_size)))
+        self.outboxes, sent = zip(*(context.Pipe(duplex=False) for _ in range(self.world_size)))
         self.results: queue.Queue = queue.Queue()
-        self.jobs = [context.Queue() for _ in range(self.world_size)]
-        self.control = context.Array("q", [-1, 0], lock=False)  # (job, stop after this many steps)
+        self.control = context.Array("q", [-1, 0], lock=False)  # (job, stop at this stop point)
         self.positions = context.Array("q", [0] * self.world_size, lock=False)
         self.processes = [context.Process(target=worker_main, daemon=True, name=f"ltx2-worker-{rank}",
-                                          args=(rank, spec, self.jobs[rank], self.outboxes[rank], self.control,
+                                          args=(rank, spec, inboxes[rank], sent[rank], self.control,
                                                 self.positions))
                           for rank in range(self.world_size)]
         with hide_main():
             for process in self.processes:
                 process.start()
+        for end in (*inboxes, *sent):  # the workers' ends: a pipe then ends when its worker does
+            end.close()
         self.forwarders = [threading.Thread(target=self._forward, args=(outbox, process), daemon=True)
                            for outbox, process in zip(self.outboxes, self.processes)]
         for thread in self.forwarders:
             thread.start()
 
-    def _forward(self, outbox, process) -> None:
-        """Moves one rank's messages into `results` while its process runs."""
+    def _forward(self, outbox: Connection, process) -> None:
+        """Moves one rank's messages into `results` while its process runs (a child of the worker may hold the
+        pipe open after it ends)."""
         while process in self.processes:
             try:
-                self.results.put(outbox.get(timeout=0.5))
-            except queue.Empty:
-                continue
-            except (EOFError, OSError):
+                if outbox.poll(0.5):
+                    self.results.put(outbox.recv())
+            except Exception:  # EOF: the worker ended (or died inside a message)
                 return
 
     def send(self, rank: int, job_id: int, job: StageJob) -> None:
-        self.jobs[rank].put(Run(job_id, job))
+        with contextlib.suppress(OSError):  # a dead worker: the controller finds out from its exit code
+            self.jobs[rank].send(Run(job_id, job))
 
     def begin(self) -> None:
         self.control[0], self.control[1] = -1, 0
         for rank in range(self.world_size):
             self.positions[rank] = 0
 
-    def stop_at(self, job: int, step: int) -> None:
-        self.control[1] = step
+    def stop_at(self, job: int, point: int) -> None:
+        self.control[1] = point
         self.control[0] = job
 
     def furthest(self) -> int:
@@ -118,13 +137,14 @@ class SpawnedWorkers:
         return f"worker ranks {sorted(set(range(self.world_size)) - ready)} were not ready within {timeout:g} s"
 
     def close(self, timeout: float) -> None:
-        """Stops the processes, then releases the queues (their semaphores, pipes and feeder threads), the
-        forwarding threads and the rendezvous folder: nothing of a start outlives it."""
+        """Stops the processes, then releases the pipes, the forwarding threads and the rendezvous folder: nothing
+        of a start outlives it."""
         if not self.processes:
             return
         for jobs, process in zip(self.jobs, self.processes):
             if process.is_alive():
-                jobs.put(None)
+                with contextlib.suppress(OSError):
+                    jobs.send(None)
         deadline = time.monotonic() + timeout
         for process in self.processes:
             process.join(max(deadline - time.monotonic(), 0.1))
@@ -135,8 +155,7 @@ class SpawnedWorkers:
         self.processes = []
         for thread in self.forwarders:
             thread.join()
-        for channel in (*self.jobs, *self.outboxes):
-            channel.close()
-            channel.join_thread()
+        for end in (*self.jobs, *self.outboxes):
+            end.close()
         self.jobs, self.outboxes, self.forwarders, self.control, self.positions = [], [], [], None, None
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -11,8 +11,9 @@ controller asks for the same one). A job's LoRA files are read once, cut to this
 job only. A heartbeat thread reports every HEARTBEAT seconds, so a hung rank is told from a busy one, and ends the
 worker when its caller is gone.
 
-Interrupts: the controller sets (job id, step) for every rank; each rank reads it on the host after queuing each
-step (no device sync) and stops after the SAME step, so no rank is left inside a collective.
+Interrupts: the controller sets (job id, stop point) for every rank; each rank reads it on the host before every step
+and every transformer block (its stop points; no device sync) and stops at the SAME point, so no rank is left inside
+a collective.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
+from torch.distributed.rendezvous import rendezvous
 
 from ltx2_core.compile import compile_blocks
+from ltx2_core.errors import Interrupted
 from ltx2_core.loader.lora import Lora, load_lora, shard_lora
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.parallel.launch import finish, join, tensor_parallel_for
@@ -37,26 +40,31 @@ from ltx2_core.runtime.protocol import Alive, Channel, Done, Error, Progress, Re
 HEARTBEAT = 2.0  # seconds between a worker's "alive" messages
 
 
-class Interrupted(Exception):
-    """The controller asked every rank to stop after a given step."""
+class _Progress:
+    """Rank 0's progress callback of a job: each step, with the newest preview image that is ready (or None)."""
 
-
-class _Steps:
-    """The progress callback of a job on one rank: its step count, reported to the controller and checked against
-    the stop step; rank 0 also reports progress, with the newest preview image that is ready (or None)."""
-
-    def __init__(self, rank: int, job: int, channel: Channel, preview: LatentPreview | None) -> None:
-        self.rank, self.job, self.channel, self.preview, self.count = rank, job, channel, preview, 0
+    def __init__(self, job: int, channel: Channel, preview: LatentPreview | None) -> None:
+        self.job, self.channel, self.preview = job, channel, preview
 
     def __call__(self, done: int, total: int) -> None:
+        image = self.preview.ready() if self.preview is not None else None
+        self.channel.put(Progress(self.job, done, total, None if image is None else image.copy()))
+
+
+class _StopPoints:
+    """A job's `should_stop` on one rank, read before every step and every transformer block (its stop points): it
+    counts them, reports the count, and says stop at the job's stop point, which is the same on every rank."""
+
+    def __init__(self, rank: int, job: int, channel: Channel) -> None:
+        self.rank, self.job, self.channel, self.count = rank, job, channel, 0
+
+    def __call__(self) -> bool:
         self.count += 1
         self.channel.reached(self.rank, self.count)
-        stop = self.channel.stop_step(self.job)
-        if stop is not None and self.count >= stop:
-            raise Interrupted
-        if self.rank == 0:
-            image = self.preview.ready() if self.preview is not None else None
-            self.channel.put(Progress(self.job, done, total, None if image is None else image.copy()))
+        stop = self.channel.stop_point(self.job)
+        if stop is not None and self.count > stop:  # it came too late here: this rank cannot stop with the others
+            raise RuntimeError(f"the stop point {stop} reached rank {self.rank} only at point {self.count}")
+        return stop == self.count
 
 
 def _heartbeat(rank: int, channel: Channel, done: threading.Event) -> None:
@@ -64,6 +72,7 @@ def _heartbeat(rank: int, channel: Channel, done: threading.Event) -> None:
     it could not stop the workers): an orphaned worker would hold its device forever."""
     while not done.is_set():
         if not channel.connected():
+            channel.abandoned()
             os._exit(1)
         channel.put(Alive(rank))
         done.wait(HEARTBEAT)
@@ -127,8 +136,8 @@ def _load(local_rank: int, spec: WorkerSpec) -> Loaded:
         if spec.init_file is not None:
             dist.init_process_group(backend, init_method=f"file://{spec.init_file}",
                                     rank=int(os.environ["RANK"]), world_size=spec.layout.world_size)
-        else:  # launched by torchrun: its environment names the rendezvous
-            dist.init_process_group(backend)
+        else:
+            _join_torchrun_group(backend)
     mesh = join(spec.layout, device)
     shards: dict = {}
     tensor_parallel = tensor_parallel_for(mesh, spec.layout)
@@ -139,6 +148,16 @@ def _load(local_rank: int, spec: WorkerSpec) -> Loaded:
 
     transformer = spec.files.load_transformer(device, spec.dtype, parallelize=parallelize if tensor_parallel else None)
     return Loaded(spec, transformer, finish(transformer, mesh, spec.layout).runner, shards, device)
+
+
+def _join_torchrun_group(backend: str) -> None:
+    """Joins the group torchrun's environment names, in this launch attempt's own part of its store: torchrun's agent
+    keeps one store across `--max-restarts`, where a restarted rank that joins after its peer would read the peer's
+    address of the attempt before (gloo: "Connection refused", or no group at all)."""
+    store, rank, world = next(rendezvous("env://"))
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    dist.init_process_group(backend, store=dist.PrefixStore(f"ltx2/attempt{attempt}", store), rank=rank,
+                            world_size=world)
 
 
 def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
@@ -153,10 +172,11 @@ def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
             generator = torch.Generator(device)
             generator.set_state(job.generator_state)
             preview = LatentPreview(job.preview, *job.latent.video.shape[2:]) if rank == 0 and job.preview else None
-            sampler = LocalSampler(transformer, runner=loaded.runner, observe=preview and preview.observe)
+            sampler = LocalSampler(transformer, runner=loaded.runner, observe=preview and preview.observe,
+                                   should_stop=_StopPoints(rank, job_id, channel))
             latent = sampler(job.positive.to(device), None if job.negative is None else job.negative.to(device),
                              job.latent, replace(job.stage, loras=loras(job.stage.loras)), generator,
-                             progress=_Steps(rank, job_id, channel, preview))
+                             progress=_Progress(job_id, channel, preview) if rank == 0 else None)
             if rank == 0:
                 channel.put(Done(job_id, latent.video.cpu(), latent.audio.cpu(), generator.get_state()))
         except Interrupted:

@@ -22,6 +22,7 @@ from typing import NamedTuple, Protocol
 
 import torch
 
+from ltx2_core.errors import Interrupted
 from ltx2_core.model.transformer import LTX2Transformer, to_x0
 from ltx2_core.model.transformer.perturbations import BatchPerturbations
 from ltx2_core.sampling.guidance import GuidanceParams, GuidanceWeights, active_passes, guidance_weights, guide
@@ -145,6 +146,7 @@ def guided_setup(
     passes_per_forward: int | None = None,
     runner: RunnerFactory | None = None,
     video_attention: torch.Tensor | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> StepSetup:
     """Set-up of a run: which passes (decided here, on the host), their contexts, RoPE and perturbations, and the
     scales on the device. No guidance for either modality (None or neutral) means one conditional pass.
@@ -155,7 +157,8 @@ def guided_setup(
     equals the conditional one and its term is exactly 0 (the reference's T2A sets 1.0 for that reason).
     `video_attention`: (1, video tokens, video tokens) attention weights of the video stream
     (`ConditionedStream.attention`), made the video self-attention's log bias once here and shared by every pass;
-    None: the attention runs without a mask."""
+    None: the attention runs without a mask. `should_stop` is read before every transformer block of every
+    forward (`RunConstants.should_stop`); None for a step that is replayed as a captured CUDA graph."""
     video_guidance, audio_guidance = video_guidance or GuidanceParams(), audio_guidance or GuidanceParams()
     if video_positions is None:
         video_guidance, audio_guidance = GuidanceParams(), dataclasses.replace(audio_guidance, modality=1.0)
@@ -170,7 +173,7 @@ def guided_setup(
                             None if audio_only else torch.cat([c.video for c in contexts]).to(device),
                             torch.cat([c.audio for c in contexts]).to(device),
                             video_attention=None if audio_only or video_attention is None else
-                            video_attention.to(device))
+                            video_attention.to(device))._replace(should_stop=should_stop)
     pass_runner = runner(model, run, passes, pass_perturbations(passes, video_guidance, audio_guidance))
     if passes == ("cond",):
         return StepSetup(pass_runner, None, None)
@@ -239,6 +242,8 @@ def _combine(x0: torch.Tensor, weights: GuidanceWeights | None) -> torch.Tensor:
     return guide(x0.unsqueeze(1), weights)
 
 
+# a step may carry `captured = True` (`compile.CudaGraphStep`): it replays a graph, which runs no Python between
+# blocks, so a run reads its `should_stop` between steps only
 Step = Callable[[StepSetup, StreamState | None, StreamState, torch.Tensor, torch.Tensor],
                tuple[torch.Tensor | None, torch.Tensor]]
 
@@ -252,13 +257,18 @@ def denoise(
     step: Step = guided_step,
     progress: Progress | None = None,
     observe: Observer | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> tuple[StreamState, StreamState]:
     """Runs len(sigmas) − 1 steps. `sigmas` is the (steps + 1,) fp32 schedule already on the device; indexing it
     is a view, so the loop never waits for the device. `step` may be a compiled or graph-captured guided_step.
     `observe` gets each step's (video, audio) latent tokens, on the device, before `progress` is called. `video`
-    None (audio only, set up without video positions): it stays None."""
+    None (audio only, set up without video positions): it stays None. `should_stop` (a host flag, never a tensor)
+    is read before each step: True raises `Interrupted` (a step run eagerly also reads it between its blocks:
+    `guided_setup`)."""
     total = sigmas.shape[0] - 1
     for index in range(total):
+        if should_stop is not None and should_stop():
+            raise Interrupted(f"stopped on request before step {index + 1} of {total}")
         video_latent, audio_latent = step(setup, video, audio, sigmas[index], sigmas[index + 1])
         video = None if video is None else video._replace(latent=video_latent)
         audio = audio._replace(latent=audio_latent)

@@ -16,13 +16,14 @@ GENERATE = ["-m", "ltx2_core", "generate", "--steps", "2", "--no-progress"]
 
 
 def _generate(tmp_path: Path, name: str, *flags: str, ranks: int = 1) -> dict[str, torch.Tensor]:
-    out = [*GENERATE, *flags, "--output", str(tmp_path / f"{name}.mp4"), "--tensors", str(tmp_path / f"{name}.st")]
+    tensors = str(tmp_path / f"{name}.safetensors")
+    out = [*GENERATE, *flags, "--output", str(tmp_path / f"{name}.mp4"), "--tensors", tensors]
     launcher = [sys.executable] if ranks == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
                                                     "--nproc-per-node", str(ranks)]
     run = subprocess.run([*launcher, *out], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert run.stdout.count("wrote ") == 1  # rank 0 alone decodes and writes
-    return load_file(str(tmp_path / f"{name}.st"))
+    return load_file(tensors)
 
 
 @pytest.fixture(scope="module")

@@ -15,15 +15,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from ltx2_core import ModelFiles, Request, generate, load_lora
+from ltx2_core import generate, load_lora
 from ltx2_core.demo import demo_models
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime import Controller, WorkerError, WorkerSampler, generate_on_workers
 from support.model_files import write_lora
+from support.workers import FILES, REQUEST
 
-REQUEST = Request("a red car in the rain", width=96, height=64, frames=9, steps=2)
-FILES = ModelFiles()
-CYCLES = 20  # every start leaked files, threads, semaphores and a folder (ComfyUI restarts workers per layout)
+CYCLES = 4  # every start leaked files, threads, semaphores and a folder (ComfyUI restarts workers per layout)
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +30,10 @@ def models():
     return demo_models("2.0")._replace(transformer=None)  # here: the prompt encoder and the decoders
 
 
-def test_a_job_after_an_idle_pause_longer_than_the_timeout_succeeds(models):
+def test_a_job_after_an_idle_pause_longer_than_the_timeout_succeeds(models, workers):
     """The loader starts the workers, then Gemma loads and encodes for longer than `timeout`: no "it hangs"."""
-    controller = Controller(FILES, ParallelConfig(cfg=2), threads=1, timeout=3)
+    controller = workers(ParallelConfig(cfg=2))
+    timeout, controller.timeout = controller.timeout, 3
     try:
         controller.start()
         pids = controller.pids
@@ -43,7 +43,7 @@ def test_a_job_after_an_idle_pause_longer_than_the_timeout_succeeds(models):
         second = generate_on_workers(controller, REQUEST, models)
         assert controller.pids == pids  # nothing was restarted
     finally:
-        controller.shutdown()
+        controller.timeout = timeout
     torch.testing.assert_close(first.frames, second.frames, atol=1e-4, rtol=0)
 
 
@@ -65,7 +65,7 @@ def test_starts_and_shutdowns_leave_no_file_thread_semaphore_or_folder_behind():
     controller.start()
     controller.shutdown()
     del controller
-    before, folders, semaphores = _resources(), [], set()
+    before, folders, semaphores, held = _resources(), [], set(), set(_semaphores())
     for _ in range(CYCLES):
         controller = Controller(FILES, ParallelConfig(), threads=1)
         controller.start()
@@ -74,7 +74,7 @@ def test_starts_and_shutdowns_leave_no_file_thread_semaphore_or_folder_behind():
         controller.shutdown()
     del controller
     assert _resources() == before  # (open files, threads, semaphores held)
-    assert len(semaphores) >= CYCLES and not [name for name in semaphores if os.path.exists(name)]
+    assert not semaphores - held  # none is named at all: a caller killed by SIGTERM leaves none behind
     assert len(set(folders)) == CYCLES and not [folder for folder in folders if os.path.exists(folder)]
 
 
@@ -87,26 +87,23 @@ def test_a_controller_dropped_without_shutdown_stops_its_workers():
     assert not Path(f"/proc/{pids[0]}").exists() and not os.path.exists(folder)
 
 
-def test_a_missing_lora_is_refused_here_and_an_error_of_every_rank_is_said_once(tmp_path, models):
+def test_a_missing_lora_is_refused_here_and_an_error_of_every_rank_is_said_once(tmp_path, models, workers):
     """A LoRA file gone since it was loaded: the caller says so and the workers stay. A file the workers cannot
     read: each rank fails alike, said once with both ranks (then the workers restart with the next job)."""
     gone = load_lora(write_lora(tmp_path / "gone.safetensors", seed=1))
     broken = load_lora(write_lora(tmp_path / "broken.safetensors", seed=2))
     os.remove(gone.path)
     Path(broken.path).write_bytes(b"not a safetensors file")
-    controller = Controller(FILES, ParallelConfig(cfg=2), threads=1)
-    try:
-        controller.start()
-        pids = controller.pids
-        with pytest.raises(FileNotFoundError, match="gone.safetensors is gone"):
-            _with_lora(controller, models, gone)
-        assert controller.pids == pids
-        with pytest.raises(WorkerError, match=r"worker ranks 0 and 1 failed: ") as failed:
-            _with_lora(controller, models, broken)
-        assert str(failed.value).count("failed:") == 1
-        generate_on_workers(controller, replace(REQUEST, steps=1), models)  # started again
-    finally:
-        controller.shutdown()
+    controller = workers(ParallelConfig(cfg=2))
+    controller.start()
+    pids = controller.pids
+    with pytest.raises(FileNotFoundError, match="gone.safetensors is gone"):
+        _with_lora(controller, models, gone)
+    assert controller.pids == pids
+    with pytest.raises(WorkerError, match=r"worker ranks 0 and 1 failed: ") as failed:
+        _with_lora(controller, models, broken)
+    assert str(failed.value).count("failed:") == 1
+    generate_on_workers(controller, replace(REQUEST, steps=1), models)  # started again
 
 
 def _with_lora(controller: Controller, models, lora) -> None:

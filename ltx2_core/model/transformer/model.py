@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ltx2_core.errors import Interrupted
 from ltx2_core.model.transformer.config import StreamConfig, TransformerConfig
 from ltx2_core.model.transformer.adaln import AdaLayerNormSingle
 from ltx2_core.model.transformer.attention import attention_bias
@@ -136,7 +137,8 @@ class LTX2Transformer(nn.Module):
         perturbations: BatchPerturbations | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor]:
         """-> velocities (B, video_tokens, out_channels), (B, audio_tokens, out_channels) in the latents' dtype;
-        `video` None (an audio-only run): the video velocity is None."""
+        `video` None (an audio-only run): the video velocity is None. `run.should_stop()` true before a block:
+        `Interrupted`."""
         audio_args, audio_embedded = self._stream_args(audio, video, run.audio_context, run.audio_rope,
                                                        run.audio_cross_rope, audio_side=True)
         ax = self.audio_patchify_proj(audio.latent)
@@ -149,6 +151,8 @@ class LTX2Transformer(nn.Module):
             if run.video_keyframes is not None:  # fixed for the run: the same operations every step
                 vx = vx + run.video_keyframes * self.keyframes_abs_pos_embedding.to(vx.dtype)
         for index, block in enumerate(self.transformer_blocks):
+            if run.should_stop is not None and run.should_stop():  # a host flag: a cancel lands within one block
+                raise Interrupted(f"stopped on request before transformer block {index}")
             text_kv = None if run.text_kv is None else run.text_kv[index]
             vx, ax = block(vx, ax, video_args, audio_args, block_skips(perturbations, index), text_kv)
         audio_out = self._output(ax, audio_embedded, self.audio_scale_shift_table, self.audio_proj_out)
