@@ -57,6 +57,7 @@ def test_the_sampler_node_feeds_a_preview_to_every_step_inside_comfyui(monkeypat
     model, _, conditioning, guidance = loaded
     shown = []
     monkeypatch.setattr(bridge, "IN_COMFYUI", True)
+    monkeypatch.setattr(bridge, "interrupt_requested", lambda: False)  # ComfyUI's flag, never set here
     monkeypatch.setattr(bridge, "progress_bar", lambda total, node_id, preview: lambda done, steps: shown.append(
         (done, steps, preview())))
     (latent,) = sampling_nodes.LTX2EmptyLatent().make(96, 64, 9, 24.0)
@@ -69,6 +70,7 @@ def test_the_generate_node_feeds_a_preview_to_every_step_of_every_stage_inside_c
     model, encoder, _, _ = loaded
     shown = []
     monkeypatch.setattr(bridge, "IN_COMFYUI", True)
+    monkeypatch.setattr(bridge, "interrupt_requested", lambda: False)  # ComfyUI's flag, never set here
     monkeypatch.setattr(bridge, "model_path", lambda folder, name, marker=None: name)  # the files are paths here
     monkeypatch.setattr(bridge, "progress_bar", lambda total, node_id, preview: lambda done, steps: shown.append(
         (done, steps, preview and preview())))
@@ -86,6 +88,7 @@ def test_the_long_video_node_previews_every_step_of_every_window_at_its_size(mon
     model, encoder, _, _ = loaded
     shown = []
     monkeypatch.setattr(bridge, "IN_COMFYUI", True)
+    monkeypatch.setattr(bridge, "interrupt_requested", lambda: False)  # ComfyUI's flag, never set here
     monkeypatch.setattr(bridge, "progress_bar", lambda total, node_id, preview: lambda done, steps: shown.append(
         (done, steps, preview and preview())))
     NODES["LTX2GenerateLong"]().generate(model, encoder, "a cat", "blurry", "one-stage", 64, 64, 2.0, 24.0, 25, 8,

@@ -61,9 +61,9 @@ def test_guidance_is_the_audio_s_with_modality_one(models):
 def test_generate_samples_and_decodes_the_audio_alone(models, monkeypatch):
     inputs, drawn = [], []
     hook = models.transformer.register_forward_hook(lambda module, args, out: inputs.append((args[0], out[0])))
-    real_noised = stages.noised_state
-    monkeypatch.setattr(stages, "noised_state", lambda clean, noise, *a: drawn.append(noise.clone())
-                        or real_noised(clean, noise, *a))
+    real_noised = stages.noised_stream
+    monkeypatch.setattr(stages, "noised_stream", lambda stream, own, noise, *a: drawn.append(noise.clone())
+                        or real_noised(stream, own, noise, *a))
 
     def no_video(*args, **kwargs):
         raise AssertionError("text to audio must not decode video")
