@@ -131,7 +131,7 @@ def _on_device(build, device: torch.device, generator: torch.Generator, gain: fl
     """Built on `device` (its buffers as construction computes them), parameters redrawn N(0, gain²/fan-in) as the
     demo's decoders (1-D ones with fan-in 100): the activations keep their size through the layers."""
     with torch.device(device):
-        module = build()
+        module = build().to(device)  # also what construction may have put on the CPU explicitly
     for param in module.parameters():
         fan_in = param[0].numel() if param.dim() > 1 else 100
         param.normal_(0.0, gain / fan_in**0.5, generator=generator)

@@ -159,19 +159,19 @@ def sampler_options(args: argparse.Namespace) -> dict:
     return options | ({"passes_per_forward": args.passes_per_forward} if args.passes_per_forward else {})
 
 
-def run(args: argparse.Namespace) -> dict:
-    """One generation, part by part; returns the report."""
+def run(args: argparse.Namespace, clock: Clock) -> dict:
+    """One generation, part by part on `clock`; returns the report."""
     dtype = torch.bfloat16 if args.device.type == "cuda" else torch.float32
     cache, records = step_cache(args.cache), []
     release = RELEASES[ModelVersion.V2_3]
     steps = {"stage 1": args.stage1_steps or release.steps, "stage 2": args.stage2_steps or 3}
     if released(args):
         print(estimate(steps["stage 1"], steps["stage 2"]), flush=True)
-    start = time.perf_counter()
-    encoder, config, build_rest = build_encoder(args, dtype)
-    clock = Clock(args.device)
     request = Request(prompt=PROMPT, width=args.width, height=args.height, frames=args.frames, fps=24.0,
                       steps=args.stage1_steps, seed=args.seed, mode="two-stage")
+    request.check()  # before any model is built, as the command line checks it
+    start = time.perf_counter()
+    encoder, config, build_rest = build_encoder(args, dtype)
     setup = time.perf_counter() - start
     clock.resume()
     video, audio = guidance_for(request, config)  # the release's guidance, as the command line sets it
@@ -250,8 +250,15 @@ def markdown(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    result = run(args)
+    clock = Clock(args.device)
     path = Path(args.out) / f"end_to_end_{variant(args)}.json"
+    try:
+        result = run(args, clock)
+    except Exception as exc:  # what was timed before it failed, for a run on a lent device that cannot be repeated
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"variant": variant(args), "error": repr(exc), "parts_s": clock.parts,
+                                    "part_peak_gib": clock.peaks}, indent=1))
+        raise
     path.write_text(json.dumps(result, indent=1))
     print(markdown(result))
     print(f"\nwrote {path} and {result['mp4']}")

@@ -119,3 +119,21 @@ def test_timed_sampler_marks_the_stages_and_cuts_the_one_asked():
     times = clock.step_times()
     assert [times[s]["steps"] for s in ("stage 1", "stage 2")] == [2, 1]
     assert times["stage 2"]["median_step_s"] is None  # one step: no steady-state figure
+
+
+def test_a_failed_run_leaves_what_it_timed(tmp_path, monkeypatch):
+    """A run that fails in sampling still writes the parts timed before it and the error (a run on a lent device is
+    not repeated); a request that cannot run is refused before any model is built."""
+    import end_to_end
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("sampling failed")
+
+    monkeypatch.setattr(end_to_end, "sample_request", fail)
+    with pytest.raises(RuntimeError, match="sampling failed"):
+        end_to_end.main(["--quick", "--device", "cpu", "--frames", "9", "--out", str(tmp_path)])
+    report = json.loads((tmp_path / "end_to_end_fp32.json").read_text())
+    assert list(report["parts_s"]) == ["text"] and "sampling failed" in report["error"]
+    monkeypatch.setattr(end_to_end, "build_encoder", fail)
+    with pytest.raises(ValueError, match="64"):
+        end_to_end.main(["--quick", "--device", "cpu", "--width", "96", "--out", str(tmp_path)])
