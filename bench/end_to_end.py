@@ -134,6 +134,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.device.type != "cuda" and not args.quick and args.divisor == 1:
         p.error("the released sizes need a CUDA GPU (38 GB of transformer weights); on the CPU run --quick, or cut "
                 "the structure down with --divisor 16 --layers 2 --gemma-layers 2")
+    if (args.stage1_steps is not None and args.stage1_steps < 1) or args.stage2_steps not in (None, 1, 2, 3):
+        p.error("--stage1-steps must be at least 1 and --stage2-steps 1 to 3 (the refinement's 3 steps cut)")
     if args.cuda_graphs == "on" and args.device.type != "cuda":
         p.error("--cuda-graphs on needs a CUDA device; use off or auto on the CPU")
     default = (128, 128, 17) if args.quick else (768, 512, 121)
@@ -162,7 +164,8 @@ def sampler_options(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace, clock: Clock) -> dict:
     """One generation, part by part on `clock`; returns the report."""
     dtype = torch.bfloat16 if args.device.type == "cuda" else torch.float32
-    cache, records = step_cache(args.cache), []
+    records: list = []
+    options = cache_kwargs(step_cache(args.cache), records)  # refused here, before any model is built
     release = RELEASES[ModelVersion.V2_3]
     steps = {"stage 1": args.stage1_steps or release.steps, "stage 2": args.stage2_steps or 3}
     if released(args):
@@ -190,7 +193,7 @@ def run(args: argparse.Namespace, clock: Clock) -> dict:
                            {name: n for name, n in (("stage 2", args.stage2_steps),) if n})
     clock.resume()
     latent, generator = sample_request(request, models, positive, negative, clock.progress, sampler=sampler,
-                                       **cache_kwargs(cache, records))
+                                       **options)
     hook = models.decoders.audio.register_forward_pre_hook(lambda *_: clock.mark("video decode"))
     result = decode(latent, models.decoders, generator=generator_on(generator, request.seed, models.decoders))
     clock.mark("audio decode")
