@@ -58,9 +58,10 @@ PARTS = ("text", "stage 1", "upsample", "stage 2", "video decode", "audio decode
 ANCHORS = {"sglang 4×H100": (14.6, 59.0), "sglang 2×H200": (13.4, 26.8)}
 # docs/performance.md, H100 bf16, LTX-2.3: an 8-block forward at 1,536 and 6,144 video tokens
 H100_FORWARD_8 = {1536: 0.0643, 6144: 0.0758}
+LOCAL_GRAPHS = inspect.signature(LocalSampler).parameters["cuda_graphs"].default  # what --cuda-graphs auto runs
 
 
-def estimate(stage1: int, stage2: int) -> str:
+def estimate(stage1: int, stage2: int, warmup: bool) -> str:
     """A rough H100 time from the measured forwards (48 blocks = 6 × 8; stage 1's four passes one after another)."""
     one = 6 * H100_FORWARD_8[1536] * 4 * stage1
     two = 6 * H100_FORWARD_8[6144] * stage2
@@ -68,7 +69,7 @@ def estimate(stage1: int, stage2: int) -> str:
     total = one + two + fuse + 5
     return (f"rough H100 estimate (docs/performance.md forwards): stage 1 ≈ {one:.0f} s, stage 2 ≈ {two:.1f} s "
             f"+ LoRA fusion and restore ≈ {fuse:.0f} s, text + decode + write ≈ 5 s: ≈ {total:.0f} s, plus ≈ 30–60 s "
-            "of imports and model building")
+            "of imports and model building" + (" and ≈ 20 s of warm-up" if warmup else ""))
 
 
 def step_cache(wanted: bool):
@@ -116,6 +117,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cache", action="store_true", help="step caching (ltx2_core.sampling.cache, where present)")
     p.add_argument("--cuda-graphs", choices=("on", "off", "auto"), default="auto",
                    help="capture each step as a CUDA graph (auto: the pipeline's default)")
+    p.add_argument("--warmup", action="store_true", help="first an untimed run of one step a stage (a warm process, "
+                   "as a server's; default: the first run, as the command line's)")
     p.add_argument("--passes-per-forward", type=int, help="guidance passes per forward (default: the pipeline's)")
     p.add_argument("--stage1-steps", type=int, help="cut stage 1 (default: the release's 30); stated in the output")
     p.add_argument("--stage2-steps", type=int, help="cut stage 2 (default: its 3); stated in the output")
@@ -162,23 +165,27 @@ def sampler_options(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace, clock: Clock) -> dict:
-    """One generation, part by part on `clock`; returns the report."""
+    """One generation, part by part on `clock` (after an untimed one of a step a stage with --warmup); returns the
+    report."""
     dtype = torch.bfloat16 if args.device.type == "cuda" else torch.float32
     records: list = []
-    options = cache_kwargs(step_cache(args.cache), records)  # refused here, before any model is built
+    settings = step_cache(args.cache)
+    options = cache_kwargs(settings, records)  # refused here, before any model is built
     release = RELEASES[ModelVersion.V2_3]
     steps = {"stage 1": args.stage1_steps or release.steps, "stage 2": args.stage2_steps or 3}
     if released(args):
-        print(estimate(steps["stage 1"], steps["stage 2"]), flush=True)
+        print(estimate(steps["stage 1"], steps["stage 2"], args.warmup), flush=True)
     request = Request(prompt=PROMPT, width=args.width, height=args.height, frames=args.frames, fps=24.0,
                       steps=args.stage1_steps, seed=args.seed, mode="two-stage")
     request.check()  # before any model is built, as the command line checks it
     start = time.perf_counter()
     encoder, config, build_rest = build_encoder(args, dtype)
-    setup = time.perf_counter() - start
-    clock.resume()
     video, audio = guidance_for(request, config)  # the release's guidance, as the command line sets it
     request = replace(request, video_guidance=video, audio_guidance=audio)
+    if args.warmup:
+        encode_request(request, encoder, config)
+    setup = time.perf_counter() - start
+    clock.resume()
     positive, negative = encode_request(request, encoder, config)
     clock.mark("text")
     encoder.release()  # 30 GB freed before the transformer is built
@@ -187,26 +194,39 @@ def run(args: argparse.Namespace, clock: Clock) -> dict:
     if args.fp8:
         quantize_blocks(models.transformer)
     check_request(request, models, config)
-    resident = torch.cuda.memory_allocated(args.device) / GIB if clock.cuda else None
-    setup += time.perf_counter() - start
-    sampler = TimedSampler(LocalSampler(models.transformer, **sampler_options(args)), clock,
-                           {name: n for name, n in (("stage 2", args.stage2_steps),) if n})
-    clock.resume()
-    latent, generator = sample_request(request, models, positive, negative, clock.progress, sampler=sampler,
-                                       **options)
-    hook = models.decoders.audio.register_forward_pre_hook(lambda *_: clock.mark("video decode"))
-    result = decode(latent, models.decoders, generator=generator_on(generator, request.seed, models.decoders))
-    clock.mark("audio decode")
-    hook.remove()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    mp4 = result.save(out / f"end_to_end_{variant(args)}.mp4")
+    if args.warmup:  # one step a stage, decoded and written, on a clock of its own
+        path = generate_parts(args, replace(request, steps=1), models, (positive, negative), Clock(args.device),
+                              {"stage 2": 1}, cache_kwargs(settings, []), out / "warmup.mp4")
+        Path(path).unlink()
+    resident = torch.cuda.memory_allocated(args.device) / GIB if clock.cuda else None
+    setup += time.perf_counter() - start
+    clock.resume()
+    mp4 = generate_parts(args, request, models, (positive, negative), clock,
+                         {name: n for name, n in (("stage 2", args.stage2_steps),) if n}, options,
+                         out / f"end_to_end_{variant(args)}.mp4")
+    return report(args, clock, steps, setup, resident, mp4, records)
+
+
+def generate_parts(args: argparse.Namespace, request: Request, models, prompts: tuple, clock: Clock,
+                   cut: dict[str, int], options: dict, path: Path) -> str:
+    """`generate` after the prompts, part by part on `clock` (from its last mark): the stages, the decode, the mp4
+    at `path` (returned)."""
+    sampler = TimedSampler(LocalSampler(models.transformer, **sampler_options(args)), clock, cut)
+    latent, generator = sample_request(request, models, *prompts, clock.progress, sampler=sampler, **options)
+    hook = models.decoders.audio.register_forward_pre_hook(lambda *_: clock.mark("video decode"))
+    try:
+        result = decode(latent, models.decoders, generator=generator_on(generator, request.seed, models.decoders))
+        clock.mark("audio decode")
+    finally:
+        hook.remove()
+    mp4 = result.save(path)
     clock.mark("write")
-    return report(args, clock, steps, setup, resident, mp4, records, sampler.inner.cuda_graphs)
+    return mp4
 
 
-def report(args, clock: Clock, steps: dict, setup: float, resident: float | None, mp4: str, records: list,
-           graphs: bool) -> dict:
+def report(args, clock: Clock, steps: dict, setup: float, resident: float | None, mp4: str, records: list) -> dict:
     device = (torch.cuda.get_device_name(args.device) if clock.cuda else
               f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)")
     cut = steps["stage 1"] != RELEASES[ModelVersion.V2_3].steps or steps["stage 2"] != 3
@@ -214,7 +234,8 @@ def report(args, clock: Clock, steps: dict, setup: float, resident: float | None
     return {
         "device": device, "torch": torch.__version__, "date": datetime.date.today().isoformat(),
         "variant": variant(args), "weights": weights(args), "cache": args.cache,
-        "cuda_graphs": graphs, "passes_per_forward": args.passes_per_forward, "quick": args.quick,
+        "cuda_graphs": sampler_options(args).get("cuda_graphs", LOCAL_GRAPHS), "warmup": args.warmup,
+        "passes_per_forward": args.passes_per_forward, "quick": args.quick,
         "structure": "demo (tiny)" if args.quick else
         f"LTX-2.3 released{'' if args.divisor == 1 else f' widths ÷ {args.divisor}'}, {args.layers} blocks, "
         f"Gemma {args.gemma_layers} layers, {args.text_tokens} text tokens",
@@ -234,7 +255,7 @@ def report(args, clock: Clock, steps: dict, setup: float, resident: float | None
 def markdown(r: dict) -> str:
     peaks = r["part_peak_gib"] or {}
     title = (f"# End to end: {r['structure']}, {r['size']}, {r['variant']} on {r['device']}, torch {r['torch']}, "
-             f"{r['date']}")
+             f"{r['date']}, {'after a warm-up run' if r['warmup'] else 'the process’s first run'}")
     steps = (f"steps: stage 1 {r['steps']['stage 1']}, stage 2 {r['steps']['stage 2']}"
              + (" (CUT from the release's 30 + 3: not the release's run)" if r["steps_cut"] else " (the release's)"))
     lines = [title, "", steps, "", "| part | seconds | peak GiB |", "|---|---|---|"]
