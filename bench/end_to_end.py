@@ -13,11 +13,13 @@ the text projection, the video and audio VAE decoders, the vocoder, the x2 upsam
 Parts (seconds, the device synchronised at each boundary; peak device memory within each): text (both prompts in one
 Gemma pass), stage 1 (30 guided steps at 384×256), upsample, stage 2 (3 distilled steps at 768×512 with the LoRA
 fused), video decode (tiled, into host memory), audio decode (audio VAE and vocoder), write (the mp4). Model building
-is not timed. Memory: Gemma 3 12B (24 GB) and the 2.3 text projection (6 GB) do not fit an 80 GB card beside the
-transformer (38 GB) and the rest, so the prompt encoder is built first, encodes, and is freed before the transformer
-is built (as the memory plan frees it on a small card): the text part is the encode's compute, with no weight
-traffic. --fp8 quantises the blocks' linears on the device (`quant.policy.quantize_blocks`, what --fp8 quantize loads).
---cache turns on step caching (`ltx2_core.sampling.cache`) where this checkout has it.
+is not timed. Memory: Gemma 3 12B (24 GB) and the 2.3 text projection (6 GB) would leave little room on an 80 GB
+card beside the transformer (38 GB) and the rest, so the prompt encoder is built first, encodes, and is freed before
+the transformer is built (as the memory plan frees it on a small card): the text part is the encode's compute, with
+no weight traffic; --text-streamed streams Gemma's layers from host memory instead, as the command line's memory
+plan runs it on CUDA. --fp8 quantises the blocks' linears on the device (`quant.policy.quantize_blocks`, what
+--fp8 quantize loads). --cache turns on step caching (`ltx2_core.sampling.cache`) where this checkout has it.
+--warmup runs the path once, untimed, with one step a stage first.
 
 --quick: the same code path on the CPU with the tiny demo models (`demo_models`) at 128×128×17. --divisor, --layers,
 --gemma-layers and --text-tokens cut the released builders down for a CPU check of the GPU path. Writes
@@ -119,6 +121,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="capture each step as a CUDA graph (auto: the pipeline's default)")
     p.add_argument("--warmup", action="store_true", help="first an untimed run of one step a stage (a warm process, "
                    "as a server's; default: the first run, as the command line's)")
+    p.add_argument("--text-streamed", action="store_true", help="Gemma's layers in host memory, streamed in while "
+                   "encoding, as the command line's memory plan runs them on CUDA (default: resident, then freed)")
     p.add_argument("--passes-per-forward", type=int, help="guidance passes per forward (default: the pipeline's)")
     p.add_argument("--stage1-steps", type=int, help="cut stage 1 (default: the release's 30); stated in the output")
     p.add_argument("--stage2-steps", type=int, help="cut stage 2 (default: its 3); stated in the output")
@@ -139,6 +143,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                 "the structure down with --divisor 16 --layers 2 --gemma-layers 2")
     if (args.stage1_steps is not None and args.stage1_steps < 1) or args.stage2_steps not in (None, 1, 2, 3):
         p.error("--stage1-steps must be at least 1 and --stage2-steps 1 to 3 (the refinement's 3 steps cut)")
+    if args.text_streamed and args.quick:
+        p.error("--text-streamed streams the released Gemma's layers; the demo's (--quick) is not streamed")
     if args.cuda_graphs == "on" and args.device.type != "cuda":
         p.error("--cuda-graphs on needs a CUDA device; use off or auto on the CPU")
     default = (128, 128, 17) if args.quick else (768, 512, 121)
@@ -155,7 +161,13 @@ def build_encoder(args: argparse.Namespace, dtype: torch.dtype):
         demo = demo_models(ModelVersion.V2_3, args.device, dtype)
         return demo.prompt_encoder, demo.transformer.config, lambda: demo
     structure = e2e_models.Structure(args.divisor, args.layers, args.gemma_layers, args.text_tokens)
-    return (e2e_models.prompt_encoder(structure, args.device, dtype), e2e_models.transformer_config(structure),
+    encoder = e2e_models.prompt_encoder(structure, args.device, dtype)
+    if args.text_streamed:  # as the command line's memory plan loads it on CUDA: Gemma's layers stream from the host
+        from ltx2_core.memory.offload import stream_text_encoder
+
+        encoder.gemma.to("cpu"), encoder.projection.to("cpu")
+        stream_text_encoder(encoder, args.device, pin=args.device.type == "cuda")
+    return (encoder, e2e_models.transformer_config(structure),
             lambda: e2e_models.models(structure, args.device, dtype, None))
 
 
@@ -235,6 +247,7 @@ def report(args, clock: Clock, steps: dict, setup: float, resident: float | None
         "device": device, "torch": torch.__version__, "date": datetime.date.today().isoformat(),
         "variant": variant(args), "weights": weights(args), "cache": args.cache,
         "cuda_graphs": sampler_options(args).get("cuda_graphs", LOCAL_GRAPHS), "warmup": args.warmup,
+        "text_encoder": "streamed from the host" if args.text_streamed else "resident, freed after encoding",
         "passes_per_forward": args.passes_per_forward, "quick": args.quick,
         "structure": "demo (tiny)" if args.quick else
         f"LTX-2.3 released{'' if args.divisor == 1 else f' widths ÷ {args.divisor}'}, {args.layers} blocks, "

@@ -62,12 +62,14 @@ def test_quick_run_reports_every_part_and_writes_an_mp4_with_sound(tmp_path):
 
 
 def test_released_builders_cut_down_run_the_same_path_with_fp8(tmp_path):
-    """The GPU run's builders (bench/e2e_models.py) at 1/16 width, 2 blocks: fp8 blocks, stage 2 cut to 1 step."""
+    """The GPU run's builders (bench/e2e_models.py) at 1/16 width, 2 blocks: fp8 blocks, Gemma's layers streamed as
+    the command line's memory plan streams them, stage 2 cut to 1 step."""
     report = _report(tmp_path, "--divisor", "16", "--layers", "2", "--gemma-layers", "2", "--text-tokens", "128",
                      "--width", "128", "--height", "64", "--frames", "9", "--stage1-steps", "2",
-                     "--stage2-steps", "1", "--fp8")
+                     "--stage2-steps", "1", "--fp8", "--text-streamed")
     _check(report, 9, (128, 64), (2, 1))
     assert report["variant"] == "fp8" and "released widths ÷ 16, 2 blocks" in report["structure"]
+    assert report["text_encoder"] == "streamed from the host"
 
 
 def test_cache_flag_says_whether_the_sampler_has_step_caching(tmp_path):
