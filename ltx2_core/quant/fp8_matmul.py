@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -75,7 +76,7 @@ class DeviceCaps(NamedTuple):
         return self.type == "cpu" or (self.type == "cuda" and self.capability is not None and self.capability >= (8, 9))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def device_caps(device: torch.device) -> DeviceCaps:
     """The capability table of a real device."""
     device = torch.device(device)
@@ -156,7 +157,7 @@ def quantise_tensor_eager(rows: torch.Tensor, scale: torch.Tensor | None = None)
     return (rows / scale.to(rows.dtype)).clamp(-FP8_MAX, FP8_MAX).to(FP8), scale
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fused(function: Callable, backend: str) -> Callable:
     """`function` compiled whole (one graph, any size): Inductor fuses its reduction and cast."""
     return torch.compile(function, backend=backend, dynamic=True, fullgraph=True)
