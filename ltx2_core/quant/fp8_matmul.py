@@ -226,12 +226,10 @@ def set_fp8_matmul(model: torch.nn.Module, setting: str = "auto", device: torch.
     where the model's first parameter is); a layer its file marks `full_precision_matrix_mult` keeps dequantising.
     Refuses a recipe the device cannot run (ValueError naming the fix) before any layer changes; returns the
     recipe taken."""
-    from ltx2_core.quant.fp8 import FP8Linear
-
     if device is None:
         device = next(model.parameters()).device
     recipe = resolve(setting, device, caps)
     for module in model.modules():
-        if isinstance(module, FP8Linear) and module.scaled_mm is not False:
+        if hasattr(module, "recipe") and module.weight.dtype == FP8 and module.scaled_mm is not False:  # FP8Linear
             module.recipe = recipe
     return recipe
