@@ -43,6 +43,7 @@ from tqdm import tqdm
 
 from ltx2_core.cli_args import DTYPES, parse_args
 from ltx2_core.compile import compile_blocks
+from ltx2_core.quant.fp8_matmul import resolve as resolve_fp8_matmul
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
@@ -196,6 +197,7 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
     if (args.compile or args.cuda_graphs) and not args.device.startswith("cuda"):
         raise ValueError("--compile and --cuda-graphs are CUDA options (off on the CPU); drop them or use --device "
                          "cuda")
+    resolve_fp8_matmul(args.fp8_matmul, args.device)  # a recipe the device cannot run: refused before loading
     config = files.transformer_config()
     layout(args).check(world_size=launch.ranks(), heads=(config.video.heads, config.audio.heads),
                        devices=torch.cuda.device_count() if args.device.startswith("cuda") else None,
@@ -317,8 +319,8 @@ def run(args: argparse.Namespace) -> None:
     request = build_request(args)
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
                        demo_version(args), args.fp8, args.vae, args.audio_vae,
-                       controls=bool(request.controls), text_projection=args.text_projection
-                       ).resolved(files_mode(request))
+                       controls=bool(request.controls), text_projection=args.text_projection,
+                       fp8_matmul=args.fp8_matmul).resolved(files_mode(request))
     request = check_early(args, request, files)
     plan = memory_plan(args, request, files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1

@@ -9,6 +9,7 @@ import torch
 
 from ltx2_core import cli_values as values
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF
+from ltx2_core.quant.fp8_matmul import CHOICES as FP8_MATMUL_CHOICES
 from ltx2_core.quant.policy import FP8_MODES
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, MODES
@@ -150,6 +151,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fp8", choices=FP8_MODES, default="auto",
                    help="transformer weights: auto keeps an fp8 file in fp8 and a bf16 file in --dtype; quantize: a "
                         "bf16 file's block linears to fp8 at load; dequantize: an fp8 file to --dtype")
+    p.add_argument("--fp8-matmul", choices=FP8_MATMUL_CHOICES, default="auto",
+                   help="how fp8 weights multiply: auto (by the GPU: fp8 tensor cores with a fused quantiser on "
+                        "compute capability 8.9+, else dequantize); tensor / tensor-fused / kitchen (activations "
+                        "scaled per tensor), row / row-fused (per token), dequantize (bf16 matmuls)")
     p.add_argument("--memory", choices=("auto", "resident", "stream"), default="auto",
                    help="auto: on CUDA (or with --memory-budget) plan what stays on the device from its free memory "
                         "and what is held in RAM, streaming the transformer blocks that do not fit; stream: every "

@@ -46,6 +46,7 @@ from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
 from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
 from ltx2_core.memory.weight_layout import file_layers
 from ltx2_core.memory.sizes import SideBytes, diffusion_decode_bytes, ram_bytes, side_bytes, text_and_image_bytes
+from ltx2_core.quant.fp8_matmul import set_fp8_matmul
 from ltx2_core.quant.policy import quantize_blocks, stores_quantised
 from ltx2_core.model.audio_vae import AudioEncoder, VocoderConfig
 from ltx2_core.model.text import PromptEncoder
@@ -82,6 +83,7 @@ class ModelFiles:
     # with a GGUF or separate LTX-2 / 2.3 transformer: the text projection and the connectors the transformer file
     # lacks (ComfyUI's ltx-2*-embeddings_connector*.safetensors, or the official checkpoint)
     text_projection: str | None = None
+    fp8_matmul: str = "auto"  # how fp8 weights multiply: see quant.fp8_matmul.CHOICES
 
     @property
     def label(self) -> str:
@@ -282,8 +284,10 @@ class ModelFiles:
         as stage 1's LoRAs, from `load`'s `Models.ic_loras`), sharded by `parallelize` as in `load`."""
         if self.checkpoint is None:
             return self.load(device, dtype, parallelize).transformer
-        return load_transformer(self.resolved().sources()[Component.TRANSFORMER], loras=self.split_loras()[0],
-                                parallelize=parallelize, device=device, dtype=dtype, fp8=self.fp8)
+        model = load_transformer(self.resolved().sources()[Component.TRANSFORMER], loras=self.split_loras()[0],
+                                 parallelize=parallelize, device=device, dtype=dtype, fp8=self.fp8)
+        set_fp8_matmul(model, self.fp8_matmul, device)
+        return model
 
     def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
              parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None,
@@ -293,6 +297,12 @@ class ModelFiles:
         plan): its streamed blocks are loaded into host memory and streamed to `device`; the text side, the video
         encoder and the upsampler visit `device` only for their stage (`ltx2_core.memory.offload`)."""
         return self._placed(self._load(device, dtype, parallelize, plan), plan, device)
+
+    def _matmul(self, models: Models, device: torch.device | str) -> Models:
+        """The transformer's fp8 linears set to multiply by `fp8_matmul` on `device` (where streamed blocks run)."""
+        if models.transformer is not None:
+            set_fp8_matmul(models.transformer, self.fp8_matmul, device)
+        return models
 
     def load_checkpoint(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
                         plan: MemoryPlan | None = None, *, transformer: bool = True) -> Models:
@@ -377,7 +387,7 @@ class ModelFiles:
                 quantize_blocks(models.transformer)
             if parallelize is not None:
                 parallelize(models.transformer)
-            return models
+            return self._matmul(models, device)
         if os.path.isdir(self.checkpoint):
             return self.resolved()._load(device, dtype, parallelize, plan, whole=whole, transformer=transformer)
         load = dict(device=device, dtype=dtype)
@@ -387,7 +397,7 @@ class ModelFiles:
         # the IC-LoRAs go around stage 1 (`Models.ic_loras`): by this process's sampler, or sent to the workers when
         # the transformer is theirs (`transformer` False); a tensor-parallel rank of a torchrun launch fuses them
         fused, ic_loras = self.split_loras() if parallelize is None else (self.loras, ())
-        return Models(
+        return self._matmul(Models(
             transformer=load_transformer(sources[Component.TRANSFORMER], loras=fused, parallelize=parallelize,
                                          fp8=self.fp8, device="cpu" if streamed else device, dtype=dtype)
             if transformer else None,
@@ -401,7 +411,7 @@ class ModelFiles:
             video_encoder=load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
             audio_encoder=_audio_encoder(sources, load),
             ic_loras=tuple((load_lora(path), strength) for path, strength in ic_loras),
-        )
+        ), device)
 
     def split_loras(self) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:
         """(the LoRAs fused at load, the IC-LoRAs): an IC-LoRA, a file whose metadata states a

@@ -11,6 +11,7 @@ from ltx2_core import load_lora, load_prompt_encoder, load_upsampler
 from ltx2_core.hosts import LocalHost, WorkerHost
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, offload
 from ltx2_core.model_files import ModelFiles
+from ltx2_core.quant.fp8_matmul import CHOICES as FP8_MATMUL_CHOICES, resolve as resolve_fp8_matmul
 from ltx2_core.quant.policy import FP8_MODES
 from ltx2_core.runtime import Controller
 
@@ -80,6 +81,10 @@ class LTX2CheckpointLoader:
                        "block streamed (the least device memory)"}),
             "parallel": (PARALLEL, {"tooltip": "from LTX2 Parallel Config: the transformer spread over several "
                                     "devices, one worker process each (the VAEs stay on `device`)"}),
+            "fp8_matmul": (list(FP8_MATMUL_CHOICES), {"default": "auto", "tooltip": "how fp8 weights multiply: "
+                           "auto (fp8 tensor cores with a fused quantiser on RTX 40/50, H100 and newer, else "
+                           "dequantize); tensor / tensor-fused / kitchen scale the activations per tensor, row / "
+                           "row-fused per token; dequantize: bf16 matmuls"}),
         }, "hidden": {"unique_id": "UNIQUE_ID"}}
 
     @classmethod
@@ -94,8 +99,9 @@ class LTX2CheckpointLoader:
         return _RELEASED
 
     def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default", fp8: str = "auto",
-             memory: str = "auto", parallel: Parallel | None = None, unique_id: str | None = None):
-        files = ModelFiles(checkpoint=bridge.model_path("checkpoints", ckpt_name), fp8=fp8)
+             memory: str = "auto", parallel: Parallel | None = None, unique_id: str | None = None,
+             fp8_matmul: str = "auto"):
+        files = ModelFiles(checkpoint=bridge.model_path("checkpoints", ckpt_name), fp8=fp8, fp8_matmul=fp8_matmul)
         return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, {"checkpoint": "ckpt_name"}),)
 
 
@@ -123,7 +129,9 @@ class LTX2ModelLoader(LTX2CheckpointLoader):
                       "2.3 with a GGUF transformer: the text projection and connectors, e.g. ComfyUI's ltx-2*-"
                       "embeddings_connector*.safetensors from models/text_encoders (LTX-2.5: only when the GGUF "
                       "lacks the connectors)"})}
-        return {**inputs, "required": files | required, "optional": inputs["optional"] | projection}
+        optional = dict(inputs["optional"])
+        matmul = {"fp8_matmul": optional.pop("fp8_matmul")}  # after text_projection: saved workflows keep their order
+        return {**inputs, "required": files | required, "optional": optional | projection | matmul}
 
     @classmethod
     def VALIDATE_INPUTS(cls, transformer: str | None = None):
@@ -134,11 +142,11 @@ class LTX2ModelLoader(LTX2CheckpointLoader):
 
     def load(self, transformer: str, video_vae: str, audio_vae: str, weight_dtype: str = "auto",
              device: str = "default", fp8: str = "auto", memory: str = "auto", parallel: Parallel | None = None,
-             unique_id: str | None = None, text_projection: str = NONE):
+             unique_id: str | None = None, text_projection: str = NONE, fp8_matmul: str = "auto"):
         files = ModelFiles(checkpoint=bridge.model_path("diffusion_models", transformer),
                            vae=bridge.model_path("vae", video_vae), audio_vae=bridge.model_path("vae", audio_vae),
                            fp8=fp8, text_projection=None if text_projection in (NONE, None) else
-                           bridge.model_path("text_encoders", text_projection))
+                           bridge.model_path("text_encoders", text_projection), fp8_matmul=fp8_matmul)
         labels = {"checkpoint": "transformer", "vae": "video_vae", "audio_vae": "audio_vae",
                   "text_projection": "text_projection"}
         return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, labels),)
@@ -152,6 +160,7 @@ def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, 
     here."""
     target, dtype = _device(device), DTYPES[weight_dtype]
     files.check_model(labels)
+    resolve_fp8_matmul(files.fp8_matmul, target)  # a recipe the device cannot run: refused before any weight moves
     previous = _LOADED.pop(unique_id, None)
     if previous is not None:  # this node loads another model: the old one goes first, never two at once
         previous.release()

@@ -1,8 +1,8 @@
 """fp8 weights: `float8_e4m3fn` storage with a per-tensor fp32 dequantisation scale, w ≈ q · weight_scale, the
 layout of the official LTX-2 fp8 checkpoints and of ComfyUI's fp8_scaled files; `FP8_FORMAT` is its `WeightFormat`.
 
-`FP8Linear` keeps its weight in fp8 (half the bytes of bf16). Its forward multiplies on fp8 tensor cores
-(`torch._scaled_mm`: the input quantised per tensor with the file's `input_scale`, or with amax/448 computed on the
+`FP8Linear` keeps its weight in fp8 (half the bytes of bf16). Its forward multiplies by an fp8 matmul recipe
+(`quant.fp8_matmul`: on fp8 tensor cores with `torch._scaled_mm`, the input quantised per tensor or per row on the
 device, never read on the host) where the device has them (CUDA compute capability ≥ 8.9) and both matrix sides are
 multiples of 16; elsewhere (CPU, Ampere, odd shapes) it dequantises the weight for that one call (through comfy-kitchen,
 ComfyUI's kernel library, where installed: `quant.kitchen`). A LoRA is fused by
@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.loader.safetensors_file import SafetensorsFile
-from ltx2_core.quant import kitchen
+from ltx2_core.quant import fp8_matmul, kitchen
 
 FP8 = torch.float8_e4m3fn
 FP8_MAX = torch.finfo(FP8).max  # 448
@@ -44,14 +44,15 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torc
 
 
 @functools.lru_cache(maxsize=None)
-def _has_fp8_tensor_cores(device: torch.device) -> bool:
-    return device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 9)
+def _auto_recipe(device: torch.device) -> str:
+    return fp8_matmul.auto_recipe(fp8_matmul.device_caps(device))
 
 
 class FP8Linear(nn.Linear):
     """An `nn.Linear` whose weight is fp8 with a 0-d fp32 `weight_scale` (and, from the official files, a 0-d
-    `input_scale`); the bias keeps the compute dtype. `scaled_mm`: None picks fp8 tensor cores by device, True/False
-    forces the choice (True also runs on the CPU, where PyTorch has a reference kernel)."""
+    `input_scale`); the bias keeps the compute dtype. `recipe` (a `quant.fp8_matmul.RECIPES` name, set by
+    `set_fp8_matmul`) says how it multiplies; without one, `scaled_mm` decides: None the device's "auto" recipe,
+    True the per-tensor "tensor" recipe (also on the CPU, where PyTorch has a reference kernel), False dequantise."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *, input_scale: bool = False,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
@@ -64,6 +65,7 @@ class FP8Linear(nn.Linear):
         self.register_buffer("weight_scale", torch.ones((), device=device))
         self.register_buffer("input_scale", torch.ones((), device=device) if input_scale else None)
         self.scaled_mm: bool | None = None
+        self.recipe: str | None = None
 
     @classmethod
     def like(cls, linear: nn.Linear, input_scale: bool = False) -> FP8Linear:
@@ -88,24 +90,12 @@ class FP8Linear(nn.Linear):
         return dequantize(self.weight, self.weight_scale, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        use = self.scaled_mm if self.scaled_mm is not None else _has_fp8_tensor_cores(x.device)
-        if use and self.in_features % 16 == 0 and self.out_features % 16 == 0:
-            return self._fp8_matmul(x)
+        recipe = self.recipe or ("tensor" if self.scaled_mm else "dequantize" if self.scaled_mm is False else
+                                 _auto_recipe(x.device))
+        if fp8_matmul.multiplies(recipe, self.in_features, self.out_features):
+            return fp8_matmul.linear(x, self.weight, self.weight_scale, self.bias, recipe, self.input_scale)
         bias = None if self.bias is None else self.bias.to(x.dtype)
         return F.linear(x, self.dequantized(x.dtype), bias)
-
-    def _fp8_matmul(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features)
-        if self.input_scale is not None:
-            scale = self.input_scale.float()
-        else:  # per tensor, on the device: no host read
-            scale = (rows.abs().amax().float() / FP8_MAX).clamp(min=_TINY)
-        # quantised in the input's dtype (bf16 has more precision than fp8): no fp32 copy of the activations
-        q = (rows / scale.to(rows.dtype)).clamp(-FP8_MAX, FP8_MAX).to(FP8)
-        bias = None if self.bias is None else self.bias.to(x.dtype)
-        out = torch._scaled_mm(q, self.weight.t(), scale_a=scale, scale_b=self.weight_scale.float(), bias=bias,
-                               out_dtype=x.dtype)
-        return out.reshape(*x.shape[:-1], self.out_features)
 
 
 class Fp8Format:

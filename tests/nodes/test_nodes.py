@@ -93,6 +93,12 @@ def test_loading_another_checkpoint_releases_the_previous_model(files, tiny_chec
         node("LTX2Sampler", first, conditioning, latent, 0, 2, "ltx2")
 
 
+def test_the_loaders_fp8_matmul_input_sets_how_fp8_weights_multiply(files):
+    (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", fp8="quantize", fp8_matmul="row",
+                    unique_id="fp8-matmul-test")
+    assert {m.recipe for top in model.modules() for m in top.modules() if hasattr(m, "recipe")} == {"row"}
+
+
 def test_a_streaming_loader_samples_what_the_resident_one_does(loaded, files):
     """memory=stream: every block in host memory, copied to the device slot by slot; the same latents."""
     here, _, conditioning, guidance = loaded

@@ -36,7 +36,7 @@ def report(tmp_path_factory):
 
 
 def test_every_section_reports(report):
-    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory", "kernels"]
+    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory", "kernels", "fp8"]
     assert all(report["sections"][name] for name in report["sections"])
 
 
@@ -45,6 +45,18 @@ def test_the_memory_section_runs_each_weight_mode_resident_and_streamed(report):
     modes = {(version, weights) for version in ("2.0", "2.3") for weights in ("bf16", "fp8")}
     assert {(row["version"], row["weights"]) for row in rows} == modes
     assert {row["resident"] for row in rows} == {"3/3", "0/3"} and all(row["ms"] > 0 for row in rows)
+
+
+def test_the_fp8_section_runs_every_recipe_the_cpu_runs_against_bf16(report):
+    """On the CPU every fp8 recipe runs (PyTorch's reference `_scaled_mm`); fp8 rounding stays within a few percent of
+    the bf16 (here fp32) output, and each recipe's quantiser and GEMM are timed apart."""
+    rows = report["sections"]["fp8"]
+    forward = [row for row in rows if row["part"] == "forward"]
+    assert [row["recipe"] for row in forward][:3] == ["bf16", "dequantize", "tensor"]
+    assert all("error" not in row and row["ms"] > 0 for row in rows if row["part"] == "forward"), forward
+    assert all(0 < row["rel_err"] < 0.05 for row in forward[1:]), forward
+    linear = [row for row in rows if row["part"] == "linear"]
+    assert linear and all("error" not in row and row["quantise_ms"] > 0 and row["gemm_ms"] > 0 for row in linear)
 
 
 def test_the_kernels_section_compares_ours_and_comfy_kitchen(report):
