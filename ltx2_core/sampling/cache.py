@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import sys
 from collections.abc import Callable
 
 import torch
@@ -53,13 +54,14 @@ def percent_to_sigma(percent: float, shift: float = LTX2_SHIFT) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class CacheRecord:
-    """What a cached stage did: `skipped` step indices (0-based) of `steps`, and the transformer forwards and
-    guidance passes they saved."""
+    """What a cached stage did: `skipped` step indices (0-based) of `steps`, the transformer forwards and guidance
+    passes they saved, and the values read on the host to decide (one per decided step; 0 for `skip_steps`)."""
 
     steps: int
     skipped: tuple[int, ...]
     forwards_saved: int
     passes_saved: int
+    host_reads: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +131,7 @@ class CachedPasses:
         self.passes = inner.passes
         self.decider = decider_pass(self.passes)
         self.windows = step_windows(sigmas.detach().cpu(), *settings.window())
-        self.step, self.skipped = 0, []
+        self.step, self.skipped, self.reads = 0, [], 0
         self.diffs: tuple[torch.Tensor, torch.Tensor] | None = None
         self.x_prev = self.out_prev = self.norm_prev = self.rate = None
         self.cumulative = 0.0
@@ -159,6 +161,7 @@ class CachedPasses:
                 input_change = (self._subsample(video.latent) - self.x_prev).flatten().abs().mean()
             if self.norm_prev is not None and self.rate is not None:
                 self.cumulative = self.cumulative + self.rate * input_change / self.norm_prev
+                self.reads += 1
                 if self.diffs is not None and bool(self.cumulative < self.settings.reuse_threshold):  # host read
                     velocities = self._skip(index, video, audio)
                 else:
@@ -183,7 +186,8 @@ class CachedPasses:
     def record(self) -> CacheRecord:
         forwards = getattr(self.inner, "forwards", 1)
         skipped = tuple(self.skipped)
-        return CacheRecord(len(self.windows), skipped, len(skipped) * forwards, len(skipped) * len(self.passes))
+        return CacheRecord(len(self.windows), skipped, len(skipped) * forwards, len(skipped) * len(self.passes),
+                           self.reads)
 
     def finish(self, name: str = "denoise") -> CacheRecord:
         """Logs the record as ComfyUI logs its own ("skipped N/M steps") and hands it to `settings.report`."""
@@ -198,6 +202,12 @@ class CachedPasses:
         return record
 
 
+def print_record(record: CacheRecord) -> None:
+    """A `CacheSettings.report` for the command line: the record on stderr."""
+    print(f"step cache: skipped {len(record.skipped)}/{record.steps} steps {list(record.skipped)}, transformer "
+          f"forwards saved {record.forwards_saved}", file=sys.stderr)
+
+
 def cached_runner(runner, settings: CacheSettings | None, sigmas: torch.Tensor,
                   grid: tuple[int, int, int] | None):
     """`runner` wrapped in the step cache, or as it is without settings."""
@@ -209,4 +219,4 @@ def cached_runner(runner, settings: CacheSettings | None, sigmas: torch.Tensor,
 
 
 __all__ = ["KINDS", "LTX2_SHIFT", "CacheRecord", "CacheSettings", "CachedPasses", "cached_runner", "decider_pass",
-           "percent_to_sigma", "step_windows"]
+           "percent_to_sigma", "print_record", "step_windows"]

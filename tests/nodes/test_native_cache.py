@@ -77,3 +77,30 @@ def test_lazycache_is_refused_naming_easycache():
         with pytest.raises(ValueError, match="LazyCache.*EasyCache"):
             LTX2SamplerCustomAdvanced().sample(Noise_RandomNoise(1), guider, ksampler(sample_euler), SIGMAS,
                                                dict(to_comfy(empty_latent(64, 64, 9, 24.0))))
+
+
+def test_our_sampler_node_takes_the_step_cache_node(loaded, caplog):
+    """LTX-2 Step Cache -> LTX-2 Sampler's optional `cache` (the last input, so saved workflows keep their links):
+    the stage is cached (our log line) and stays near the uncached one; with cuda_graphs it is refused."""
+    from support.node_calls import node
+
+    from nodes import LTX2Sampler
+
+    model, _, conditioning, guidance = loaded
+    (cache,) = node("LTX2StepCache", 1.0, 0.15, 0.95)
+    assert cache == CacheSettings(reuse_threshold=1.0)
+    assert list(LTX2Sampler.INPUT_TYPES()["optional"])[-1] == "cache"
+    (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
+    (plain,) = node("LTX2Sampler", model, conditioning, latent, 4, 12, "ltx2", guidance=guidance)
+    with caplog.at_level(logging.INFO, logger="ltx2_core.sampling.cache"):
+        (cached,) = node("LTX2Sampler", model, conditioning, latent, 4, 12, "ltx2", guidance=guidance, cache=cache)
+    (line,) = [r.getMessage() for r in caplog.records if "EasyCache" in r.getMessage()]
+    skipped = int(line.split("skipped ")[1].split("/")[0])
+    assert 0 < skipped < 8, line
+    a, b = split(cached), split(plain)
+    for ours, full in zip(a, b):
+        error = ((ours - full).norm() / full.norm()).item()
+        assert 1e-5 < error < 0.5, error  # changed by the skipped steps, not far off (tiny random model)
+    with pytest.raises(ValueError, match="cuda_graphs"):
+        node("LTX2Sampler", model, conditioning, latent, 4, 12, "ltx2", guidance=guidance, cuda_graphs=True,
+             cache=cache)

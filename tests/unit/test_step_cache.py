@@ -208,7 +208,7 @@ def test_the_tiny_model_skips_steps_and_saves_their_forwards(model):
     assert record.forwards_saved == len(record.skipped) and record.passes_saved == 4 * len(record.skipped)
     inside = sum(w == INSIDE for w in cache.windows)
     # host reads: one per decided step (every step of the window but its first two), none elsewhere
-    assert census.syncs() == {"aten._local_scalar_dense": inside - 2}
+    assert census.syncs() == {"aten._local_scalar_dense": inside - 2} and record.host_reads == inside - 2
     assert census.transfers() == 0
     # the cached run stays near the full one (the tiny random model moves a lot: 9 % measured at threshold 1)
     for full, cached in ((video.latent, cached_video.latent), (audio.latent, cached_audio.latent)):
@@ -231,6 +231,7 @@ def test_the_schedule_decided_replay_reads_nothing_and_gives_the_same_run(model)
     (replay_video, replay_audio), replay, forwards, census = _run(model, replay_settings, SIGMAS)
     assert replay.record().skipped == skipped and len(forwards) == 20 - len(skipped)
     assert census.syncs() == {} and census.transfers() == 0  # 0 host reads per step
+    assert replay.record().host_reads == 0
     torch.testing.assert_close(replay_video.latent, video.latent, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(replay_audio.latent, audio.latent, rtol=1e-6, atol=1e-6)
 
