@@ -14,7 +14,8 @@ whose diffusion model takes the noisy latent itself and returns the velocity) ad
   (B, C, F, H, W): here the tokens (F·H·W, C) seen as (F, H, W, C)); the relative transformation rate k is the
   output change over the input change of the last two computed steps; k · input change / mean |output| accumulates
   while steps are skipped, and a step is skipped while the sum stays under `reuse_threshold` (reset to 0 when a
-  step runs). The mean |output| is taken over every pass of the step, as ComfyUI takes it over its batched conds.
+  step runs). The mean |output| is taken over every pass of the step, as ComfyUI takes it over the conds of its
+  forward (all of them where they fit in one, its default; split by memory, its first forward's alone).
 * the audio diffs are applied whenever the video decides to skip.
 
 Host reads: deciding by threshold reads ONE value per step (the comparison with the threshold), from the third
