@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ltx2_core.sampling.cache import CacheSettings
 
+from .validation import limits_problem
+
 CATEGORY = "LTX-2/sampling"
 STEP_CACHE = "LTX2_STEP_CACHE"  # a ltx2_core CacheSettings
 
@@ -28,6 +30,13 @@ class LTX2StepCache:
             "end_percent": ("FLOAT", {"default": defaults.end_percent, "min": 0.0, "max": 1.0, "step": 0.01,
                                       "tooltip": "no step is skipped after this fraction of the sampling"}),
         }}
+
+    @classmethod
+    def VALIDATE_INPUTS(cls, reuse_threshold: float | None = None, start_percent: float | None = None,
+                        end_percent: float | None = None):
+        """The limits the UI shows, NaN too (ComfyUI's own range check lets NaN pass)."""
+        values = dict(reuse_threshold=reuse_threshold, start_percent=start_percent, end_percent=end_percent)
+        return limits_problem(cls, values) or True
 
     def make(self, reuse_threshold: float, start_percent: float, end_percent: float):
         return (CacheSettings(reuse_threshold=reuse_threshold, start_percent=start_percent, end_percent=end_percent),)
