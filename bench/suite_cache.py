@@ -2,9 +2,11 @@
 every step run, over a whole stage at the release's steps and guidance (four passes batched), at 768×512×121 and
 384×256×121 on a GPU (the tiny structure at 96×64×9 under --quick), for each structure of --versions.
 
-Per size three sides, each one timed run of the whole stage after a two-step warm-up: `full` (no cache),
+Per size up to three sides, each one timed run of the whole stage after a two-step warm-up: `full` (no cache),
 `easycache` (EasyCache's default threshold 0.2; --quick: 1.0 so the tiny model skips), and `replay` (the
-schedule-decided variant given easycache's skipped steps: the same result, no host read). Each row: the steps
+schedule-decided variant given easycache's skipped steps: the same result, no host read; on a GPU at 384×256×121
+only, the host-bound size where a read per step could show). On a GPU one structure (2.3 where --versions has it):
+about 2.5 minutes, estimated from the `step` section's 1.6 s per guided step at 768×512×121. Each row: the steps
 skipped, the transformer forwards run and saved, the host reads, the stage's ms and ms per step, the speed-up over
 `full`, and the final video and audio latents' relative L2 difference from `full`'s.
 The weights are random (`suite_models.random_transformer`): how many steps a trained model skips is not measured
@@ -35,17 +37,25 @@ QUICK_SIZES = ((9, 64, 96),)
 def cache_rows(s) -> list[Row]:
     """Three rows (full, easycache, replay) per structure and size; `s` is the suite's Settings."""
     rows = []
-    for version in s.versions:
+    for version in _versions(s):
         config = suite_config(version, s.full_layers, s.quick)
         model = random_transformer(config, s.device, s.dtype)
         for size in QUICK_SIZES if s.quick else SIZES:
-            rows += _rows(s, model, size)
+            rows += _rows(s, model, size, replay=s.quick or size == SIZES[-1])
         del model
         _free(s.device)
     return rows
 
 
-def _rows(s, model, size: tuple[int, int, int]) -> list[Row]:
+def _versions(s) -> tuple[str, ...]:
+    """Every structure under --quick; on a GPU one (2.3 where asked, else the first): a stage at the release's steps
+    is minutes, and what a skipped step saves is the same kind of figure for each structure."""
+    if s.quick:
+        return s.versions
+    return ("2.3",) if "2.3" in s.versions else s.versions[:1]
+
+
+def _rows(s, model, size: tuple[int, int, int], replay: bool) -> list[Row]:
     config = model.config
     steps = 8 if s.quick else default_steps(config.version)
     c = clip(config, size, s.text_tokens, s.device, s.dtype)
@@ -60,7 +70,8 @@ def _rows(s, model, size: tuple[int, int, int]) -> list[Row]:
     rows = [base | {"side": "full", "threshold": None, "skipped": 0, "forwards": steps, "forwards_saved": 0,
                     "host_reads": 0, "ms": full_ms, "ms_per_step": full_ms / steps, "speedup": 1.0}]
     skipped: tuple[int, ...] = ()
-    for side, settings in (("easycache", CacheSettings(reuse_threshold=threshold)), ("replay", None)):
+    sides = (("easycache", CacheSettings(reuse_threshold=threshold)), ("replay", None))[: 2 if replay else 1]
+    for side, settings in sides:
         settings = settings or CacheSettings(skip_steps=skipped)
         runner = CachedPasses(step.setup.runner, settings, cpu_sigmas, grid)
         setup = step.setup._replace(runner=runner)
