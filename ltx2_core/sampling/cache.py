@@ -191,12 +191,13 @@ class CachedPasses:
                            self.reads)
 
     def finish(self, name: str = "denoise") -> CacheRecord:
-        """Logs the record as ComfyUI logs its own ("skipped N/M steps") and hands it to `settings.report`."""
+        """Logs the record in ComfyUI's own words ("EasyCache - skipped N/M steps", then ours in brackets) and hands it
+        to `settings.report`."""
         record = self.record()
         done = record.steps - len(record.skipped)
         speedup = record.steps / done if done else 1.0
-        log.info("EasyCache (LTX-2 sampler, %s) - skipped %d/%d steps (%.2fx speedup), steps %s, transformer "
-                 "forwards saved %d", name, len(record.skipped), record.steps, speedup, list(record.skipped),
+        log.info("EasyCache - skipped %d/%d steps (%.2fx speedup) [LTX-2 sampler, %s: steps %s, transformer forwards "
+                 "saved %d]", len(record.skipped), record.steps, speedup, name, list(record.skipped),
                  record.forwards_saved)
         if self.settings.report is not None:
             self.settings.report(record)

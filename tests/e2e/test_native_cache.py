@@ -78,8 +78,8 @@ def test_our_swap_node_skips_the_steps_comfyuis_easycache_skips(comfyui, tmp_pat
     output = comfyui.base / "output"
     computed = {float(line) for line in (output / "easycache_forwards.txt").read_text().split()}
     native = [i for i, sigma in enumerate(SIGMAS[:-1]) if float(torch.tensor(sigma)) not in computed]
-    (native_count,) = re.findall(r"EasyCache - skipped (\d+)/(\d+) steps", text)
-    (ours_line,) = re.findall(r"EasyCache \(LTX-2 sampler, denoise\) - skipped (\d+)/(\d+) steps .*steps (\[.*?\])",
+    (native_count,) = re.findall(r"EasyCache - skipped (\d+)/(\d+) steps \(\S+ speedup\)\.", text)
+    (ours_line,) = re.findall(r"EasyCache - skipped (\d+)/(\d+) steps .*\[LTX-2 sampler, denoise: steps (\[.*?\])",
                               text)
     ours = json.loads(ours_line[2])
     detail = f"native {native}, ours {ours}\n{text[-4000:]}"
