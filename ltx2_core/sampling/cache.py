@@ -70,7 +70,9 @@ class CacheSettings:
     """EasyCache's settings (the defaults are ComfyUI's EasyCache node's). `start_sigma` / `end_sigma`: the window's
     σ bounds given directly (the swap node: its MODEL's `percent_to_sigma`); None: from the percents by LTX-2's
     model sampling. `skip_steps`: the schedule-decided variant, these step indices are skipped (where a diff
-    exists) and nothing is read on the host. `report` gets the stage's `CacheRecord` when it ends."""
+    exists) and nothing is read on the host. `verbose`: each decision is logged with its cumulative change rate, as
+    EasyCache's verbose option logs it (one more host read per decided step). `report` gets the stage's
+    `CacheRecord` when it ends."""
 
     reuse_threshold: float = 0.2
     start_percent: float = 0.15
@@ -79,6 +81,7 @@ class CacheSettings:
     start_sigma: float | None = None
     end_sigma: float | None = None
     skip_steps: tuple[int, ...] | None = None
+    verbose: bool = False
     report: Callable[[CacheRecord], None] | None = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -163,7 +166,12 @@ class CachedPasses:
             if self.norm_prev is not None and self.rate is not None:
                 self.cumulative = self.cumulative + self.rate * input_change / self.norm_prev
                 self.reads += 1
-                if self.diffs is not None and bool(self.cumulative < self.settings.reuse_threshold):  # host read
+                skip = self.diffs is not None and bool(self.cumulative < self.settings.reuse_threshold)  # host read
+                if self.settings.verbose:
+                    log.info("EasyCache [verbose, LTX-2 sampler] - %s step %d; cumulative_change_rate: %r, "
+                             "reuse_threshold: %r", "skipping" if skip else "NOT skipping", index,
+                             float(self.cumulative), self.settings.reuse_threshold)
+                if skip:
                     velocities = self._skip(index, video, audio)
                 else:
                     self.cumulative = 0.0

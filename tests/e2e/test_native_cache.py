@@ -83,6 +83,15 @@ def test_our_swap_node_skips_the_steps_comfyuis_easycache_skips(comfyui, tmp_pat
                               text)
     ours = json.loads(ours_line[2])
     detail = f"native {native}, ours {ours}\n{text[-4000:]}"
+    # every decision and the cumulative change rate it compared (EasyCache's verbose lines; ours name the step)
+    number = r"([-+.\deE]+)"
+    native_rates = re.findall(rf"EasyCache \[verbose\] - (skipping|NOT skipping) step; cumulative_change_rate: "
+                              rf"{number},", text)
+    ours_rates = re.findall(rf"EasyCache \[verbose, LTX-2 sampler\] - (skipping|NOT skipping) step \d+; "
+                            rf"cumulative_change_rate: {number},", text)
+    assert [d for d, _ in ours_rates] == [d for d, _ in native_rates] and len(native_rates) >= 6, detail
+    for (_, a), (_, b) in zip(ours_rates, native_rates):
+        assert abs(float(a) - float(b)) <= 5e-3 * abs(float(b)), (a, b, detail)  # <= 2.5e-4 relative measured
     assert native_count == (str(len(native)), str(len(SIGMAS) - 1)), detail
     assert 0 < len(native) < 8, detail  # some steps skipped and some run: the comparison can fail
     assert ours == native, detail
