@@ -50,7 +50,8 @@ def native_cache(options: dict, patcher: object) -> CacheSettings | None:
     start, end = float(holder.start_percent), float(holder.end_percent)
     return CacheSettings(reuse_threshold=float(holder.reuse_threshold), start_percent=start, end_percent=end,
                          subsample=int(holder.subsample_factor), start_sigma=float(sampling.percent_to_sigma(start)),
-                         end_sigma=float(sampling.percent_to_sigma(end)), verbose=bool(getattr(holder, "verbose", False)))
+                         end_sigma=float(sampling.percent_to_sigma(end)),
+                         verbose=bool(getattr(holder, "verbose", False)))
 
 
 def _native_conds(converted: list[dict] | None) -> list | None:

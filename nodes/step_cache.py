@@ -35,7 +35,7 @@ class LTX2StepCache:
     def VALIDATE_INPUTS(cls, reuse_threshold: float | None = None, start_percent: float | None = None,
                         end_percent: float | None = None):
         """The limits the UI shows, NaN too (ComfyUI's own range check lets NaN pass)."""
-        values = dict(reuse_threshold=reuse_threshold, start_percent=start_percent, end_percent=end_percent)
+        values = {"reuse_threshold": reuse_threshold, "start_percent": start_percent, "end_percent": end_percent}
         return limits_problem(cls, values) or True
 
     def make(self, reuse_threshold: float, start_percent: float, end_percent: float):

@@ -96,7 +96,7 @@ class CacheSettings:
         if isinstance(self.subsample, bool) or not isinstance(self.subsample, int) or self.subsample < 1:
             raise ValueError(f"cache subsample must be an integer ≥ 1 (ComfyUI's 8), got {self.subsample!r}")
         if self.skip_steps is not None:
-            object.__setattr__(self, "skip_steps", tuple(sorted(set(int(i) for i in self.skip_steps))))
+            object.__setattr__(self, "skip_steps", tuple(sorted({int(i) for i in self.skip_steps})))
 
     def window(self) -> tuple[float, float]:
         """(σ at the start, σ at the end) of the window."""

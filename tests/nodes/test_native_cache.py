@@ -20,8 +20,16 @@ from ltx2_core.stages import empty_latent
 from nodes.interop import split, to_comfy
 from nodes.native_sampler import LTX2SamplerCustomAdvanced
 
-from .test_native_sampler import CFGGuider, Noise_RandomNoise, cond, ksampler, native_model, patcher, prompts, \
-    sample_euler
+from .test_native_sampler import (
+    CFGGuider,
+    Noise_RandomNoise,
+    cond,
+    ksampler,
+    native_model,
+    patcher,
+    prompts,
+    sample_euler,
+)
 
 SIGMAS = ltx2_sigmas(12)
 

@@ -65,8 +65,8 @@ def test_the_decider_is_comfyuis_first_uuid():
 
 
 class _Field:
-    """A fake transformer: velocity = tanh(x·M_p)·g_p(σ) per pass p, along the channels, in either layout; g_0 = 1 + σ,
-    g_1 = 1 + 6σ²: the passes change at different rates, so which one decides shows in the decisions."""
+    """A fake transformer: velocity = tanh(x·M_p)·g_p(σ) per pass p, along the channels, in either layout;
+    g_0 = 1 + σ, g_1 = 1 + 6σ²: the passes change at different rates, so which one decides shows in the decisions."""
 
     def __init__(self, passes: int, channels: int = 16) -> None:
         g = torch.Generator().manual_seed(3)
