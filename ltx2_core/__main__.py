@@ -61,6 +61,7 @@ from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
 from ltx2_core.pipeline import Distribution, Generation, check_stg_blocks, generate, guidance_for, request_job
 from ltx2_core.request import ONE_GPU, Request
+from ltx2_core.sampling.cache import CacheSettings, print_record
 from ltx2_core.sampling.guidance import active_passes
 from ltx2_core.sampling import GuidanceParams
 from ltx2_core.stages import AUDIO_SUFFIXES
@@ -77,8 +78,25 @@ def control_conditions(args: argparse.Namespace) -> tuple[ControlCondition, ...]
                          "ltx-2-19b-ic-lora-depth-control.safetensors), or drop --control")
     factor = reference_downscale_factor([path for path, _ in args.lora])
     return tuple(control._replace(downscale=factor) for control in args.control)
+def cache_settings(args: argparse.Namespace) -> CacheSettings | None:
+    """--cache and its settings (ComfyUI's EasyCache defaults where not given); ValueError naming the fix."""
+    given = {"threshold": args.cache_threshold, "start": args.cache_start, "end": args.cache_end}
+    if args.cache == "none":
+        if named := [f"--cache-{k}" for k, v in given.items() if v is not None]:
+            raise ValueError(f"{', '.join(named)} set step caching up: add --cache easycache, or drop them")
+        return None
+    if args.cuda_graphs or args.cfg_parallel > 1 or args.audio_only:
+        raise ValueError("--cache easycache decides between steps on the host, per pass, on the video: drop it, or "
+                         "drop --cuda-graphs / --cfg-parallel / --audio-only")
+    defaults = CacheSettings()
+    return CacheSettings(reuse_threshold=defaults.reuse_threshold if given["threshold"] is None else given["threshold"],
+                         start_percent=defaults.start_percent if given["start"] is None else given["start"],
+                         end_percent=defaults.end_percent if given["end"] is None else given["end"],
+                         report=print_record)
+
+
 def build_request(args: argparse.Namespace) -> Request:
-    request = _one_request(args)
+    request = replace(_one_request(args), cache=cache_settings(args))
     if args.duration is None:
         if args.window is not None or args.overlap is not None or args.window_prompt:
             raise ValueError("--window, --overlap and --window-prompt cut a long clip: give its length with "

@@ -165,6 +165,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
     p.add_argument("--passes-per-forward", type=values.positive_int,
                    help="guidance passes per transformer forward (default: all 4 in one; 1 or 2 need less memory)")
+    c = p.add_argument_group("step caching: reuse the transformer's output change on steps where the input barely "
+                             "moved (ComfyUI's EasyCache decisions, per guidance pass, video and sound)")
+    c.add_argument("--cache", choices=("none", "easycache"), default="none",
+                   help="none (default): every step runs the transformer; easycache: skip steps as ComfyUI's EasyCache "
+                        "node decides (every stage; one host read per step; not with --cuda-graphs, --cfg-parallel "
+                        "or --audio-only)")
+    c.add_argument("--cache-threshold", type=values.non_negative,
+                   help="EasyCache's reuse_threshold (default 0.2): higher skips more steps, with more error")
+    c.add_argument("--cache-start", type=values.fraction,
+                   help="fraction of the sampling before which no step is skipped (default 0.15)")
+    c.add_argument("--cache-end", type=values.fraction,
+                   help="fraction of the sampling after which no step is skipped (default 0.95)")
     d = p.add_argument_group("several GPUs: run under `torchrun --nproc-per-node N` with cfg-parallel·sp·tp = N")
     d.add_argument("--cfg-parallel", type=values.positive_int, default=1,
                    help="guidance passes spread over this many ranks (CFG-parallel; --cfg is the guidance scale)")

@@ -26,6 +26,27 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def fraction(text: str) -> float:
+    """A number in [0, 1] (a fraction of the sampling)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a number ≥ 0, got {text!r}")
+    return value
+
+
 _LORA_FIELDS = (("STRENGTH", float, "a number (1: as trained, 0: off)"),)
 
 

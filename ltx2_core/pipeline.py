@@ -366,7 +366,7 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
     parts = StageParts("distilled" if request.mode == "distilled" else "ltx2", request.steps,
                        video_guidance=None if request.audio_only else video_guidance, audio_guidance=audio_guidance,
                        conditions=conditions, loras=models.ic_loras, seed=request.seed,
-                       name="stage 1" if scale == 2 else "denoise")
+                       name="stage 1" if scale == 2 else "denoise", cache=request.cache)
     first = build_stage(sampler.config.version, parts, positive, negative)
     latent = sampler(positive, first.negative, latent, first.stage, generator,
                      progress=_stage(progress, first.stage.name))
@@ -378,7 +378,7 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
         conditions = [*encode_conditions(request.images, models.video_encoder, request.height, request.width, crf),
                       *kept, *(held[1] if len(held) > 1 else ())]
         parts = StageParts("stage-2 refine", loras=loras, conditions=conditions, seed=request.seed,
-                           after_guided=guided(first.stage), name="stage 2")
+                           after_guided=guided(first.stage), name="stage 2", cache=request.cache)
         second = build_stage(sampler.config.version, parts, positive, None)
         latent = sampler(positive, None, latent, second.stage, generator, progress=_stage(progress, "stage 2"))
         if stage_latents is not None:

@@ -22,6 +22,7 @@ from ltx2_core.conditioning.retake import Retake
 from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
 from ltx2_core.sampling import DISTILLED_SIGMAS, GuidanceParams
+from ltx2_core.sampling.cache import CacheSettings
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
 from ltx2_core.windows import Windows
 
@@ -186,6 +187,8 @@ class Request:
     # a clip longer than one window, sampled as overlapping windows (`ltx2_core.long_video.generate_long`): `frames`
     # is then the whole clip's; None: one window of `frames`
     windows: Windows | None = None
+    # step caching in every stage (ComfyUI's EasyCache decisions, `ltx2_core.sampling.cache`); None: every step runs
+    cache: CacheSettings | None = None
 
     @property
     def seconds(self) -> float:
@@ -238,6 +241,9 @@ class Request:
         for image in self.images:
             image.check(self.frames)
         self.check_controls()
+        if self.cache is not None and (self.audio_only or not isinstance(self.cache, CacheSettings)):
+            raise SettingError("cache", "step caching decides on the video: drop it for text to audio" if
+                               self.audio_only else f"cache must be a CacheSettings, got {type(self.cache).__name__}")
         if self.audio is not None:
             if not isinstance(self.audio, AudioCondition):
                 raise ValueError(f"audio must be an AudioCondition (a file or waveform, start, strength), got "

@@ -40,6 +40,7 @@ from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.upsampler import LatentUpsampler, upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.sampling import denoise, guided_setup, guided_step, noised_state
+from ltx2_core.sampling.cache import cached_runner
 from ltx2_core.sampling.steps import StreamState, noised_from
 from ltx2_core.sampling.denoise import AncestralStep, Observer, Progress, RunnerFactory, Step
 from ltx2_core.sampling.stage import Stage
@@ -179,9 +180,17 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
                          stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
                          runner=runner, video_attention=attention_weights(video),
                          should_stop=None if getattr(step, "captured", False) else should_stop)
+    if stage.cache is not None:
+        if getattr(step, "captured", False):
+            raise ValueError(f"{stage.name}: step caching decides on the host between steps; a captured CUDA graph "
+                             "replays the whole step: switch cuda_graphs off or run without the cache")
+        grid = None if latent.video is None else tuple(latent.video.shape[2:])
+        setup = setup._replace(runner=cached_runner(setup.runner, stage.cache, stage.sigmas, grid))
     observe = observe if video is not None else None  # previews draw the video; audio alone has none
     video_state, audio_state = denoise(setup, *states, stage.sigmas.to(param.device), step=step, progress=progress,
                                        observe=observe, should_stop=should_stop)
+    if stage.cache is not None:
+        setup.runner.finish(stage.name)
     audio_tokens = audio_state.latent[:, : audio.tokens]  # appended guiding tokens are dropped
     if video is None:
         check_finite(stage.name, {"audio latents": audio_tokens}, SAMPLING_CAUSES, "Nothing was decoded or written.")

@@ -14,6 +14,7 @@ from .loaders import (LTX2CheckpointLoader, LTX2LoraLoader, LTX2ModelLoader, LTX
 from .native_sampler import LTX2SamplerCustomAdvanced
 from .parallel import LTX2ParallelConfig
 from .sampling import LTX2EmptyLatent, LTX2Guidance, LTX2Sampler
+from .step_cache import LTX2StepCache
 from .text import LTX2TextEncode
 from .video import LTX2Retake, LTX2VideoGuide
 
@@ -37,13 +38,14 @@ NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
     "LTX2Retake": "LTX-2 Retake (regenerate a span of a clip)",
     "LTX2GenerateLong": "LTX-2 Long Video (windows with sound)",
     "LTX2SamplerCustomAdvanced": "LTX-2 SamplerCustomAdvanced (fast)",
+    "LTX2StepCache": "LTX-2 Step Cache (EasyCache)",
 }
 NODE_CLASS_MAPPINGS: dict[str, type] = {
     node.__name__: node
     for node in (LTX2CheckpointLoader, LTX2ModelLoader, LTX2TextEncoderLoader, LTX2LoraLoader, LTX2UpsamplerLoader,
                  LTX2TextEncode, LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode,
                  LTX2Generate, LTX2ParallelConfig, LTX2ImageCondition, LTX2AudioCondition,
-                 LTX2VideoGuide, LTX2Retake, LTX2GenerateLong, LTX2SamplerCustomAdvanced)
+                 LTX2VideoGuide, LTX2Retake, LTX2GenerateLong, LTX2SamplerCustomAdvanced, LTX2StepCache)
 }
 
 # the pictures and sounds the examples load (LoadImage and LoadAudio read ComfyUI's input folder)

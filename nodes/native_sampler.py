@@ -12,6 +12,7 @@ import torch
 from ltx2_core import GuidanceParams
 from ltx2_core.memory.footprint import Job
 from ltx2_core.memory.plan import MemoryPlanError
+from ltx2_core.sampling.cache import CacheSettings
 from ltx2_core.sampling.recipe import StageParts, build_stage
 
 from . import bridge
@@ -26,6 +27,31 @@ SAMPLERS = {"sample_euler": False, "sample_euler_ancestral": True}  # KSamplerSe
 PATCH_KEYS = ("model_function_wrapper", "sampler_cfg_function", "sampler_post_cfg_function",
               "sampler_pre_cfg_function", "sampler_calc_cond_batch_function", "denoise_mask_function")
 TRANSFORMER_PATCHES = ("patches", "patches_replace")
+CACHE_KEY = "easycache"  # where ComfyUI's EasyCache / LazyCache nodes keep their holder in transformer_options
+
+
+def native_cache(options: dict, patcher: object) -> CacheSettings | None:
+    """The step cache of a MODEL patched by ComfyUI's EasyCache node: its threshold, start/end percent (made σ by
+    the MODEL's own model sampling, as EasyCache does) and subsampling, for our loop's cache (the same decisions);
+    None without one. LazyCache is refused: it caches ComfyUI's guided prediction of its packed latent, which has
+    no counterpart per pass in our loop."""
+    transformer = options.get("transformer_options", {})
+    keys = {key for by_key in (transformer.get("wrappers") or {}).values() for key in by_key}
+    holder = transformer.get(CACHE_KEY)
+    if "lazycache" in keys or type(holder).__name__ == "LazyCacheHolder":
+        raise ValueError("the MODEL carries LazyCache, which caches ComfyUI's whole guided prediction and has no "
+                         "counterpart in our loop; use ComfyUI's EasyCache node instead (this node honours it, per "
+                         f"guidance pass, video and audio), or {NATIVE_SAMPLER} for LazyCache")
+    if holder is None:
+        if CACHE_KEY in keys:
+            raise ValueError("the MODEL carries EasyCache's wrappers without its settings; re-add the EasyCache node")
+        return None
+    sampling = patcher.get_model_object("model_sampling")
+    start, end = float(holder.start_percent), float(holder.end_percent)
+    return CacheSettings(reuse_threshold=float(holder.reuse_threshold), start_percent=start, end_percent=end,
+                         subsample=int(holder.subsample_factor), start_sigma=float(sampling.percent_to_sigma(start)),
+                         end_sigma=float(sampling.percent_to_sigma(end)),
+                         verbose=bool(getattr(holder, "verbose", False)))
 
 
 def _native_conds(converted: list[dict] | None) -> list | None:
@@ -99,7 +125,8 @@ class LTX2SamplerCustomAdvanced:
                    "(CFG's two passes batched in one forward, no host sync per step) on the guider's own MODEL "
                    "(its LoRAs, its layers, no weight copied) and CONDITIONING. Swap it for SamplerCustomAdvanced in "
                    "a native LTX-2 workflow. Runs euler / euler_ancestral with CFGGuider / BasicGuider; the noise "
-                   "comes from our generator seeded with RandomNoise's seed.")
+                   "comes from our generator seeded with RandomNoise's seed. A MODEL patched by ComfyUI's EasyCache "
+                   "node is cached as EasyCache decides (its settings, per guidance pass, video and audio).")
     CATEGORY = CATEGORY
     RETURN_TYPES = ("LATENT", "LATENT")
     RETURN_NAMES = ("output", "denoised_output")
@@ -121,6 +148,7 @@ class LTX2SamplerCustomAdvanced:
         seed, ancestral = check_noise(noise), check_sampler(sampler)
         values = check_sigmas(sigmas)
         patcher, positive, negative, cfg = check_guider(guider)
+        cache = native_cache(getattr(guider, "model_options", None) or patcher.model_options, patcher)
         for prompts in (positive, negative):
             if prompts is not None:
                 check_native(prompts)  # LTXVAddGuide's guides, areas, ...: refused before the model loads
@@ -145,7 +173,7 @@ class LTX2SamplerCustomAdvanced:
         if problem := host.memory_problem(job):
             raise MemoryPlanError(problem)
         parts = StageParts(sigmas=values, video_guidance=guidance, audio_guidance=guidance, conditions=held,
-                           seed=seed, ancestral_seed=seed + 1 if ancestral else None)
+                           seed=seed, ancestral_seed=seed + 1 if ancestral else None, cache=cache)
         stage, _ = build_stage(config.version, parts, positive, negative)
         with host.sampler(should_stop=bridge.interrupt_requested) as (run, ready), \
                 bridge.interrupts():

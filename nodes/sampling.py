@@ -17,6 +17,7 @@ from ltx2_core.memory.request_check import request_problem
 from ltx2_core.preview import LatentPreview, rgb_projection
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.request import check_settings
+from ltx2_core.sampling.cache import CacheSettings
 from ltx2_core.sampling.guidance import active_passes, default_guidance
 from ltx2_core.sampling.recipe import SCHEDULES, StageParts, build_stage, guided
 from ltx2_core.stages import empty_latent
@@ -26,6 +27,7 @@ from .handles import (AUDIO_CONDITION, CONDITIONING, GUIDANCE, GUIDES, LATENT, M
                       ModelHandle, control_conditions)
 from .images import IMAGES, at_frames
 from .interop import from_comfy, guided_audio, mark_guided, mask_conditions, to_comfy
+from .step_cache import STEP_CACHE
 from .validation import limits_problem, setting_problem, stated_limits
 
 CATEGORY = "LTX-2/sampling"
@@ -211,6 +213,8 @@ class LTX2Sampler:
                                     "IC-LoRA the model carries, at this latent's size / the LoRA's "
                                     "reference_downscale_factor; as the reference, guide stage 1 of a two-stage "
                                     "chain only"}),
+                "cache": (STEP_CACHE, {"tooltip": "step caching (LTX-2 Step Cache: ComfyUI's EasyCache decisions); "
+                                       "without it every step runs the transformer"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -230,7 +234,8 @@ class LTX2Sampler:
     def sample(self, model: ModelHandle, conditioning: Conditioning, latent: dict, seed: int, steps: int,
                schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
                compile: bool = False, cuda_graphs: bool = False, images: tuple[ImageCondition, ...] = (),
-               audio: AudioCondition | None = None, guides: tuple[Guide, ...] = (), unique_id: str | None = None):
+               audio: AudioCondition | None = None, guides: tuple[Guide, ...] = (), cache: CacheSettings | None = None,
+               unique_id: str | None = None):
         given = latent  # ComfyUI's LATENT: ours or a native node's (nodes/interop.py)
         held = mask_conditions(given) if isinstance(given, dict) else []  # LTXVImgToVideo's frames
         latent = from_comfy(given)
@@ -256,11 +261,14 @@ class LTX2Sampler:
             conditions, latent = [*conditions, encoded], latent._replace(sound=sound)
         conditions += [encode_control(control, model.video_encoder, frames, height, width)
                        for control in controls]  # appended after the images and the sound, as the pipeline
+        if cache is not None and cuda_graphs:
+            raise ValueError("cache decides between steps on the host and cuda_graphs replays whole steps: switch "
+                             "cuda_graphs off, or disconnect the cache")
         if (compile or cuda_graphs) and model.host.device.type != "cuda":
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
         video_guidance, audio_guidance = guidance or (None, None)
         parts = StageParts(schedule, steps, parse_sigmas(sigmas) if sigmas.strip() else None, video_guidance,
-                           audio_guidance, conditions, seed=seed, after_guided=guided_audio(given))
+                           audio_guidance, conditions, seed=seed, after_guided=guided_audio(given), cache=cache)
         stage, negative = build_stage(model.config.version, parts, conditioning.positive, conditioning.negative)
         previews = (LatentPreview(rgb_projection(model.decoders.video), *latent.video.shape[2:])
                     if bridge.IN_COMFYUI else None)

@@ -57,10 +57,16 @@ class BatchedPasses:
                  perturbations: BatchPerturbations | None) -> None:
         self.model, self.run, self.passes, self.perturbations = model, run, passes, perturbations
 
+    forwards = 1
+
     def __call__(self, video: StreamInput | None, audio: StreamInput) -> tuple[torch.Tensor | None, torch.Tensor]:
-        velocity_video, velocity_audio = self.model(video, audio, self.run, self.perturbations)
+        velocity_video, velocity_audio = self.velocities(video, audio)
         audio_x0 = to_x0(audio.latent, velocity_audio, audio.timesteps)
         return None if video is None else to_x0(video.latent, velocity_video, video.timesteps), audio_x0
+
+    def velocities(self, video: StreamInput | None, audio: StreamInput) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """The transformer's velocities of every pass (what a step cache keeps)."""
+        return self.model(video, audio, self.run, self.perturbations)
 
 
 class ChunkedPasses:
@@ -69,15 +75,23 @@ class ChunkedPasses:
     def __init__(self, groups: list[BatchedPasses]) -> None:
         self.groups = groups
         self.passes = tuple(name for group in groups for name in group.passes)
+        self.forwards = len(groups)
 
     def __call__(self, video: StreamInput | None, audio: StreamInput) -> tuple[torch.Tensor | None, torch.Tensor]:
+        return self._each(video, audio, lambda group, v, a: group(v, a))
+
+    def velocities(self, video: StreamInput | None, audio: StreamInput) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """The transformer's velocities of every pass, group by group."""
+        return self._each(video, audio, lambda group, v, a: group.velocities(v, a))
+
+    def _each(self, video: StreamInput | None, audio: StreamInput, run) -> tuple[torch.Tensor | None, torch.Tensor]:
         outputs, start = [], 0
         for group in self.groups:
             part = slice(start, start + len(group.passes))
-            outputs.append(group(_passes(video, part), _passes(audio, part)))
+            outputs.append(run(group, _passes(video, part), _passes(audio, part)))
             start = part.stop
-        video_x0 = None if video is None else torch.cat([v for v, _ in outputs])
-        return video_x0, torch.cat([a for _, a in outputs])
+        video_out = None if video is None else torch.cat([v for v, _ in outputs])
+        return video_out, torch.cat([a for _, a in outputs])
 
 
 def _passes(stream: StreamInput | None, part: slice) -> StreamInput | None:

@@ -33,6 +33,7 @@ from ltx2_core.conditioning.control import EncodedControl
 from ltx2_core.conditioning.stream import Condition
 from ltx2_core.conditioning.video import EncodedVideo
 from ltx2_core.releases import RELEASES, ModelVersion
+from ltx2_core.sampling.cache import CacheSettings
 from ltx2_core.sampling.guidance import GuidanceParams, active_passes, default_steps
 from ltx2_core.sampling.schedules import DISTILLED_SIGMAS, STAGE2_SIGMAS, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.stage import Stage
@@ -63,6 +64,7 @@ class StageParts(NamedTuple):
     name:           what errors and progress call the stage
     ancestral_seed: the caller's own choice of ancestral steps and their seed (ComfyUI's KSamplerSelect
                     euler_ancestral in LTX-2 SamplerCustomAdvanced); None: the release's rule
+    cache:          step caching settings (`ltx2_core.sampling.cache`); None: every step runs
     """
 
     schedule: str = "ltx2"
@@ -76,6 +78,7 @@ class StageParts(NamedTuple):
     after_guided: bool = False
     name: str = "denoise"
     ancestral_seed: int | None = None
+    cache: CacheSettings | None = None
 
 
 class BuiltStage(NamedTuple):
@@ -100,7 +103,8 @@ def build_stage(version: ModelVersion | str, parts: StageParts, positive: TextEm
     seed = parts.seed + ANCESTRAL_SEED_OFFSET if ancestral else parts.ancestral_seed
     stage = Stage(sigmas, parts.name, noise_scale=noise_scale, video_guidance=parts.video_guidance,
                   audio_guidance=audio_guidance, loras=parts.loras, conditions=parts.conditions, ancestral_seed=seed,
-                  keep_audio=noise_scale < 1 and parts.after_guided and release.two_stage_keeps_stage1_audio)
+                  keep_audio=noise_scale < 1 and parts.after_guided and release.two_stage_keeps_stage1_audio,
+                  cache=parts.cache)
     return BuiltStage(stage, uncond_contexts(positive, negative, audio_guidance, held=sound is not None))
 
 

@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 import torch
 
 from ltx2_core.conditioning.stream import Condition
+from ltx2_core.sampling.cache import CacheSettings
 from ltx2_core.sampling.guidance import GuidanceParams
 
 L = TypeVar("L")  # a LoRA: a loaded `ltx2_core.loader.lora.Lora` in this process, its file's path in a StageJob
@@ -39,6 +40,7 @@ class Stage(Generic[L]):
     keep_audio:     the sampled latent keeps the input latent's audio: the stage samples the audio too (the video
                     attends to it) but returns the one it was given (LTX-2.5's two-stage refinement, which returns
                     stage 1's sound, `Release.two_stage_keeps_stage1_audio`)
+    cache:          step caching (`ltx2_core.sampling.cache`: ComfyUI's EasyCache decisions); None: every step runs
     """
 
     sigmas: torch.Tensor
@@ -50,6 +52,7 @@ class Stage(Generic[L]):
     conditions: tuple[Condition, ...] = ()
     ancestral_seed: int | None = None
     keep_audio: bool = False
+    cache: CacheSettings | None = None
 
     def __post_init__(self) -> None:
         # callers pass lists (the handle's LoRAs, encode_conditions' result); the record holds tuples

@@ -36,7 +36,8 @@ def report(tmp_path_factory):
 
 
 def test_every_section_reports(report):
-    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory", "kernels", "fp8"]
+    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory", "kernels",
+                                        "fp8", "cache"]
     assert all(report["sections"][name] for name in report["sections"])
 
 
@@ -71,6 +72,20 @@ def test_the_kernels_section_compares_ours_and_comfy_kitchen(report):
         assert "error" not in row and row["auto_ops"] == "none", row
         for name in ("forward", "attention", "qk_norm_rope", "adaln"):
             assert row[f"{name}_diff"] < 1e-5 and row[f"{name}_ours_ms"] > 0 and row[f"{name}_kitchen_ms"] > 0, row
+
+
+def test_the_cache_section_skips_steps_and_its_replay_reads_nothing(report):
+    """Per structure: full, easycache (threshold 1 on the tiny model: some steps skipped), and the schedule-decided
+    replay of easycache's steps, which gives its result with no host read."""
+    rows = report["sections"]["cache"]
+    assert [(row["version"], row["side"]) for row in rows] == [(v, side) for v in ("2.0", "2.3")
+                                                               for side in ("full", "easycache", "replay")]
+    for full, cached, replay in zip(rows[::3], rows[1::3], rows[2::3]):
+        assert 0 < cached["skipped"] == replay["skipped"] == cached["forwards_saved"] < full["steps"], cached
+        assert cached["host_reads"] > 0 and replay["host_reads"] == 0 and full["forwards"] == full["steps"]
+        assert 1e-4 < cached["video_rel_diff"] < 1 and cached["audio_rel_diff"] < 1, cached
+        assert abs(replay["video_rel_diff"] - cached["video_rel_diff"]) < 1e-5, replay
+        assert all(row["ms"] > 0 for row in (full, cached, replay))
 
 
 def test_the_three_sides_compute_the_same_forward(report):

@@ -1,7 +1,8 @@
 """Test-only ComfyUI node (never shipped, never in the pack's NODE_CLASS_MAPPINGS): the e2e conftest links this
 folder into the test server's custom_nodes so a test can read the values a graph made. E2E Save Tensors writes a
 LATENT (its video and audio, nested or not), an IMAGE, an AUDIO and a FLOAT to output/<name>.safetensors (written
-to a temporary name, then renamed), listed in the prompt's outputs for the client to download."""
+to a temporary name, then renamed), listed in the prompt's outputs for the client to download. The EasyCache
+side-by-side test's probe and noise nodes: cache_probe.py."""
 
 import os
 
@@ -45,4 +46,7 @@ class E2ESaveTensors:
         return {"ui": {"tensors": [{"filename": file, "subfolder": "", "type": "output"}]}}
 
 
-NODE_CLASS_MAPPINGS = {"E2ESaveTensors": E2ESaveTensors}
+from .cache_probe import E2ECopyInput, E2EForwardProbe, E2EOurNoise  # noqa: E402
+
+NODE_CLASS_MAPPINGS = {"E2ESaveTensors": E2ESaveTensors, "E2EForwardProbe": E2EForwardProbe,
+                       "E2EOurNoise": E2EOurNoise, "E2ECopyInput": E2ECopyInput}
