@@ -18,7 +18,7 @@ card beside the transformer (38 GB) and the rest, so the prompt encoder is built
 the transformer is built (as the memory plan frees it on a small card): the text part is the encode's compute, with
 no weight traffic; --text-streamed streams Gemma's layers from host memory instead, as the command line's memory
 plan runs it on CUDA. --fp8 quantises the blocks' linears on the device (`quant.policy.quantize_blocks`, what
---fp8 quantize loads). --cache turns on step caching (`ltx2_core.sampling.cache`) where this checkout has it.
+--fp8 quantize loads). --cache turns on step caching (`ltx2_core.sampling.cache`, ComfyUI EasyCache's defaults) in both stages.
 --warmup runs the path once, untimed, with one step a stage first.
 
 --quick: the same code path on the CPU with the tiny demo models (`demo_models`) at 128×128×17. --divisor, --layers,
@@ -45,12 +45,19 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 import e2e_models  # noqa: E402
 from e2e_clock import GIB, Clock, TimedSampler  # noqa: E402
+
 from ltx2_core.pipeline import (  # noqa: E402
-    LocalSampler, check_request, encode_request, generator_on, guidance_for, sample_request,
+    LocalSampler,
+    check_request,
+    encode_request,
+    generator_on,
+    guidance_for,
+    sample_request,
 )
 from ltx2_core.quant.policy import quantize_blocks  # noqa: E402
 from ltx2_core.releases import RELEASES, ModelVersion  # noqa: E402
 from ltx2_core.request import Request  # noqa: E402
+from ltx2_core.sampling.cache import CacheSettings  # noqa: E402
 from ltx2_core.stages import decode  # noqa: E402
 
 PROMPT = ("A red car drives through a rainy city at night; neon lights reflect on the wet street while the camera "
@@ -74,25 +81,15 @@ def estimate(stage1: int, stage2: int, warmup: bool) -> str:
             "of imports and model building" + (" and ≈ 20 s of warm-up" if warmup else ""))
 
 
-def step_cache(wanted: bool):
-    """ltx2_core.sampling.cache's settings (ComfyUI's EasyCache defaults) when --cache is given, else None."""
-    if not wanted:
-        return None
-    try:
-        from ltx2_core.sampling import cache
-    except ImportError:
-        raise SystemExit("--cache: step caching is not in this checkout (no ltx2_core.sampling.cache); run without "
-                         "--cache, or on a branch that has it") from None
-    return cache.CacheSettings()
+def step_cache(wanted: bool) -> CacheSettings | None:
+    """Step caching's settings (ComfyUI's EasyCache defaults) when --cache is given, else None."""
+    return CacheSettings() if wanted else None
 
 
 def cache_kwargs(settings, records: list) -> dict:
-    """How the pipeline takes the cache settings: `sample_request(..., cache=...)` where it has that argument."""
+    """The request's fields for the cache settings (`Request.cache`, every stage), its record going to `records`."""
     if settings is None:
         return {}
-    if "cache" not in inspect.signature(sample_request).parameters:
-        raise SystemExit("--cache: ltx2_core.sampling.cache exists but pipeline.sample_request takes no `cache` "
-                         "argument yet; wire it there (bench/end_to_end.py cache_kwargs)")
     return {"cache": replace(settings, report=records.append)}
 
 
@@ -116,7 +113,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="the tiny demo models at 128×128×17 on the CPU: a smoke run")
     p.add_argument("--fp8", action="store_true", help="the blocks' linears quantised to fp8 on the device")
-    p.add_argument("--cache", action="store_true", help="step caching (ltx2_core.sampling.cache, where present)")
+    p.add_argument("--cache", action="store_true", help="step caching in both stages (ComfyUI EasyCache's defaults)")
     p.add_argument("--cuda-graphs", choices=("on", "off", "auto"), default="auto",
                    help="capture each step as a CUDA graph (auto: the pipeline's default)")
     p.add_argument("--warmup", action="store_true", help="first an untimed run of one step a stage (a warm process, "
@@ -226,7 +223,8 @@ def generate_parts(args: argparse.Namespace, request: Request, models, prompts: 
     """`generate` after the prompts, part by part on `clock` (from its last mark): the stages, the decode, the mp4
     at `path` (returned)."""
     sampler = TimedSampler(LocalSampler(models.transformer, **sampler_options(args)), clock, cut)
-    latent, generator = sample_request(request, models, *prompts, clock.progress, sampler=sampler, **options)
+    request = replace(request, **options)
+    latent, generator = sample_request(request, models, *prompts, clock.progress, sampler=sampler)
     hook = models.decoders.audio.register_forward_pre_hook(lambda *_: clock.mark("video decode"))
     try:
         result = decode(latent, models.decoders, generator=generator_on(generator, request.seed, models.decoders))

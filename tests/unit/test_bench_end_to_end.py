@@ -3,8 +3,6 @@ run's path) cut down; every part is reported and a real mp4 with video and sound
 
 from __future__ import annotations
 
-import importlib.util
-import inspect
 import json
 import subprocess
 import sys
@@ -19,7 +17,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 import e2e_models  # noqa: E402
 from e2e_clock import Clock, TimedSampler  # noqa: E402
 from ltx2_core.model.text import gemma3  # noqa: E402
-from ltx2_core.pipeline import sample_request  # noqa: E402
 from support.configs import released_transformer_configs  # noqa: E402
 
 PARTS = ["text", "stage 1", "upsample", "stage 2", "video decode", "audio decode", "write"]
@@ -72,18 +69,11 @@ def test_released_builders_cut_down_run_the_same_path_with_fp8(tmp_path):
     assert report["text_encoder"] == "streamed from the host"
 
 
-def test_cache_flag_says_whether_the_sampler_has_step_caching(tmp_path):
+def test_cache_flag_runs_every_stage_with_step_caching(tmp_path):
     import end_to_end
 
-    if importlib.util.find_spec("ltx2_core.sampling.cache") is None:
-        with pytest.raises(SystemExit, match="step caching is not in this checkout"):
-            end_to_end.step_cache(True)
-    elif "cache" not in inspect.signature(sample_request).parameters:
-        with pytest.raises(SystemExit, match="wire it there"):
-            end_to_end.cache_kwargs(end_to_end.step_cache(True), [])
-    else:
-        report = _report(tmp_path, "--quick", "--cache", "--stage1-steps", "8", "--frames", "9")
-        assert report["variant"] == "fp32+cache" and report["cache_records"]
+    report = _report(tmp_path, "--quick", "--cache", "--stage1-steps", "8", "--frames", "9")
+    assert report["variant"] == "fp32+cache" and len(report["cache_records"]) == 2  # stage 1 and stage 2
     assert end_to_end.step_cache(False) is None and end_to_end.cache_kwargs(None, []) == {}
 
 
