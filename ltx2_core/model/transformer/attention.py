@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ltx2_core.model.transformer.attention_select import attend
 from ltx2_core.model.transformer.kernels import qk_norm_rope
 from ltx2_core.types import Rope
 
@@ -88,8 +89,9 @@ class Attention(nn.Module):
         self.to_gate_logits = nn.Linear(query_dim, heads) if gated else None
         # a list only so the output projection is named `to_out.0` like in the checkpoint
         self.to_out = nn.ModuleList([nn.Linear(inner, query_dim)])
-        # the attention proper, after q/k norm and RoPE; swapped by parallel passes (e.g. Ulysses)
-        self.attend: AttentionFunction = sdpa
+        # the attention proper, after q/k norm and RoPE: the backend `attention_select` picks; swapped by parallel
+        # passes (e.g. Ulysses), which call `attend` inside
+        self.attend: AttentionFunction = attend
 
     def keys_values(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(normalised keys, values) of a context, (B, S, inner) each: what `forward` takes as `kv` when the
