@@ -10,7 +10,9 @@ reference loop; peak memory), `launch` (a whole guided step at 256×256×9 and 3
 per-block compile, against the FLOP time), `syncs` (a whole denoising stage under sync debug mode and the
 profiler), `recompiles` (per-block compile, then every guidance scale changed), `memory` (a guided step per weight
 mode under a capped device memory), `kernels` (bench/suite_kernels.py: ours vs comfy-kitchen's fused kernels, a
-one-block forward, the self-attention, the fused ops alone). Times are medians of repeated runs
+one-block forward, the self-attention, the fused ops alone), `attention` (bench/suite_attention.py: every attention
+backend on the transformer's attention shapes, ms and error against fp32 math, auto's choice against the measured
+fastest). Times are medians of repeated runs
 after warm-up, taken with CUDA events on a GPU.
 
 Needs the references beside the package's requirements: pip install --no-deps ltx-core==1.0.0 ltx-pipelines==1.0.0
@@ -33,12 +35,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 from suite_models import RELEASED  # noqa: E402
+from suite_attention import attention_rows  # noqa: E402
 from suite_kernels import kernel_rows  # noqa: E402
 from suite_sections import SECTIONS, Settings  # noqa: E402
 from support.reference import import_ltx_pipelines  # noqa: E402
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-SECTIONS = {**SECTIONS, "kernels": kernel_rows}
+SECTIONS = {**SECTIONS, "kernels": kernel_rows, "attention": attention_rows}
 # column order and number formats of each section's table (keys missing from a row print as '–')
 FORMATS = {float: "{:.3g}", int: "{:,}"}
 

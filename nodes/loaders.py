@@ -10,6 +10,8 @@ import torch
 from ltx2_core import load_lora, load_prompt_encoder, load_upsampler
 from ltx2_core.hosts import LocalHost, WorkerHost
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, offload
+from ltx2_core.model.transformer.attention_select import MODES as ATTENTION_MODES
+from ltx2_core.model.transformer.attention_select import check_attention, device_table
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.quant.policy import FP8_MODES
 from ltx2_core.runtime import Controller
@@ -23,6 +25,10 @@ DTYPES = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": t
 DEVICES = ("default", "cpu", "cuda")
 MEMORY_MODES = ("auto", "resident", "stream")
 NONE = "none"  # an optional file input left empty
+ATTENTION = (list(ATTENTION_MODES), {"default": "auto", "tooltip": "the transformer's attention: auto, the fastest "
+             "exact backend of the device; or one by name (PyTorch SDPA's sdpa, math, flash, cudnn, efficient; flash4 "
+             "needs flash-attn-4 on H100/H200/B200); sage and kitchen_int8 are 8-bit: faster, approximate "
+             "(docs/attention.md)"})
 PLANNED_FOR = (121, 512, 768, 4)  # frames, height, width, guidance passes of the request a load plans for
 _LOADED: dict[str, ModelHandle] = {}  # the model each checkpoint-loader node (by its id) holds now
 _RELEASED = 0  # how many times ComfyUI's unload released them: a loader whose handle went loads again
@@ -80,6 +86,7 @@ class LTX2CheckpointLoader:
                        "block streamed (the least device memory)"}),
             "parallel": (PARALLEL, {"tooltip": "from LTX2 Parallel Config: the transformer spread over several "
                                     "devices, one worker process each (the VAEs stay on `device`)"}),
+            "attention": ATTENTION,
         }, "hidden": {"unique_id": "UNIQUE_ID"}}
 
     @classmethod
@@ -94,9 +101,11 @@ class LTX2CheckpointLoader:
         return _RELEASED
 
     def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default", fp8: str = "auto",
-             memory: str = "auto", parallel: Parallel | None = None, unique_id: str | None = None):
+             memory: str = "auto", parallel: Parallel | None = None, unique_id: str | None = None,
+             attention: str = "auto"):
         files = ModelFiles(checkpoint=bridge.model_path("checkpoints", ckpt_name), fp8=fp8)
-        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, {"checkpoint": "ckpt_name"}),)
+        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, {"checkpoint": "ckpt_name"},
+                            attention),)
 
 
 class LTX2ModelLoader(LTX2CheckpointLoader):
@@ -119,11 +128,13 @@ class LTX2ModelLoader(LTX2CheckpointLoader):
             "audio_vae": (vae, {"tooltip": "ltx-2.5-audio-vae-*.safetensors (audio VAE and vocoder) from models/vae"}),
         }
         required = {name: spec for name, spec in inputs["required"].items() if name != "ckpt_name"}
+        optional = {name: spec for name, spec in inputs["optional"].items() if name != "attention"}
         projection = {"text_projection": ([NONE] + _options("text_encoders"), {"default": NONE, "tooltip": "LTX-2 / "
                       "2.3 with a GGUF transformer: the text projection and connectors, e.g. ComfyUI's ltx-2*-"
                       "embeddings_connector*.safetensors from models/text_encoders (LTX-2.5: only when the GGUF "
                       "lacks the connectors)"})}
-        return {**inputs, "required": files | required, "optional": inputs["optional"] | projection}
+        # attention last: saved workflows keep their widget values in order
+        return {**inputs, "required": files | required, "optional": optional | projection | {"attention": ATTENTION}}
 
     @classmethod
     def VALIDATE_INPUTS(cls, transformer: str | None = None):
@@ -134,31 +145,33 @@ class LTX2ModelLoader(LTX2CheckpointLoader):
 
     def load(self, transformer: str, video_vae: str, audio_vae: str, weight_dtype: str = "auto",
              device: str = "default", fp8: str = "auto", memory: str = "auto", parallel: Parallel | None = None,
-             unique_id: str | None = None, text_projection: str = NONE):
+             unique_id: str | None = None, text_projection: str = NONE, attention: str = "auto"):
         files = ModelFiles(checkpoint=bridge.model_path("diffusion_models", transformer),
                            vae=bridge.model_path("vae", video_vae), audio_vae=bridge.model_path("vae", audio_vae),
                            fp8=fp8, text_projection=None if text_projection in (NONE, None) else
                            bridge.model_path("text_encoders", text_projection))
         labels = {"checkpoint": "transformer", "vae": "video_vae", "audio_vae": "audio_vae",
                   "text_projection": "text_projection"}
-        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, labels),)
+        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, labels, attention),)
 
 
 def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, parallel: Parallel | None,
-                unique_id: str | None, labels: dict[str, str]) -> ModelHandle:
+                unique_id: str | None, labels: dict[str, str], attention: str = "auto") -> ModelHandle:
     """The model handle of `files`: its files checked together first (kinds, one release; named by the node's
     `labels` of their inputs), the node's previous model released, then the transformer on workers (a
     multi-device `parallel` layout) or here under a memory plan, and the decoders and the video and audio encoders
-    here."""
+    here. A named `attention` backend is checked against the device before anything loads."""
     target, dtype = _device(device), DTYPES[weight_dtype]
     files.check_model(labels)
+    config = files.transformer_config()
+    check_attention(attention, device_table(target), dtype, (config.video.head_dim, config.audio.head_dim))
     previous = _LOADED.pop(unique_id, None)
     if previous is not None:  # this node loads another model: the old one goes first, never two at once
         previous.release()
     bridge.free_memory()
     if parallel is not None and (parallel.layout.world_size > 1 or parallel.attach):
         models = files.load_checkpoint(target, dtype, transformer=False)
-        host = WorkerHost(_start_workers(files, parallel, target, dtype))
+        host = WorkerHost(_start_workers(files, parallel, target, dtype), attention)
     else:
         frames, height, width, passes = PLANNED_FOR
         plan = files.plan(target, frames=frames, height=height, width=width, passes=passes, dtype=dtype,
@@ -166,7 +179,7 @@ def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, 
         models = files.load_checkpoint(target, dtype, plan)
         if plan is not None:
             print(f"[LTX-2] {plan.describe()}")
-        host = LocalHost(models.transformer, target, next(models.decoders.video.parameters()).dtype, plan)
+        host = LocalHost(models.transformer, target, next(models.decoders.video.parameters()).dtype, plan, attention)
     handle = ModelHandle(host, models.decoders, models.video_encoder, files, audio_encoder=models.audio_encoder)
     if unique_id is not None:
         _LOADED[unique_id] = handle

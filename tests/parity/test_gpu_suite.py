@@ -36,7 +36,8 @@ def report(tmp_path_factory):
 
 
 def test_every_section_reports(report):
-    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory", "kernels"]
+    assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory", "kernels",
+                                        "attention"]
     assert all(report["sections"][name] for name in report["sections"])
 
 
@@ -59,6 +60,21 @@ def test_the_kernels_section_compares_ours_and_comfy_kitchen(report):
         assert "error" not in row and row["auto_ops"] == "none", row
         for name in ("forward", "attention", "qk_norm_rope", "adaln"):
             assert row[f"{name}_diff"] < 1e-5 and row[f"{name}_ours_ms"] > 0 and row[f"{name}_kitchen_ms"] > 0, row
+
+
+def test_the_attention_section_runs_every_cpu_backend_and_names_autos_choice(report):
+    """On the CPU: SDPA's own pick, math and flash on every shape class (fp32: exact to rounding), auto's choice
+    (SDPA's CPU flash kernel) named per shape, the CUDA-only backends listed as unavailable."""
+    rows = report["sections"]["attention"]
+    summaries = [row for row in rows if row["backend"] == "summary"]
+    assert [row["shape"] for row in summaries] == ["video self", "video self, masked", "text cross", "audio to video",
+                                                   "video to audio", "audio self", "audio text cross"]
+    for row in summaries:
+        assert row["auto"] == "flash" and row["fastest"] in ("math", "flash"), row
+        assert row["unavailable"] == "cudnn, efficient, flash4, sage, kitchen_int8", row
+    measured = [row for row in rows if row["backend"] != "summary"]
+    assert {row["backend"] for row in measured} == {"sdpa", "math", "flash"}
+    assert all("failed" not in row and row["error"] < 1e-5 and row["ms"] > 0 for row in measured), measured
 
 
 def test_the_three_sides_compute_the_same_forward(report):

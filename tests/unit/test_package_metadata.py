@@ -123,6 +123,7 @@ def test_dependencies_are_the_requirements_without_torch():
 def test_the_changelog_starts_at_the_version():
     version = _metadata()["project"]["version"]
     entries = re.findall(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
+    entries = entries[1:] if entries[:1] == ["Unreleased"] else entries  # work merged, not yet released
     assert entries and entries[0] == version, (entries[:1], version)
 
 
