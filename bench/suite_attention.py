@@ -9,10 +9,11 @@ video and video to audio; and audio self-attention and audio text cross-attentio
 
 One row per (shape, backend that ran): ms (median), `error` (largest difference from fp32 math attention relative to
 its largest magnitude), `declared` (False: the backend's entry says it cannot serve this class, e.g. a mask, and it
-was tried anyway to see). A backend missing here or not serving the device gets no row (the summary's `unavailable` names it). Per
-shape a summary row: `auto` (what auto picks on this device), `fastest` (the measured fastest exact backend that
-ran, declared or not; not `sdpa`, which runs one of the others) and `auto_is_fastest` (False flags a row of `attention_select.RANKING` to reorder, or a
-backend entry to widen). Under --quick: 2 heads and a few tokens on the CPU.
+was tried anyway to see). A backend missing here or not serving the device gets no row (the summary's `unavailable`
+names it). Per shape a summary row: `auto` (what auto picks on this device), `fastest` (the measured fastest exact
+backend that ran, declared or not; not `sdpa`, which runs one of the others), `auto_is_fastest` (False flags a row of
+`attention_select.RANKING` to reorder, or a backend entry to widen) and `auto_vs_fastest` (auto's time over the
+fastest's). Under --quick: 2 heads and a few tokens on the CPU.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ltx2_core.model.transformer.attention_backends import sdpa  # noqa: F401 - PyTorch's own pick, for callers
 from ltx2_core.model.transformer.attention_select import attend
 from ltx2_core.model.transformer.kernels import qk_norm_rope
 from ltx2_core.types import Rope
@@ -29,13 +30,6 @@ class AttentionFunction(Protocol):
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  mask: torch.Tensor | None = None) -> torch.Tensor: ...
-
-
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Scaled dot-product attention on (B, tokens, heads, head_dim) -> (B, q tokens, heads, head_dim); `mask` as
-    in `AttentionFunction`."""
-    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
-    return out.transpose(1, 2)
 
 
 def attention_bias(weights: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -37,8 +37,8 @@ class Backend:
     name: str
     what: str  # one line for errors and docs
     devices: frozenset[str]  # device types
-    dtypes: dict[str, frozenset[torch.dtype]]  # per device type
-    head_dims: Callable[[int], bool]
+    dtypes: dict[str, frozenset[torch.dtype]]  # per device type ("*": any other)
+    head_dims: dict[str, Callable[[int], bool]]  # per device type ("*": any other)
     masks: frozenset[str]  # device types where it takes a mask (bool or additive bias)
     exact: bool
     run: Attend
@@ -67,7 +67,7 @@ class Backend:
         if dtype not in dtypes:
             names = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
             return f"it takes {names} on {kind}, not {str(dtype).removeprefix('torch.')}"
-        if not self.head_dims(head_dim):
+        if not self.head_dims.get(kind, self.head_dims.get("*", lambda d: False))(head_dim):
             return f"it does not take head size {head_dim}"
         if masked and "*" not in self.masks and kind not in self.masks:
             return "it takes no attention mask"
@@ -167,31 +167,34 @@ def kitchen_int8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.
     return out.transpose(1, 2)
 
 
-def _multiple_of_8(most: int) -> Callable[[int], bool]:
-    return lambda d: 8 <= d <= most and d % 8 == 0
+def _multiple_of_8(most: int) -> dict[str, Callable[[int], bool]]:
+    return {"cuda": lambda d: 8 <= d <= most and d % 8 == 0}
+
+
+ANY_HEAD = {"*": lambda d: d > 0}
 
 
 EVERYWHERE = frozenset({"*"})
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("sdpa", "PyTorch SDPA, the backend PyTorch picks per call (any device)", EVERYWHERE, {"*": ANY_FLOAT},
-            lambda d: d > 0, EVERYWHERE, True, sdpa, rocm=True),
+            ANY_HEAD, EVERYWHERE, True, sdpa, rocm=True),
     Backend("math", "PyTorch SDPA, math backend (the reference; any device)", EVERYWHERE, {"*": ANY_FLOAT},
-            lambda d: d > 0, EVERYWHERE, True, _sdpa(SDPBackend.MATH), rocm=True),
+            ANY_HEAD, EVERYWHERE, True, _sdpa(SDPBackend.MATH), rocm=True),
     Backend("flash", "PyTorch SDPA, flash backend (FlashAttention 2 on CUDA, the CPU flash kernel)",
-            frozenset({"cpu", "cuda"}), {"cpu": ANY_FLOAT, "cuda": HALF}, _multiple_of_8(256), frozenset({"cpu"}),
-            True, _sdpa(SDPBackend.FLASH_ATTENTION), capability=((8, 0), (13, 0)), rocm=True),
+            frozenset({"cpu", "cuda"}), {"cpu": ANY_FLOAT, "cuda": HALF}, _multiple_of_8(256) | {"cpu": ANY_HEAD["*"]},
+            frozenset({"cpu"}), True, _sdpa(SDPBackend.FLASH_ATTENTION), capability=((8, 0), (13, 0)), rocm=True),
     Backend("cudnn", "PyTorch SDPA, cuDNN backend", frozenset({"cuda"}), {"cuda": HALF}, _multiple_of_8(128),
             frozenset(), True, _sdpa(SDPBackend.CUDNN_ATTENTION), capability=((8, 0), (13, 0))),
     Backend("efficient", "PyTorch SDPA, memory-efficient backend", frozenset({"cuda"}), {"cuda": ANY_FLOAT},
             _multiple_of_8(512), frozenset({"cuda"}), True, _sdpa(SDPBackend.EFFICIENT_ATTENTION),
             capability=((5, 0), (99, 0)), rocm=True),
     Backend("flash4", "FlashAttention 4 (CuTe; Hopper sm90 and Blackwell sm100)", frozenset({"cuda"}),
-            {"cuda": HALF}, lambda d: (8 <= d <= 128 and d % 8 == 0) or d == 256, frozenset(), True, flash4,
+            {"cuda": HALF}, {"cuda": lambda d: (8 <= d <= 128 and d % 8 == 0) or d == 256}, frozenset(), True, flash4,
             capability=((9, 0), (11, 0)), package="flash-attn-4", module="flash_attn.cute"),
     Backend("sage", "SageAttention: int8 q·kᵀ, 8-bit, approximate", frozenset({"cuda"}), {"cuda": HALF},
-            lambda d: d in (64, 96, 128), frozenset(), False, sage, capability=((8, 0), (13, 0)),
+            {"cuda": lambda d: d in (64, 96, 128)}, frozenset(), False, sage, capability=((8, 0), (13, 0)),
             package="sageattention", module="sageattention"),
     Backend("kitchen_int8", "comfy-kitchen's int8 attention, 8-bit, approximate (its CUDA kernel)",
-            frozenset({"cuda"}), {"cuda": ANY_FLOAT}, lambda d: 0 < d <= 256, frozenset({"cuda"}), False,
+            frozenset({"cuda"}), {"cuda": ANY_FLOAT}, {"cuda": lambda d: 0 < d <= 256}, frozenset({"cuda"}), False,
             kitchen_int8, capability=((7, 5), (99, 0)), package="comfy-kitchen>=0.2.40", module="comfy_kitchen"),
 )}
