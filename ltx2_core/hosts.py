@@ -86,8 +86,8 @@ class LocalHost:
                  memory: MemoryPlan | None = None, attention: str = "auto") -> None:
         self.transformer, self.device, self.dtype, self.memory = transformer, torch.device(device), dtype, memory
         self.config = transformer.config
-        check_attention(attention, device_table(self.device), dtype, (self.config.video.head_dim,
-                                                                      self.config.audio.head_dim))
+        self._head_dims = (self.config.video.head_dim, self.config.audio.head_dim)
+        check_attention(attention, device_table(self.device), dtype, self._head_dims)
         self.attention = attention
         self._compiled = False
 
@@ -107,7 +107,7 @@ class LocalHost:
                                passes_per_forward=None if self.memory is None else self.memory.passes_per_forward,
                                should_stop=should_stop)
         with fused_loras(self.transformer, loras) if loras else contextlib.nullcontext(), \
-                use_attention(self.attention):
+                use_attention(self.attention, self.device, self.dtype, self._head_dims):
             yield HostedSampler(sampler, previews.ready if previews is not None else None)
 
     def memory_problem(self, job: Job, decoders: Decoders | None = None,

@@ -175,7 +175,9 @@ def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
             preview = LatentPreview(job.preview, *job.latent.video.shape[2:]) if rank == 0 and job.preview else None
             sampler = LocalSampler(transformer, runner=loaded.runner, observe=preview and preview.observe,
                                    should_stop=_StopPoints(rank, job_id, channel))
-            with use_attention(job.attention):
+            config = transformer.config  # the backend checked here too, its choices made before the first step
+            with use_attention(job.attention, device, transformer.scale_shift_table.dtype,
+                               (config.video.head_dim, config.audio.head_dim)):
                 latent = sampler(job.positive.to(device), None if job.negative is None else job.negative.to(device),
                                  job.latent, replace(job.stage, loras=loras(job.stage.loras)), generator,
                                  progress=_Progress(job_id, channel, preview) if rank == 0 else None)

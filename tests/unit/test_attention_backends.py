@@ -160,6 +160,21 @@ def test_the_switch_compiles_into_one_graph():
     torch.testing.assert_close(compiled(q, mask), select.attend(q, k, v, mask) + select.attend(q, k, v))
 
 
+def test_a_compiled_forward_keeps_its_graph_run_after_run():
+    """The choices are made at set-up (`use_attention` with the device, dtype and head sizes), so a compiled forward
+    finds them made: no recompile from one run to the next; another mode compiles once, and back needs none."""
+    from torch._dynamo.testing import CompileCounter
+
+    q, k, v = _inputs(FP32, 16, 16, 2, 8)
+    mask = torch.zeros(1, 1, 16, 16)
+    counter = CompileCounter()
+    compiled = torch.compile(lambda q, m: select.attend(q, k, v, m) + select.attend(q, k, v), backend=counter)
+    for mode, graphs in (("auto", 1), ("auto", 1), ("math", 2), ("auto", 2)):
+        with select.use_attention(mode, "cpu", FP32, (8,)):
+            compiled(q, mask)
+        assert counter.frame_count == graphs, mode
+
+
 def _stand_in(calls: list, layout: str):
     """A CPU stand-in for an optional package's function (math attention in that package's layout)."""
 

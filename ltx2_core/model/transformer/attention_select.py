@@ -35,7 +35,7 @@ RANKING: dict[str, tuple[str, ...]] = {
     "other": ("sdpa",),  # MPS, XPU, ...: PyTorch's own pick
 }
 _TABLES: dict[tuple[str, int | None], dict] = {}
-_CHOSEN: dict[tuple, Attend] = {}
+_CHOSEN: dict[tuple, Attend] = {}  # by (mode, device, dtype, head size, masked): filled once, never emptied
 
 
 def device_class(table: dict) -> str:
@@ -52,9 +52,7 @@ def device_class(table: dict) -> str:
 def device_table(device: torch.device | str) -> dict:
     """The capability table of a real device (read once per device): type, compute capability and name (CUDA),
     `hip` (an AMD GPU), and `packages`: the optional backends whose package loads and serves this device."""
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = _tensor_device(device)
     key = (device.type, device.index)
     if key not in _TABLES:
         table: dict = {"type": device.type, "capability": None, "packages": frozenset()}
@@ -125,14 +123,30 @@ def _check_mode(mode: str) -> None:
 def set_attention(mode: str, device: torch.device | str | None = None, dtype: torch.dtype | None = None,
                   head_dims: Iterable[int] = ()) -> None:
     """Sets the switch for every transformer in this process, checked against `device` (and `dtype`, `head_dims`)
-    where given (`check_attention`); the choices per call class are made again."""
+    where given (`check_attention`); with all three, the choices of those call classes are made here, before any
+    forward (a compiled one then finds them made and keeps its graph)."""
     global ATTENTION
+    head_dims = tuple(head_dims)
     if device is not None:
         check_attention(mode, device_table(device), dtype, head_dims)
     else:
         _check_mode(mode)
     ATTENTION = mode
-    _CHOSEN.clear()
+    if device is not None and dtype is not None:
+        device = _tensor_device(device)
+        for head_dim in head_dims:
+            for masked in (False, True):
+                key = (mode, device, dtype, head_dim, masked)
+                if key not in _CHOSEN:
+                    _CHOSEN[key] = choose(mode, device_table(device), dtype, head_dim, masked).run
+
+
+def _tensor_device(device: torch.device | str) -> torch.device:
+    """`device` as a tensor on it names it (a CUDA device with its index)."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
 
 
 @contextlib.contextmanager
@@ -154,7 +168,7 @@ def chosen(device: torch.device | str, dtype: torch.dtype, head_dim: int, masked
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Attention (`attention.AttentionFunction`) through the backend the switch chose for this call class."""
-    key = (q.device, q.dtype, q.shape[-1], mask is not None)
+    key = (ATTENTION, q.device, q.dtype, q.shape[-1], mask is not None)
     run = _CHOSEN.get(key)
     if run is None:
         run = _CHOSEN[key] = choose(ATTENTION, device_table(q.device), q.dtype, q.shape[-1], mask is not None).run
