@@ -8,7 +8,8 @@ The entry points (what the ComfyUI nodes and the command line call):
 * each model on its own, from the official single-file checkpoint: `load_transformer`, `load_prompt_encoder`,
   `load_video_decoder`, `load_video_encoder`, `load_audio_decoder`, `load_vocoder`, `load_upsampler`, `load_lora`
   (and `fused_loras` to apply one for a while);
-* the stages: `PromptEncoder.encode`, `upsample_latent`, `decode_video`, `decode_audio`.
+* the stages: `PromptEncoder.encode`, `upsample_latent`, `decode_video`, `decode_audio`;
+* the transformer's attention backend: `set_attention(mode, device)` / `with use_attention(mode):` (docs/attention.md).
 
 The model internals (blocks, RoPE, perturbation tensors, the sampler's plan) live in the subpackages.
 """
@@ -28,6 +29,7 @@ from ltx2_core.loader import (
 )
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.model.audio_vae import decode_audio
+from ltx2_core.model.transformer.attention_select import set_attention, use_attention
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.upsampler import upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
@@ -75,5 +77,7 @@ __all__ = [
     "load_video_decoder",
     "load_video_encoder",
     "load_vocoder",
+    "set_attention",
     "upsample_latent",
+    "use_attention",
 ]

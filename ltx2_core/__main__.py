@@ -57,6 +57,7 @@ from ltx2_core.media import VIDEO_SUFFIXES, aac_sample_rates, check_target
 from ltx2_core.memory.footprint import ModelSizes
 from ltx2_core.memory.plan import GB, MemoryPlan, MemoryPlanError
 from ltx2_core.memory.request_check import request_problem
+from ltx2_core.model.transformer.attention_select import check_attention, device_table, set_attention
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
 from ltx2_core.pipeline import Distribution, Generation, check_stg_blocks, generate, guidance_for, request_job
@@ -217,6 +218,8 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
                          "cuda")
     resolve_fp8_matmul(args.fp8_matmul, args.device)  # a recipe the device cannot run: refused before loading
     config = files.transformer_config()
+    check_attention(args.attention, device_table(args.device), DTYPES[args.dtype] if args.dtype else None,
+                    (config.video.head_dim, config.audio.head_dim))
     layout(args).check(world_size=launch.ranks(), heads=(config.video.heads, config.audio.heads),
                        devices=torch.cuda.device_count() if args.device.startswith("cuda") else None,
                        passes=len(active_passes(*guidance_for(request, config))))
@@ -367,6 +370,9 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
     models = files.load(device, DTYPES[args.dtype] if args.dtype else None,
                         parallelize=launch.tensor_parallel_for(mesh, layout(args)) if parallel else None, plan=plan)
     distribution = launch.finish(models.transformer, mesh, layout(args)) if parallel else Distribution()
+    config = files.transformer_config()  # the attention checked again with the dtype the transformer computes in
+    set_attention(args.attention, device, models.transformer.scale_shift_table.dtype,
+                  (config.video.head_dim, config.audio.head_dim))
     if args.compile:
         compile_blocks(models.transformer)
     what = (f"text to audio, {request.seconds:.2f} s" if request.audio_only else

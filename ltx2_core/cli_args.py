@@ -10,6 +10,7 @@ import torch
 from ltx2_core import cli_values as values
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF
 from ltx2_core.quant.fp8_matmul import CHOICES as FP8_MATMUL_CHOICES
+from ltx2_core.model.transformer.attention_select import MODES as ATTENTION_MODES
 from ltx2_core.quant.policy import FP8_MODES
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, MODES
@@ -163,6 +164,11 @@ def parser() -> argparse.ArgumentParser:
                    help="plan for this much device memory instead of what is free (e.g. to leave room)")
     p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
     p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
+    p.add_argument("--attention", choices=ATTENTION_MODES, default="auto",
+                   help="the transformer's attention: auto (default) the fastest exact backend of the device; or one "
+                        "by name: sdpa (PyTorch picks), math, flash, cudnn, efficient (SDPA's), flash4 (needs "
+                        "flash-attn-4; H100/H200/B200), or 8-bit and approximate: sage (needs sageattention), "
+                        "kitchen_int8 (comfy-kitchen's; CUDA); docs/attention.md")
     p.add_argument("--passes-per-forward", type=values.positive_int,
                    help="guidance passes per transformer forward (default: all 4 in one; 1 or 2 need less memory)")
     c = p.add_argument_group("step caching: reuse the transformer's output change on steps where the input barely "

@@ -22,6 +22,7 @@ from ltx2_core.memory.plan import MemoryPlan
 from ltx2_core.memory.request_check import request_problem
 from ltx2_core.model.decoders import Decoders
 from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.model.transformer.attention_select import check_attention, device_table, use_attention
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.pipeline import LocalSampler, StageSampler
@@ -76,14 +77,18 @@ class Host(Protocol):
 
 
 class LocalHost:
-    """The transformer in this process on `device`, computing in `dtype`, placed by `memory` (None: resident)."""
+    """The transformer in this process on `device`, computing in `dtype`, placed by `memory` (None: resident), its
+    attention run by the `attention` backend (`attention_select.MODES`, checked against the device here)."""
 
     workers = None
 
     def __init__(self, transformer: LTX2Transformer, device: torch.device | str, dtype: torch.dtype,
-                 memory: MemoryPlan | None = None) -> None:
+                 memory: MemoryPlan | None = None, attention: str = "auto") -> None:
         self.transformer, self.device, self.dtype, self.memory = transformer, torch.device(device), dtype, memory
         self.config = transformer.config
+        self._head_dims = (self.config.video.head_dim, self.config.audio.head_dim)
+        check_attention(attention, device_table(self.device), dtype, self._head_dims)
+        self.attention = attention
         self._compiled = False
 
     @contextlib.contextmanager
@@ -101,7 +106,8 @@ class LocalHost:
                                observe=previews.observe if previews is not None else None,
                                passes_per_forward=None if self.memory is None else self.memory.passes_per_forward,
                                should_stop=should_stop)
-        with fused_loras(self.transformer, loras) if loras else contextlib.nullcontext():
+        with fused_loras(self.transformer, loras) if loras else contextlib.nullcontext(), \
+                use_attention(self.attention, self.device, self.dtype, self._head_dims):
             yield HostedSampler(sampler, previews.ready if previews is not None else None)
 
     def memory_problem(self, job: Job, decoders: Decoders | None = None,
@@ -119,13 +125,15 @@ class LocalHost:
 
 
 class WorkerHost:
-    """The transformer sharded over the persistent workers of `workers` (a started `runtime.Controller`)."""
+    """The transformer sharded over the persistent workers of `workers` (a started `runtime.Controller`), their
+    attention run by the `attention` backend (checked by the caller against the workers' device)."""
 
     transformer = None
     memory = None  # each worker holds its whole shard
 
-    def __init__(self, workers: Controller) -> None:
+    def __init__(self, workers: Controller, attention: str = "auto") -> None:
         self.workers, self.config, self.device = workers, workers.config, torch.device(workers.device_type)
+        self.attention = attention
 
     @contextlib.contextmanager
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
@@ -136,7 +144,8 @@ class WorkerHost:
         if cuda_graphs:
             raise ValueError("cuda_graphs is not available with a multi-GPU layout; switch it off (compile is)")
         sampler = WorkerSampler(self.workers, loras, should_stop, compile=compile,
-                                preview=previews.projection if previews is not None else None)
+                                preview=previews.projection if previews is not None else None,
+                                attention=self.attention)
         yield HostedSampler(sampler, sampler.take_preview if previews is not None else None)
 
     def memory_problem(self, job: Job, decoders: Decoders | None = None,

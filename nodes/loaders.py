@@ -10,6 +10,8 @@ import torch
 from ltx2_core import load_lora, load_prompt_encoder, load_upsampler
 from ltx2_core.hosts import LocalHost, WorkerHost
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, offload
+from ltx2_core.model.transformer.attention_select import MODES as ATTENTION_MODES
+from ltx2_core.model.transformer.attention_select import check_attention, device_table
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.quant.fp8_matmul import CHOICES as FP8_MATMUL_CHOICES, resolve as resolve_fp8_matmul
 from ltx2_core.quant.policy import FP8_MODES
@@ -24,6 +26,10 @@ DTYPES = {"auto": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": t
 DEVICES = ("default", "cpu", "cuda")
 MEMORY_MODES = ("auto", "resident", "stream")
 NONE = "none"  # an optional file input left empty
+ATTENTION = (list(ATTENTION_MODES), {"default": "auto", "tooltip": "the transformer's attention: auto, the fastest "
+             "exact backend of the device; or one by name (PyTorch SDPA's sdpa, math, flash, cudnn, efficient; flash4 "
+             "needs flash-attn-4 on H100/H200/B200); sage and kitchen_int8 are 8-bit: faster, approximate "
+             "(docs/attention.md)"})
 PLANNED_FOR = (121, 512, 768, 4)  # frames, height, width, guidance passes of the request a load plans for
 _LOADED: dict[str, ModelHandle] = {}  # the model each checkpoint-loader node (by its id) holds now
 _RELEASED = 0  # how many times ComfyUI's unload released them: a loader whose handle went loads again
@@ -85,6 +91,7 @@ class LTX2CheckpointLoader:
                            "auto (fp8 tensor cores with a fused quantiser on RTX 40/50, H100 and newer, else "
                            "dequantize); tensor / tensor-fused / kitchen scale the activations per tensor, row / "
                            "row-fused per token; dequantize: bf16 matmuls"}),
+            "attention": ATTENTION,
         }, "hidden": {"unique_id": "UNIQUE_ID"}}
 
     @classmethod
@@ -100,9 +107,10 @@ class LTX2CheckpointLoader:
 
     def load(self, ckpt_name: str, weight_dtype: str = "auto", device: str = "default", fp8: str = "auto",
              memory: str = "auto", parallel: Parallel | None = None, unique_id: str | None = None,
-             fp8_matmul: str = "auto"):
+             fp8_matmul: str = "auto", attention: str = "auto"):
         files = ModelFiles(checkpoint=bridge.model_path("checkpoints", ckpt_name), fp8=fp8, fp8_matmul=fp8_matmul)
-        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, {"checkpoint": "ckpt_name"}),)
+        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, {"checkpoint": "ckpt_name"},
+                            attention),)
 
 
 class LTX2ModelLoader(LTX2CheckpointLoader):
@@ -125,13 +133,14 @@ class LTX2ModelLoader(LTX2CheckpointLoader):
             "audio_vae": (vae, {"tooltip": "ltx-2.5-audio-vae-*.safetensors (audio VAE and vocoder) from models/vae"}),
         }
         required = {name: spec for name, spec in inputs["required"].items() if name != "ckpt_name"}
+        optional = {name: spec for name, spec in inputs["optional"].items() if name not in ("fp8_matmul", "attention")}
         projection = {"text_projection": ([NONE] + _options("text_encoders"), {"default": NONE, "tooltip": "LTX-2 / "
                       "2.3 with a GGUF transformer: the text projection and connectors, e.g. ComfyUI's ltx-2*-"
                       "embeddings_connector*.safetensors from models/text_encoders (LTX-2.5: only when the GGUF "
                       "lacks the connectors)"})}
-        optional = dict(inputs["optional"])
-        matmul = {"fp8_matmul": optional.pop("fp8_matmul")}  # after text_projection: saved workflows keep their order
-        return {**inputs, "required": files | required, "optional": optional | projection | matmul}
+        # after text_projection, in the order they came: saved workflows keep their widget values in order
+        last = {name: inputs["optional"][name] for name in ("fp8_matmul", "attention")}
+        return {**inputs, "required": files | required, "optional": optional | projection | last}
 
     @classmethod
     def VALIDATE_INPUTS(cls, transformer: str | None = None):
@@ -142,32 +151,35 @@ class LTX2ModelLoader(LTX2CheckpointLoader):
 
     def load(self, transformer: str, video_vae: str, audio_vae: str, weight_dtype: str = "auto",
              device: str = "default", fp8: str = "auto", memory: str = "auto", parallel: Parallel | None = None,
-             unique_id: str | None = None, text_projection: str = NONE, fp8_matmul: str = "auto"):
+             unique_id: str | None = None, text_projection: str = NONE, fp8_matmul: str = "auto",
+             attention: str = "auto"):
         files = ModelFiles(checkpoint=bridge.model_path("diffusion_models", transformer),
                            vae=bridge.model_path("vae", video_vae), audio_vae=bridge.model_path("vae", audio_vae),
                            fp8=fp8, text_projection=None if text_projection in (NONE, None) else
                            bridge.model_path("text_encoders", text_projection), fp8_matmul=fp8_matmul)
         labels = {"checkpoint": "transformer", "vae": "video_vae", "audio_vae": "audio_vae",
                   "text_projection": "text_projection"}
-        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, labels),)
+        return (_load_model(files, weight_dtype, device, memory, parallel, unique_id, labels, attention),)
 
 
 def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, parallel: Parallel | None,
-                unique_id: str | None, labels: dict[str, str]) -> ModelHandle:
+                unique_id: str | None, labels: dict[str, str], attention: str = "auto") -> ModelHandle:
     """The model handle of `files`: its files checked together first (kinds, one release; named by the node's
     `labels` of their inputs), the node's previous model released, then the transformer on workers (a
     multi-device `parallel` layout) or here under a memory plan, and the decoders and the video and audio encoders
-    here."""
+    here. A named `attention` backend is checked against the device before anything loads."""
     target, dtype = _device(device), DTYPES[weight_dtype]
     files.check_model(labels)
     resolve_fp8_matmul(files.fp8_matmul, target)  # a recipe the device cannot run: refused before any weight moves
+    config = files.transformer_config()
+    check_attention(attention, device_table(target), dtype, (config.video.head_dim, config.audio.head_dim))
     previous = _LOADED.pop(unique_id, None)
     if previous is not None:  # this node loads another model: the old one goes first, never two at once
         previous.release()
     bridge.free_memory()
     if parallel is not None and (parallel.layout.world_size > 1 or parallel.attach):
         models = files.load_checkpoint(target, dtype, transformer=False)
-        host = WorkerHost(_start_workers(files, parallel, target, dtype))
+        host = WorkerHost(_start_workers(files, parallel, target, dtype), attention)
     else:
         frames, height, width, passes = PLANNED_FOR
         plan = files.plan(target, frames=frames, height=height, width=width, passes=passes, dtype=dtype,
@@ -175,7 +187,7 @@ def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, 
         models = files.load_checkpoint(target, dtype, plan)
         if plan is not None:
             print(f"[LTX-2] {plan.describe()}")
-        host = LocalHost(models.transformer, target, next(models.decoders.video.parameters()).dtype, plan)
+        host = LocalHost(models.transformer, target, next(models.decoders.video.parameters()).dtype, plan, attention)
     handle = ModelHandle(host, models.decoders, models.video_encoder, files, audio_encoder=models.audio_encoder)
     if unique_id is not None:
         _LOADED[unique_id] = handle

@@ -20,6 +20,7 @@ import torch.distributed._functional_collectives as funcol
 import torch.nn.functional as F
 
 from ltx2_core.model.transformer import LTX2Transformer
+from ltx2_core.model.transformer.attention_select import attend
 from ltx2_core.model.transformer.perturbations import BatchPerturbations
 from ltx2_core.types import Rope, RunConstants, StreamInput
 
@@ -84,11 +85,6 @@ def _gather_tokens(x: torch.Tensor, dim: int, group: dist.ProcessGroup) -> torch
     return funcol.all_gather_single(x.movedim(dim, 0).contiguous(), 0, group).movedim(0, dim)
 
 
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
-    return out.transpose(1, 2)
-
-
 class UlyssesAttention:
     """Video self-attention on (B, local tokens, heads, head_dim) through all tokens × heads/sp."""
 
@@ -103,7 +99,7 @@ class UlyssesAttention:
         sent = qkv.permute(3, 0, 1, 2, 4, 5).contiguous()  # by destination rank (head share)
         got = funcol.all_to_all_single(sent, None, None, group)  # by source rank (token share)
         q, k, v = got.permute(1, 2, 0, 3, 4, 5).reshape(3, batch, world * local, heads // world, dim)
-        out = _attention(q, k, v, self.layout.attention_mask(mask, video_queries=True))  # (B, T, H/sp, d)
+        out = attend(q, k, v, self.layout.attention_mask(mask, video_queries=True))  # (B, T, H/sp, d)
         sent = out.unflatten(1, (world, local)).permute(1, 0, 2, 3, 4).contiguous()  # by token owner
         got = funcol.all_to_all_single(sent, None, None, group)  # by head share
         return got.permute(1, 2, 0, 3, 4).reshape(batch, local, heads, dim)
@@ -118,7 +114,7 @@ class GatheredKeysAttention:
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  mask: torch.Tensor | None = None) -> torch.Tensor:
         kv = _gather_tokens(torch.stack([k, v]), 2, self.layout.group)
-        return _attention(q, kv[0], kv[1], self.layout.attention_mask(mask, video_queries=False))
+        return attend(q, kv[0], kv[1], self.layout.attention_mask(mask, video_queries=False))
 
 
 class LocalTokensRun:

@@ -28,12 +28,13 @@ class WorkerSampler:
     by the workers) are fused for every stage, before the stage's own; `should_stop` is polled while waiting (see
     `Controller.run`); `compile` compiles the workers' blocks on the first stage. With a `preview` projection
     (`ltx2_core.preview.rgb_projection`), rank 0 sends a preview image per step: `take_preview()` returns the
-    newest one not yet taken."""
+    newest one not yet taken. `attention` is the workers' attention backend (`attention_select.MODES`)."""
 
     def __init__(self, controller: Controller, loras: Sequence[tuple[Lora, float]] = (),
                  should_stop: Callable[[], bool] | None = None, compile: bool = False,
-                 preview: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+                 preview: tuple[torch.Tensor, torch.Tensor] | None = None, attention: str = "auto") -> None:
         self.controller, self.loras, self.should_stop, self.compile = controller, tuple(loras), should_stop, compile
+        self.attention = attention
         self.config = controller.config
         self.device = torch.device(controller.device_type)
         self.projection = None if preview is None else tuple(t.detach().float().cpu() for t in preview)
@@ -54,7 +55,7 @@ class WorkerSampler:
         files = tuple((_file_of(lora), float(strength)) for lora, strength in (*self.loras, *stage.loras))
         job = StageJob(AVLatent(latent.video.cpu(), latent.audio.cpu(), latent.fps), positive.to("cpu"),
                        None if negative is None else negative.to("cpu"), generator.get_state(),
-                       replace(stage.cpu(), loras=files), self.compile, self.projection)
+                       replace(stage.cpu(), loras=files), self.compile, self.projection, self.attention)
         video, audio, state = self.controller.run(job, progress, self.should_stop, self._keep)
         generator.set_state(state)
         return AVLatent(video, audio, latent.fps, kept_sound(latent, stage))

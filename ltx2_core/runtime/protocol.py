@@ -48,6 +48,7 @@ class StageJob(NamedTuple):
     stage: Stage[str]
     compile: bool = False
     preview: tuple[torch.Tensor, torch.Tensor] | None = None  # rgb_projection: rank 0 sends a preview per step
+    attention: str = "auto"  # the attention backend (`attention_select.MODES`), checked where the job was made
 
 
 class Run(NamedTuple):

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from torch.distributed.rendezvous import rendezvous
 
 from ltx2_core.compile import compile_blocks
+from ltx2_core.model.transformer.attention_select import use_attention
 from ltx2_core.errors import Interrupted
 from ltx2_core.loader.lora import Lora, load_lora, shard_lora
 from ltx2_core.model.transformer import LTX2Transformer
@@ -174,9 +175,12 @@ def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
             preview = LatentPreview(job.preview, *job.latent.video.shape[2:]) if rank == 0 and job.preview else None
             sampler = LocalSampler(transformer, runner=loaded.runner, observe=preview and preview.observe,
                                    should_stop=_StopPoints(rank, job_id, channel))
-            latent = sampler(job.positive.to(device), None if job.negative is None else job.negative.to(device),
-                             job.latent, replace(job.stage, loras=loras(job.stage.loras)), generator,
-                             progress=_Progress(job_id, channel, preview) if rank == 0 else None)
+            config = transformer.config  # the backend checked here too, its choices made before the first step
+            with use_attention(job.attention, device, transformer.scale_shift_table.dtype,
+                               (config.video.head_dim, config.audio.head_dim)):
+                latent = sampler(job.positive.to(device), None if job.negative is None else job.negative.to(device),
+                                 job.latent, replace(job.stage, loras=loras(job.stage.loras)), generator,
+                                 progress=_Progress(job_id, channel, preview) if rank == 0 else None)
             if rank == 0:
                 channel.put(Done(job_id, latent.video.cpu(), latent.audio.cpu(), generator.get_state()))
         except Interrupted:

@@ -37,7 +37,7 @@ def report(tmp_path_factory):
 
 def test_every_section_reports(report):
     assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory", "kernels",
-                                        "fp8", "cache"]
+                                        "fp8", "cache", "attention"]
     assert all(report["sections"][name] for name in report["sections"])
 
 
@@ -86,6 +86,21 @@ def test_the_cache_section_skips_steps_and_its_replay_reads_nothing(report):
         assert 1e-4 < cached["video_rel_diff"] < 1 and cached["audio_rel_diff"] < 1, cached
         assert abs(replay["video_rel_diff"] - cached["video_rel_diff"]) < 1e-5, replay
         assert all(row["ms"] > 0 for row in (full, cached, replay))
+
+
+def test_the_attention_section_runs_every_cpu_backend_and_names_autos_choice(report):
+    """On the CPU: SDPA's own pick, math and flash on every shape class (fp32: exact to rounding), auto's choice
+    (SDPA's CPU flash kernel) named per shape, the CUDA-only backends listed as unavailable."""
+    rows = report["sections"]["attention"]
+    summaries = [row for row in rows if row["backend"] == "summary"]
+    assert [row["shape"] for row in summaries] == ["video self", "video self, masked", "text cross", "audio to video",
+                                                   "video to audio", "audio self", "audio text cross"]
+    for row in summaries:
+        assert row["auto"] == "flash" and row["fastest"] in ("math", "flash"), row
+        assert row["unavailable"] == "cudnn, efficient, flash4, sage, kitchen_int8", row
+    measured = [row for row in rows if row["backend"] != "summary"]
+    assert {row["backend"] for row in measured} == {"sdpa", "math", "flash"}
+    assert all("failed" not in row and row["error"] < 1e-5 and row["ms"] > 0 for row in measured), measured
 
 
 def test_the_three_sides_compute_the_same_forward(report):

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ltx2_core.model.transformer.attention_backends import sdpa  # noqa: F401 - PyTorch's own pick, for callers
+from ltx2_core.model.transformer.attention_select import attend
 from ltx2_core.model.transformer.kernels import qk_norm_rope
 from ltx2_core.types import Rope
 
@@ -28,13 +30,6 @@ class AttentionFunction(Protocol):
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                  mask: torch.Tensor | None = None) -> torch.Tensor: ...
-
-
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Scaled dot-product attention on (B, tokens, heads, head_dim) -> (B, q tokens, heads, head_dim); `mask` as
-    in `AttentionFunction`."""
-    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
-    return out.transpose(1, 2)
 
 
 def attention_bias(weights: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -88,8 +83,9 @@ class Attention(nn.Module):
         self.to_gate_logits = nn.Linear(query_dim, heads) if gated else None
         # a list only so the output projection is named `to_out.0` like in the checkpoint
         self.to_out = nn.ModuleList([nn.Linear(inner, query_dim)])
-        # the attention proper, after q/k norm and RoPE; swapped by parallel passes (e.g. Ulysses)
-        self.attend: AttentionFunction = sdpa
+        # the attention proper, after q/k norm and RoPE: the backend `attention_select` picks; swapped by parallel
+        # passes (e.g. Ulysses), which call `attend` inside
+        self.attend: AttentionFunction = attend
 
     def keys_values(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(normalised keys, values) of a context, (B, S, inner) each: what `forward` takes as `kv` when the
