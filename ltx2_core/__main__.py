@@ -193,7 +193,7 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
     check_stg_blocks(request, files.transformer_config())
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda but no CUDA GPU is visible; use --device cpu")
-    if (args.compile or args.cuda_graphs) and not args.device.startswith("cuda"):
+    if (args.compile or args.cuda_graphs == "on") and not args.device.startswith("cuda"):
         raise ValueError("--compile and --cuda-graphs are CUDA options (off on the CPU); drop them or use --device "
                          "cuda")
     config = files.transformer_config()
@@ -258,8 +258,8 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     without a budget, with --memory resident, or under tensor parallelism (whose shards are planned per rank)."""
     if layout(args).world_size > 1 or args.memory == "resident":
         return None
-    if args.cuda_graphs or args.compile:
-        raise ValueError(f"--memory {args.memory} may stream blocks, which --compile and --cuda-graphs do not "
+    if args.cuda_graphs == "on" or args.compile:
+        raise ValueError(f"--memory {args.memory} may stream blocks, which --compile and --cuda-graphs on do not "
                          "support; add --memory resident")
     config = files.transformer_config()
     budget = int(args.memory_budget * GB) if args.memory_budget else None

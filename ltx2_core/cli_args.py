@@ -157,9 +157,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-budget", type=float, metavar="GB",
                    help="plan for this much device memory instead of what is free (e.g. to leave room)")
     p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
-    p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
+    p.add_argument("--cuda-graphs", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
+                   help="capture each denoising step as a CUDA graph: auto (default) where it can (CUDA, every block "
+                        "resident, one GPU), on (the bare flag; refused where it cannot), off")
     p.add_argument("--passes-per-forward", type=values.positive_int,
-                   help="guidance passes per transformer forward (default: all 4 in one; 1 or 2 need less memory)")
+                   help="guidance passes per transformer forward (default: the device's measured choice, all 4 in "
+                        "one or one at a time at large sizes; 1 or 2 need less memory)")
     d = p.add_argument_group("several GPUs: run under `torchrun --nproc-per-node N` with cfg-parallel·sp·tp = N")
     d.add_argument("--cfg-parallel", type=values.positive_int, default=1,
                    help="guidance passes spread over this many ranks (CFG-parallel; --cfg is the guidance scale)")
