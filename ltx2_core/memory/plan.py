@@ -12,9 +12,10 @@ GGUF block types, int8 / MXFP8 / fp8 with their scales; `memory.weight_layout`),
 parallelism (`transformer_weight_bytes` counts them on a meta model); one forward's activations at the requested
 size and batch of passes are estimated (`activation_bytes`). The plan prefers, in order: every block resident with
 the text K/V cache of 2.0 and 2.5; every block resident without it (the cache saves ~2 % of a step's work,
-streaming costs bandwidth); the passes per forward the device's measured policy picks (`memory.pass_policy`: all
-in one, or one at a time where batching loses) with the blocks that do not fit streamed (one streamed copy of the
-weights serves every pass of a forward, so streaming costs the least there); fewer passes per forward.
+streaming costs bandwidth), with the passes per forward the device's measured policy picks (`memory.pass_policy`:
+all in one, or one at a time where batching loses); all passes in one forward with the blocks that do not fit
+streamed (one streamed copy of the weights serves every pass of a step, so streaming costs the least there); fewer
+passes per forward.
 
 Host: the streamed blocks and Gemma's layers are pinned (fastest copies, but RAM the system cannot swap) when they
 fit the available RAM beside the modules waiting for their visits; else, when the weights keep their files' dtype,
@@ -328,14 +329,25 @@ def _sampling_plan(c: _Context, passes: int, stream_all: bool) -> MemoryPlan:
     weights = c.weights
     budget = int(c.free * HEADROOM) - c.decoders
     floor = max(c.side.encoding, c.side.conditioning, c.side.upsampling, c.decoding())  # the other stages' peaks
-    preferred = policy_passes(c.capability, video_tokens(c.frames, c.height, c.width), passes)
     kv = text_kv_bytes(c.config, passes, c.dtype)
-    for batch in sorted({preferred, *(b for b in (2, 1) if b < preferred)}, reverse=True):
-        activations = activation_bytes(c.config, c.frames, c.height, c.width, batch, c.dtype, c.fps, c.sp)
+
+    def resident(batch: int, activations: int) -> MemoryPlan | None:
         for cache in ((True, False) if kv and not stream_all else (False,)):  # the cache goes before any block
             working = max(activations + (kv if cache else 0), floor)
             if not stream_all and budget - weights.non_block - working >= weights.per_block * weights.blocks:
                 return MemoryPlan(weights.blocks, 0, batch, cache, weights, activations, kv, c.free)
+        return None
+
+    # where the device's policy prefers fewer passes per forward (resident weights; streamed ones are better
+    # shared by every pass, below), that first
+    preferred = policy_passes(c.capability, video_tokens(c.frames, c.height, c.width), passes)
+    if preferred < passes and (plan := resident(preferred, activation_bytes(
+            c.config, c.frames, c.height, c.width, preferred, c.dtype, c.fps, c.sp))):
+        return plan
+    for batch in sorted({passes, *(b for b in (2, 1) if b < passes)}, reverse=True):
+        activations = activation_bytes(c.config, c.frames, c.height, c.width, batch, c.dtype, c.fps, c.sp)
+        if preferred == passes and (plan := resident(batch, activations)):
+            return plan
         working = max(activations, floor)
         left = budget - weights.non_block - working - weights.slots
         if left >= 0:
