@@ -27,6 +27,7 @@ import json
 import platform
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -85,6 +86,11 @@ def device_name(device: torch.device) -> str:
     return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
+def _write(out: Path, report: dict, text: list[str]) -> None:
+    (out / "gpu_suite.json").write_text(json.dumps(report, indent=1))
+    (out / "gpu_suite.md").write_text("\n".join(text) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="tiny structure and sizes: a CPU smoke run of every section")
@@ -97,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compile-backend", help="torch.compile backend of per-block compile (default inductor; quick: "
                    "eager)")
     p.add_argument("--out", default="gpu_suite_results", help="folder for gpu_suite.json and gpu_suite.md")
+    p.add_argument("--budget", type=float, help="seconds: start no section after this much time (a device call's "
+                   "limit); the sections left are listed as skipped")
     args = p.parse_args(argv)
     chosen = [name.strip() for name in args.sections.split(",") if name.strip()]
     unknown = sorted(set(chosen) - set(SECTIONS))
@@ -110,14 +118,25 @@ def main(argv: list[str] | None = None) -> int:
               "date": datetime.date.today().isoformat(), "quick": s.quick, "sections": {}, "seconds": {}}
     text = [f"# GPU suite: {report['device']}, torch {report['torch']}, {report['dtype']}, {report['date']}"
             + (" (quick: tiny structure)" if s.quick else "")]
+    begun = time.perf_counter()
     for name in chosen:
+        if args.budget is not None and time.perf_counter() - begun > args.budget:
+            report["skipped"] = chosen[chosen.index(name):]
+            text.append(f"\nskipped, over the {args.budget:g} s budget: {', '.join(report['skipped'])}")
+            break
         start = time.perf_counter()
-        rows = SECTIONS[name](s)
+        try:
+            rows = SECTIONS[name](s)
+        except Exception as error:  # one GPU loan runs every section: a failing one must not lose the others
+            if s.quick:  # the CPU smoke run (and its test) fails on any error
+                raise
+            traceback.print_exc()
+            rows = [{"error": f"{type(error).__name__}: {error}"[:500]}]
         report["sections"][name], report["seconds"][name] = rows, round(time.perf_counter() - start, 1)
         text.append(f"\n## {name}\n\n{markdown(rows)}")
         print(text[-1], flush=True)
-    (out / "gpu_suite.json").write_text(json.dumps(report, indent=1))
-    (out / "gpu_suite.md").write_text("\n".join(text) + "\n")
+        _write(out, report, text)  # after every section: a call stopped at its limit keeps what is done
+    _write(out, report, text)
     print(f"\nwrote {out / 'gpu_suite.json'} and {out / 'gpu_suite.md'}")
     return 0
 

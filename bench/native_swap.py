@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
-import json
 import os
 import platform
 import statistics
@@ -38,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from native_report import table, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PACK = "ltx2_native_swap_pack"  # the pack's package name here (ComfyUI's top-level `nodes` keeps its own)
@@ -52,6 +53,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="ComfyUI's folder (default: $COMFYUI_PATH)")
     parser.add_argument("--checkpoint", help="a native LTX-2 checkpoint file (default: the tiny bundle, written to a "
                         "temporary folder)")
+    parser.add_argument("--released-layers", type=int, default=0, metavar="N",
+                        help="instead of a checkpoint: the release's transformer at its released widths, N of its 48 "
+                        "blocks, random weights made on the device (bench/native_released.py), loaded by Load "
+                        "Diffusion Model")
+    parser.add_argument("--version", default="2.3", choices=("2.0", "2.3", "2.5"),
+                        help="the release --released-layers builds (default 2.3)")
+    parser.add_argument("--easycache", type=float, default=0.0, metavar="THRESHOLD",
+                        help="also time both samplers on the MODEL patched by ComfyUI's EasyCache node (this "
+                        "reuse_threshold, its default start 0.15 and end 0.95); 0: off")
     parser.add_argument("--width", type=int, default=768)
     parser.add_argument("--height", type=int, default=512)
     parser.add_argument("--frames", type=int, default=121)
@@ -70,13 +80,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         if args.checkpoint:
-            parser.error("--quick runs the tiny bundle; leave --checkpoint out")
+            parser.error("--quick runs the tiny bundle (or --released-layers); leave --checkpoint out")
         args.cpu = True
         for key, value in QUICK.items():  # the sizes and repeats given explicitly stay
             if getattr(args, key) == parser.get_default(key):
                 setattr(args, key, value)
     if not args.comfyui or not (Path(args.comfyui) / "main.py").is_file():
         parser.error(f"--comfyui {args.comfyui!r} is not ComfyUI's folder (with main.py); pass it or set COMFYUI_PATH")
+    if args.checkpoint and args.released_layers:
+        parser.error("give --checkpoint or --released-layers, not both")
+    if not 0 <= args.released_layers <= 48 or args.easycache < 0:
+        parser.error("--released-layers must be 0 to 48 and --easycache at least 0")
     if args.checkpoint and not Path(args.checkpoint).is_file():
         parser.error(f"--checkpoint {args.checkpoint}: no such file")
     if args.width % 32 or args.height % 32 or args.width < 64 or args.height < 64:
@@ -136,9 +150,11 @@ def run_bench(args: argparse.Namespace, checkpoint: str) -> dict:
     import torch
 
     folder_paths.set_input_directory(tempfile.mkdtemp(prefix="native_swap_input_"))  # the pack copies examples in
-    folder_paths.add_model_folder_path("checkpoints", os.path.dirname(os.path.abspath(checkpoint)))
+    kind = "diffusion_models" if args.released_layers else "checkpoints"
+    folder_paths.add_model_folder_path(kind, os.path.dirname(os.path.abspath(checkpoint)))
     name = os.path.basename(checkpoint)
     pack = load_pack()
+    import comfy.model_management
     from comfy_extras.nodes_custom_sampler import (
         CFGGuider,
         KSamplerSelect,
@@ -146,18 +162,25 @@ def run_bench(args: argparse.Namespace, checkpoint: str) -> dict:
         RandomNoise,
         SamplerCustomAdvanced,
     )
+    from comfy_extras.nodes_easycache import EasyCacheNode
     from comfy_extras.nodes_lt import EmptyLTXVLatentVideo, LTXVConcatAVLatent
     from comfy_extras.nodes_lt_audio import LTXVAudioVAELoader, LTXVEmptyLatentAudio
+    from native_released import SkippedSteps, released_audio_latent
 
     from ltx2_core.types import TextEmbeddings
-    from nodes import CheckpointLoaderSimple  # ComfyUI's nodes.py
+    from nodes import CheckpointLoaderSimple, UNETLoader  # ComfyUI's nodes.py
 
     native_configs = sys.modules[PACK + ".nodes.native_model"].native_configs
     to_native = sys.modules[PACK + ".nodes.native_conditioning"].to_native
     split = sys.modules[PACK + ".nodes.interop"].split
 
-    model = CheckpointLoaderSimple().load_checkpoint(name)[0]
-    (audio_vae,) = LTXVAudioVAELoader.execute(name).result
+    if args.released_layers:
+        model = UNETLoader().load_unet(name, "default")[0]
+        audio = released_audio_latent(args.frames, args.fps, comfy.model_management.intermediate_device())
+    else:
+        model = CheckpointLoaderSimple().load_checkpoint(name)[0]
+        (audio_vae,) = LTXVAudioVAELoader.execute(name).result
+        (audio,) = LTXVEmptyLatentAudio.execute(args.frames, args.fps, 1, audio_vae).result
     config, _ = native_configs(model.model.model_config.unet_config)
     generator = torch.Generator().manual_seed(args.seed)
 
@@ -166,19 +189,26 @@ def run_bench(args: argparse.Namespace, checkpoint: str) -> dict:
         audio = torch.randn(1, TOKENS, config.audio.context_dim, generator=generator)
         return to_native(TextEmbeddings(video, audio), args.fps)
 
-    (guider,) = CFGGuider.execute(model, prompt(), prompt(), args.cfg).result
+    positive, negative = prompt(), prompt()
+    models = {"": model}
+    if args.easycache:
+        models["easycache"] = EasyCacheNode.execute(model, args.easycache, 0.15, 0.95, False).result[0]
     (noise,) = RandomNoise.execute(args.seed).result
     (sampler,) = KSamplerSelect.execute("euler").result
     (sigmas,) = ManualSigmas.execute(args.sigmas).result
     (video,) = EmptyLTXVLatentVideo.execute(args.width, args.height, args.frames, 1).result
-    (audio,) = LTXVEmptyLatentAudio.execute(args.frames, args.fps, 1, audio_vae).result
     (latent,) = LTXVConcatAVLatent.execute(video, audio).result
     steps = sigmas.shape[-1] - 1
     if steps < 1:
         raise ValueError(f"--sigmas {args.sigmas!r}: give at least two values, the last 0")
     ours_node = pack.LTX2SamplerCustomAdvanced()
-    runners = {"native": lambda: SamplerCustomAdvanced.execute(noise, guider, sampler, sigmas, latent).result[0],
-               "ours": lambda: ours_node.sample(noise, guider, sampler, sigmas, latent)[0]}
+    runners = {}
+    for suffix, patched in models.items():
+        (guider,) = CFGGuider.execute(patched, positive, negative, args.cfg).result
+        tag = f"+{suffix}" if suffix else ""
+        runners["native" + tag] = lambda g=guider: SamplerCustomAdvanced.execute(noise, g, sampler, sigmas,
+                                                                                 latent).result[0]
+        runners["ours" + tag] = lambda g=guider: ours_node.sample(noise, g, sampler, sigmas, latent)[0]
     cuda = torch.cuda.is_available() and not args.cpu
 
     def timed(run) -> tuple[float, int | None, dict]:
@@ -192,32 +222,55 @@ def run_bench(args: argparse.Namespace, checkpoint: str) -> dict:
         seconds = time.perf_counter() - start
         return seconds, torch.cuda.max_memory_allocated() if cuda else None, out
 
-    results = {key: {"times": [], "peaks": []} for key in runners}
-    outputs = {}
-    for key, run in runners.items():  # warm-up: model load, first kernels
-        outputs[key] = timed(run)[2]
+    results = {key: {"times": [], "peaks": [], "skipped": []} for key in runners}
+    outputs, refused = {}, {}
+    for key, run in runners.items():  # warm-up: model load, first kernels; a sampler may refuse the patched MODEL
+        try:
+            outputs[key] = timed(run)[2]
+        except ValueError as error:
+            refused[key] = str(error)
     for _ in range(args.repeats):
         for key, run in runners.items():
-            seconds, peak, outputs[key] = timed(run)
+            if key in refused:
+                continue
+            with SkippedSteps() as log:
+                seconds, peak, outputs[key] = timed(run)
             results[key]["times"].append(seconds)
             results[key]["peaks"].append(peak)
+            results[key]["skipped"] += [skipped for skipped, _ in log.runs]
     rows = {}
     for key, found in results.items():
+        if key in refused:
+            rows[key] = {"refused": refused[key]}
+            continue
         median = statistics.median(found["times"])
         peaks = [p for p in found["peaks"] if p is not None]
         video_out, audio_out = split(outputs[key])
         rows[key] = {"median_s": median, "per_step_s": median / steps, "times_s": found["times"],
                      "peak_mib": max(peaks) / 2**20 if peaks else None,
                      "video": summary(video_out), "audio": summary(audio_out)}
-    ratio = {"time": rows["ours"]["median_s"] / rows["native"]["median_s"],
-             "peak": (rows["ours"]["peak_mib"] / rows["native"]["peak_mib"] if cuda else None)}
+        if found["skipped"]:
+            rows[key]["easycache_skipped"] = found["skipped"]
+    ratio = _ratio(rows, "ours", "native", cuda)
+    if args.easycache:
+        ratio = {**ratio, "with_easycache": _ratio(rows, "ours+easycache", "native+easycache", cuda),
+                 "ours_easycache_over_native": _ratio(rows, "ours+easycache", "native", cuda)}
     device = torch.cuda.get_device_name() if cuda else f"CPU ({platform.processor() or platform.machine()})"
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "device": device, "torch": torch.__version__, "comfyui": _comfyui_version(args.comfyui),
             "checkpoint": name, "dtype": str(model.model.get_dtype()), "width": args.width, "height": args.height,
             "frames": args.frames, "fps": args.fps, "cfg": args.cfg, "sigmas": [float(s) for s in sigmas],
             "steps": steps, "sampler": "euler", "seed": args.seed, "repeats": args.repeats, "quick": args.quick,
+            "released_layers": args.released_layers, "easycache": args.easycache or None,
             "same_noise": False, "samplers": rows, "ours_over_native": ratio}
+
+
+def _ratio(rows: dict, ours: str, native: str, cuda: bool) -> dict | None:
+    """ours / native time and peak (below 1: ours is faster / smaller); None where either refused."""
+    a, b = rows.get(ours, {}), rows.get(native, {})
+    if "median_s" not in a or "median_s" not in b:
+        return None
+    return {"time": a["median_s"] / b["median_s"], "peak": a["peak_mib"] / b["peak_mib"] if cuda else None}
 
 
 def _comfyui_version(path: str) -> str | None:
@@ -225,41 +278,6 @@ def _comfyui_version(path: str) -> str | None:
     text = file.read_text() if file.is_file() else ""
     return next((line.split("=")[1].strip().strip("\"'") for line in text.splitlines()
                  if line.startswith("__version__")), None)
-
-
-def _mib(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.0f}"
-
-
-def table(report: dict) -> str:
-    rows, ratio = report["samplers"], report["ours_over_native"]
-    quick = " (--quick: a CPU smoke run, not a speed claim)" if report["quick"] else ""
-    title = (f"Native swap: {report['checkpoint']} ({report['dtype']}), {report['width']}x{report['height']}x"
-             f"{report['frames']} @ {report['fps']} fps, cfg {report['cfg']:g}, euler, {report['steps']} steps, "
-             f"{report['device']}, torch {report['torch']}, ComfyUI {report['comfyui']}; median of "
-             f"{report['repeats']} after a warm-up{quick}")
-    header = ("| sampler | whole sampling (s) | per step (ms) | peak device memory (MiB) | video latent std / abs max "
-              "| audio latent std / abs max |")
-    lines = [title, "", header, "|---|---:|---:|---:|---:|---:|"]
-    names = {"native": "ComfyUI SamplerCustomAdvanced", "ours": "LTX-2 SamplerCustomAdvanced (fast)"}
-    for key in ("native", "ours"):
-        row = rows[key]
-        lines.append(f"| {names[key]} | {row['median_s']:.3f} | {row['per_step_s'] * 1e3:.1f} | "
-                     f"{_mib(row['peak_mib'])} | {row['video']['std']:.3f} / {row['video']['abs_max']:.3f} | "
-                     f"{row['audio']['std']:.3f} / {row['audio']['abs_max']:.3f} |")
-    peak = "n/a" if ratio["peak"] is None else f"{ratio['peak']:.2f}"
-    note = ("The noise differs (native: comfy.sample.prepare_noise on the CPU from the seed; ours: our generator "
-            "seeded with it), so the results are not compared value for value; their statistics are side by side.")
-    lines += [f"| ours / native | {ratio['time']:.2f} | {ratio['time']:.2f} | {peak} | | |", "", note]
-    return "\n".join(lines)
-
-
-def write_json(path: str, report: dict) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(partial, target)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,8 +288,15 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("run this with ComfyUI's Python ($COMFYUI_PYTHON): it needs torch and ComfyUI's modules")
     args.cpu = args.cpu or not torch.cuda.is_available()
     start_comfyui(os.path.abspath(args.comfyui), args.cpu)
+    sys.path += [str(ROOT), str(ROOT / "tests")]  # native_released, suite_models; after ComfyUI's own `nodes`
     with tempfile.TemporaryDirectory(prefix="native_swap_") as folder:
-        checkpoint = args.checkpoint or tiny_checkpoint(folder, args.bundle_python)
+        if args.released_layers:
+            from native_released import write_released_transformer
+
+            device = torch.device("cpu" if args.cpu else "cuda")
+            checkpoint = str(write_released_transformer(Path(folder), args.version, args.released_layers, device))
+        else:
+            checkpoint = args.checkpoint or tiny_checkpoint(folder, args.bundle_python)
         report = run_bench(args, checkpoint)
     print(table(report))
     if args.out:

@@ -16,7 +16,6 @@ from ltx2_core.geometry import audio_latent_length, audio_positions, video_posit
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.types import StreamInput, TextEmbeddings
 from support.configs import RELEASED_2_0, RELEASED_2_3, RELEASED_2_5
-from support.reference import reference_transformer
 
 RELEASED = {"2.0": (RELEASED_2_0, "2.0.0"), "2.3": (RELEASED_2_3, "2.3.0"), "2.5": (RELEASED_2_5, "2.5.0")}
 # the structures the suite's references build: ltx_core 1.0.0 and diffusers 0.42 predate LTX-2.5 (its bias-free
@@ -53,6 +52,8 @@ def random_transformer(config: TransformerConfig, device: torch.device, dtype: t
 
 def reference_of(model: LTX2Transformer) -> torch.nn.Module:
     """ltx_core's LTXModel holding `model`'s weight tensors."""
+    from support.reference import reference_transformer  # here: it needs pytest and ltx_core, which a ComfyUI lacks
+
     return reference_transformer(dict(model.state_dict()), model.config.to_metadata())
 
 

@@ -1,6 +1,7 @@
 """bench/native_swap.py's CPU smoke run (`--quick`) in the shared ComfyUI's Python: ComfyUI's SamplerCustomAdvanced
 and LTX-2 SamplerCustomAdvanced (fast) both sample the tiny native bundle in one in-process ComfyUI (the pack
-imported without a server), and the table and JSON report both. No speed is asserted: it is a smoke run."""
+imported without a server), plain and on the MODEL patched by ComfyUI's EasyCache node, and the table and JSON
+report them. No speed is asserted: it is a smoke run."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def test_quick_run_times_both_samplers_on_one_native_model(tmp_path):
     path, python = _comfyui()
     out = tmp_path / "native_swap.json"
     run = subprocess.run([str(python), str(BENCH), "--quick", "--comfyui", str(path), "--bundle-python",
-                          sys.executable, "--out", str(out)], capture_output=True, text=True, timeout=300, check=False)
+                          sys.executable, "--easycache", "0.2", "--out", str(out)], capture_output=True, text=True, timeout=300, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert "| ComfyUI SamplerCustomAdvanced |" in run.stdout and "| LTX-2 SamplerCustomAdvanced (fast) |" in run.stdout
     assert "not a speed claim" in run.stdout and "noise differs" in run.stdout
@@ -33,6 +34,11 @@ def test_quick_run_times_both_samplers_on_one_native_model(tmp_path):
             assert math.isfinite(row[part]["std"]) and row[part]["abs_max"] > 0.5
     assert native["video"]["shape"] == ours["video"]["shape"] and native["audio"]["shape"] == ours["audio"]["shape"]
     assert math.isclose(report["ours_over_native"]["time"], ours["median_s"] / native["median_s"])
+    # --easycache: both samplers again on the MODEL patched by ComfyUI's EasyCache node; native's skips are counted
+    cached = report["samplers"]["native+easycache"]
+    assert len(cached["easycache_skipped"]) == 2 and all(0 <= n <= 8 for n in cached["easycache_skipped"])
+    assert "median_s" in report["samplers"]["ours+easycache"] and report["easycache"] == 0.2
+    assert "| ComfyUI SamplerCustomAdvanced + easycache |" in run.stdout
 
 
 def test_bad_sizes_stop_before_comfyui_loads(tmp_path):
