@@ -4,9 +4,10 @@ its kernels are.
 * `stage1`: per release, one guided step of the full-depth model (48 blocks, the release's passes) at 1,536 video
   tokens (384×256×121, the suite's first forward size): eager, captured as a CUDA graph (`CudaGraphStep`, what
   `cuda_graphs` "auto" runs), per-block compile + graph, each against the step's FLOP time at 800 TFLOP/s (goal:
-  the best within 1.25×). Then the passes batched vs one pass per forward at 1,536 and 6,144 tokens (the first two
-  forward sizes), with their peak memory, and the crossover row `memory.pass_policy.CROSSOVER_TOKENS` takes for
-  this device's compute capability (the smallest measured token count where one pass at a time was not slower).
+  the best within 1.25×; compile + graph left empty, "–", once the section has run COMPILE_ALLOWANCE_S). For the
+  first release, the passes batched vs one pass per forward at 1,536 and 6,144 tokens (the first two forward
+  sizes), with their peak memory, and the crossover row `memory.pass_policy.CROSSOVER_TOKENS` takes for this
+  device's compute capability (the smallest measured token count where one pass at a time was not slower).
 * `profile`: per release, a torch.profiler table of one forward (one pass) of an 8-block slice (`--layers`) at
   1,536 tokens: the top kernels by device time (CPU: ops by self CPU time) with their count per block, and a
   summary row with the kernels per block and the op census's count and roofline (`bench/op_census.py`) beside
@@ -18,21 +19,23 @@ Under --quick both run on the CPU on the tiny structure; the "graph" variants th
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
 import torch
-
-from ltx2_core.compile import CudaGraphStep, EagerReplay
-from ltx2_core.memory.pass_policy import CROSSOVER_TOKENS, device_capability, policy_passes
 from op_census import census, extra_ops, summary
 from suite_measure import median_ms, peak_extra_bytes, step_flop_ms
 from suite_models import clip, random_transformer, suite_config
 from suite_sections import _compiled, _free, _guided
 
+from ltx2_core.compile import CudaGraphStep, EagerReplay
+from ltx2_core.memory.pass_policy import CROSSOVER_TOKENS, device_capability, policy_passes
+
 Row = dict[str, Any]
 GOAL = 1.25  # a stage-1 step within 1.25× of its FLOP time
 TOP_KERNELS = 8
+COMPILE_ALLOWANCE_S = 150  # no new per-block compile once the section has run this long (a device call's limit)
 
 
 def _size(size: tuple[int, int, int]) -> str:
@@ -55,8 +58,11 @@ def _ms(s, fn) -> float:
 
 @torch.no_grad()
 def stage1(s) -> list[Row]:
+    """Per release: the step's variants (compile + graph while the section is inside COMPILE_ALLOWANCE_S; inductor
+    takes about a minute per release), and for the first release the passes at both sizes (the policy is per
+    device)."""
     rows: list[Row] = []
-    sizes = s.forward_sizes[:2]  # 1,536 and 6,144 video tokens in full mode
+    sizes, begun = s.forward_sizes[:2], time.perf_counter()  # 1,536 and 6,144 video tokens in full mode
     for version in s.versions:
         config = suite_config(version, s.full_layers, s.quick)
         model = random_transformer(config, s.device, s.dtype)
@@ -65,16 +71,16 @@ def stage1(s) -> list[Row]:
         passes = len(guided.setup.runner.passes)
         row = {"version": version, "measure": "step", "size": _size(sizes[0]), "video_tokens": c.tokens[0],
                "blocks": config.num_layers, "passes": passes, "flop_ms": step_flop_ms(config, c.tokens, passes),
-               "eager_ms": _ms(s, guided), "graph_ms": _ms(s, _replay(_captured(s), guided))}
-        with _compiled(model, s.compile_backend):
-            row["compile_graph_ms"] = _ms(s, _replay(_captured(s), guided))
-        best = min(row["eager_ms"], row["graph_ms"], row["compile_graph_ms"])
+               "eager_ms": _ms(s, guided), "graph_ms": _ms(s, _replay(_captured(s), guided)), "compile_graph_ms": None}
+        rows.append(row)  # completed below: its columns first in the table
+        if version == s.versions[0]:
+            rows += [_passes_row(s, model, version, size) for size in sizes]
+        if s.quick or time.perf_counter() - begun < COMPILE_ALLOWANCE_S:
+            with _compiled(model, s.compile_backend):
+                row["compile_graph_ms"] = _ms(s, _replay(_captured(s), guided))
+        best = min(ms for ms in (row["eager_ms"], row["graph_ms"], row["compile_graph_ms"]) if ms is not None)
         row |= {"best_vs_flop": best / row["flop_ms"], "goal_met": best <= GOAL * row["flop_ms"]}
-        rows.append(row)
-        del guided
-        for size in sizes:
-            rows.append(_passes_row(s, model, version, size))
-        del model
+        del guided, model
         _free(s.device)
     return rows + [_crossover_row(s, rows)]
 
@@ -107,28 +113,12 @@ def _crossover_row(s, rows: list[Row]) -> Row:
 
 @torch.no_grad()
 def profile(s) -> list[Row]:
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as profiler
-
-    size, blocks, cuda = s.forward_sizes[0], s.slice_layers, s.device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda
+    size, blocks = s.forward_sizes[0], s.slice_layers
     rows, counted = [], {}
     for version in s.versions:
         config = suite_config(version, blocks, s.quick)
-        model = random_transformer(config, s.device, s.dtype)
-        c = clip(config, size, s.text_tokens, s.device, s.dtype)
-        run_constants = model.prepare_run(c.video_positions, c.audio_positions, c.text.video, c.text.audio)
-        video, audio = c.streams()
-
-        def forward():
-            return model(video, audio, run_constants)
-
-        wall_ms = _ms(s, forward)
-        with profiler(activities=activities) as prof:
-            forward()
-            if cuda:
-                torch.cuda.synchronize(s.device)
-        kernels = _kernels(prof, cuda)
+        wall_ms, kernels = _profiled_forward(s, random_transformer(config, s.device, s.dtype), size)
+        _free(s.device)
         total = sum(ms for _, _, ms in kernels.values())
         counted[version] = census(version, blocks, size)
         counts = summary(counted[version], blocks)
@@ -140,9 +130,24 @@ def profile(s) -> list[Row]:
         for name, count, ms in sorted(kernels.values(), key=lambda k: -k[2])[:TOP_KERNELS]:
             rows.append({"version": version, "kernel": name[:80], "count_per_block": count / blocks, "ms": ms,
                          "share": ms / total if total else None})
-        del model, run_constants
-        _free(s.device)
     return rows
+
+
+def _profiled_forward(s, model, size: tuple[int, int, int]) -> tuple[float, dict[str, tuple[str, int, float]]]:
+    """One pass's forward at `size`: its wall time (ms) and its kernels under the profiler (`_kernels`)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    cuda = s.device.type == "cuda"
+    c = clip(model.config, size, s.text_tokens, s.device, s.dtype)
+    run = model.prepare_run(c.video_positions, c.audio_positions, c.text.video, c.text.audio)
+    video, audio = c.streams()
+    wall_ms = _ms(s, lambda: model(video, audio, run))
+    with profiler(activities=[ProfilerActivity.CPU] + [ProfilerActivity.CUDA] * cuda) as prof:
+        model(video, audio, run)
+        if cuda:
+            torch.cuda.synchronize(s.device)
+    return wall_ms, _kernels(prof, cuda)
 
 
 def _kernels(prof, cuda: bool) -> dict[str, tuple[str, int, float]]:

@@ -36,7 +36,6 @@ from ltx2_core.pipeline import (
     encode_request,
     generate,
     generator_on,
-    graphs_for,
     sample_request,
 )
 from ltx2_core.request import Request
@@ -133,8 +132,9 @@ def generate_long(request: Request, models: Models, progress: StageProgress | No
         return generate(replace(request, prompt=windows[0].prompt, windows=None), models, progress,
                         cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward, distribution=distribution,
                         sampler=sampler, tiling=tiling)
-    sampler = sampler or LocalSampler(models.transformer, cuda_graphs=graphs_for(cuda_graphs, distribution),
-                                      passes_per_forward=passes_per_forward, runner=distribution.runner)
+    sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
+                                      passes_per_forward=passes_per_forward, runner=distribution.runner,
+                                      one_gpu=distribution == SINGLE_PROCESS)
     check_request(request, models, sampler.config)
     encoder = models.prompt_encoder
     latent, generator = sample_windows(

@@ -202,31 +202,34 @@ class StageSampler(Protocol):
 
 class LocalSampler:
     """Stages on a transformer in this process. `cuda_graphs`: each stage captures its step on its first step;
-    "auto" (the default) where the step is capturable (`compile.use_graphs`: CUDA, every block resident, one GPU,
-    no CFG-parallel `runner`), eagerly elsewhere; True refuses where it is not. `passes_per_forward` None: each
-    stage's from the device's measured policy (`memory.pass_policy`, by the stage's video tokens). `should_stop` (a
-    host flag) is read before every transformer block, or between steps when the step is captured: True stops the
-    stage with `errors.Interrupted` (`stages.sample`)."""
+    "auto" (the default) where the step is capturable (`compile.use_graphs`: CUDA, every block resident, one GPU:
+    `one_gpu` and no CFG-parallel `runner`), eagerly elsewhere; True refuses where it is not. `passes_per_forward`
+    None: each stage's from the device's measured policy (`memory.pass_policy`, by the stage's video tokens) on one
+    GPU, every pass in one forward on several (`one_gpu` False: this process is one rank of a parallel run, whose
+    forwards were not measured). `should_stop` (a host flag) is read before every transformer block, or between
+    steps when the step is captured: True stops the stage with `errors.Interrupted` (`stages.sample`)."""
 
     def __init__(self, model: LTX2Transformer, *, cuda_graphs: GraphSetting = "auto",
                  passes_per_forward: int | None = None, runner: RunnerFactory | None = None,
-                 observe: Observer | None = None, should_stop: Callable[[], bool] | None = None) -> None:
+                 observe: Observer | None = None, should_stop: Callable[[], bool] | None = None,
+                 one_gpu: bool = True) -> None:
         self.device = next(model.parameters()).device
         cuda_graphs = graph_setting(cuda_graphs)
         if cuda_graphs is True and self.device.type != "cuda":
             raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
         self.model, self.config, self.cuda_graphs = model, model.config, cuda_graphs
         self.passes_per_forward, self.runner, self.observe = passes_per_forward, runner, observe
-        self.should_stop = should_stop
+        self.should_stop, self.one_gpu = should_stop, one_gpu and runner is None
 
     def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
                  stage: Stage[Lora], generator: torch.Generator, *,
                  progress: Callable[[int, int], None] | None = None) -> AVLatent:
         if latent.video is None and self.runner is not None:
             raise ValueError(ONE_GPU)
-        graphs = use_graphs(self.cuda_graphs, self.model, one_gpu=self.runner is None)
+        graphs = use_graphs(self.cuda_graphs, self.model, one_gpu=self.one_gpu)
         tokens = 0 if latent.video is None else latent.video[0, 0].numel()
-        passes_per_forward = self.passes_per_forward or policy_cap(device_capability(self.device), tokens)
+        policy = policy_cap(device_capability(self.device), tokens) if self.one_gpu else None
+        passes_per_forward = self.passes_per_forward or policy
         fused = replace(stage, loras=())  # fused here for this stage only; `sample` takes the weights as they are
         with fused_loras(self.model, stage.loras) if stage.loras else contextlib.nullcontext():
             return sample(self.model, positive, negative, latent, fused, generator,
@@ -251,12 +254,6 @@ class Distribution(NamedTuple):
 SINGLE_PROCESS = Distribution()
 
 
-def graphs_for(cuda_graphs: GraphSetting, distribution: Distribution) -> GraphSetting:
-    """`cuda_graphs` for a run spread by `distribution`: "auto" is off on several processes (their steps exchange
-    data between GPUs); an explicit choice is kept."""
-    return False if distribution != SINGLE_PROCESS and graph_setting(cuda_graphs) == "auto" else cuda_graphs
-
-
 @torch.no_grad()
 def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
              cuda_graphs: GraphSetting = "auto", passes_per_forward: int | None = None,
@@ -277,8 +274,9 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     them (the kept parts through a VAE round trip)."""
     if request.audio_only and distribution != SINGLE_PROCESS:  # every rank of a parallel run refuses alike
         raise ValueError(ONE_GPU)
-    sampler = sampler or LocalSampler(models.transformer, cuda_graphs=graphs_for(cuda_graphs, distribution),
-                                      passes_per_forward=passes_per_forward, runner=distribution.runner)
+    sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
+                                      passes_per_forward=passes_per_forward, runner=distribution.runner,
+                                      one_gpu=distribution == SINGLE_PROCESS)
     check_request(request, models, sampler.config)
     if request.long:
         raise ValueError(f"{request.frames} frames span {request.windows.count(request.frames)} windows of "

@@ -89,7 +89,9 @@ def test_the_stage1_section_times_every_variant_and_the_passes_on_both_sides_of_
         assert min(row["eager_ms"], row["graph_ms"], row["compile_graph_ms"], row["flop_ms"]) > 0, row
         assert row["best_vs_flop"] > 0 and row["passes"] == 4
     passes = [row for row in rows if row["measure"] == "passes"]
-    assert len(passes) == 4 and all(row["batched_ms"] > 0 and row["one_pass_ms"] > 0 for row in passes)
+    assert [row["version"] for row in passes] == ["2.0", "2.0"]  # the first release, at both sizes
+    assert passes[0]["video_tokens"] < passes[1]["video_tokens"]
+    assert all(row["batched_ms"] > 0 and row["one_pass_ms"] > 0 for row in passes)
     assert all(row["policy_passes"] == 4 for row in passes)  # the CPU: no measured crossover, batched
     assert rows[-1]["measure"] == "crossover" and rows[-1]["capability"] is None
 

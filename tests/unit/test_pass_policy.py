@@ -63,12 +63,12 @@ def test_streamed_blocks_keep_the_passes_together_under_the_policy():
     assert plan.streamed_blocks > 0 and plan.passes_per_forward == 4
 
 
-def _latent_and_sampled(monkeypatch, capability, passes_per_forward=None):
+def _latent_and_sampled(monkeypatch, capability, **options):
     given = {}
     monkeypatch.setattr(pipeline, "device_capability", lambda device: capability)
     monkeypatch.setattr(pipeline, "sample", lambda *args, **kwargs: given.update(kwargs))
     model = demo_transformer(TransformerConfig.tiny("2.0", num_layers=1))
-    sampler = pipeline.LocalSampler(model, passes_per_forward=passes_per_forward)
+    sampler = pipeline.LocalSampler(model, **options)
     text = TextEmbeddings(torch.zeros(1, 2, 12), torch.zeros(1, 2, 12))
     for size in (STAGE1, FULL):
         sampler(text, None, empty_latent(size[2], size[1], size[0], 24.0), Stage(ltx2_sigmas(1)),
@@ -80,4 +80,6 @@ def test_the_sampler_takes_the_policy_per_stage_unless_the_user_sets_it(monkeypa
     assert list(_latent_and_sampled(monkeypatch, H100)) == [None, 1]  # stage 1 batched, full size one at a time
     assert list(_latent_and_sampled(monkeypatch, None)) == [None, None]
     assert list(_latent_and_sampled(monkeypatch, H100, passes_per_forward=2)) == [2, 2]
+    # one rank of a parallel run (not measured): every pass in one forward, as before
+    assert list(_latent_and_sampled(monkeypatch, H100, one_gpu=False)) == [None, None]
     assert pass_policy.device_capability("cpu") is None
