@@ -93,6 +93,10 @@ class CudaBackend:
             for _ in range(warmup):
                 run()
         torch.cuda.current_stream().wait_stream(side)
+        # the warm-up's activations, cached by the allocator, go back to the device: the graph's own pool needs
+        # that room (else a captured step would hold about twice an eager step's activations)
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             outputs = run()

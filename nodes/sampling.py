@@ -222,11 +222,8 @@ class LTX2Sampler:
     def VALIDATE_INPUTS(cls, sigmas: str | None = None, cuda_graphs: str | bool | None = None):
         """sigmas (the one input ComfyUI cannot judge) and cuda_graphs (a workflow saved before it had "auto" holds
         a boolean: kept as on / off); the others keep ComfyUI's own checks."""
-        if cuda_graphs is not None:
-            try:
-                graph_setting(cuda_graphs)
-            except ValueError as exc:
-                return str(exc)
+        if cuda_graphs is not None and not (isinstance(cuda_graphs, bool) or cuda_graphs in GRAPH_CHOICES):
+            return f"cuda_graphs: one of {', '.join(GRAPH_CHOICES)} (a saved true / false: on / off), got {cuda_graphs!r}"
         if problem := stated_limits(cls, "sigmas", sigmas):
             return problem
         try:
