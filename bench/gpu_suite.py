@@ -10,11 +10,13 @@ reference loop; peak memory), `launch` (a whole guided step at 256×256×9 and 3
 per-block compile, against the FLOP time), `syncs` (a whole denoising stage under sync debug mode and the
 profiler), `recompiles` (per-block compile, then every guidance scale changed), `memory` (a guided step per weight
 mode under a capped device memory), `kernels` (bench/suite_kernels.py: ours vs comfy-kitchen's fused kernels, a
-one-block forward, the self-attention, the fused ops alone), `fp8` (bench/suite_fp8.py: the slice's forward in bf16
-and under each fp8 matmul recipe, and each recipe's quantiser and GEMM alone), `attention` (bench/suite_attention.py:
-every attention backend on the transformer's attention shapes, ms and error against fp32 math, auto's choice against
-the measured fastest), `cache` (bench/suite_cache.py: a whole stage at the release's steps with and without step
-caching). Times are medians of repeated runs
+one-block forward, the self-attention, the fused ops alone), `stage1` and `profile` (bench/suite_stage1.py: a guided
+step at 1,536 video tokens eager / CUDA graph / compile + graph against its FLOP time, batched vs one pass per forward
+at 1,536 and 6,144 tokens; a kernel table of one forward per release), `fp8` (bench/suite_fp8.py: the slice's
+forward in bf16 and under each fp8 matmul recipe, and each recipe's quantiser and GEMM alone), `attention`
+(bench/suite_attention.py: every attention backend on the transformer's attention shapes, ms and error against fp32
+math, auto's choice against the measured fastest), `cache` (bench/suite_cache.py: a whole stage at the release's
+steps with and without step caching). Times are medians of repeated runs
 after warm-up, taken with CUDA events on a GPU.
 
 Needs the references beside the package's requirements: pip install --no-deps ltx-core==1.0.0 ltx-pipelines==1.0.0
@@ -43,10 +45,12 @@ from suite_attention import attention_rows  # noqa: E402
 from suite_kernels import kernel_rows  # noqa: E402
 from suite_cache import cache_rows  # noqa: E402
 from suite_sections import SECTIONS, Settings  # noqa: E402
+from suite_stage1 import SECTIONS as STAGE1_SECTIONS  # noqa: E402
 from support.reference import import_ltx_pipelines  # noqa: E402
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-SECTIONS = {**SECTIONS, "kernels": kernel_rows, "fp8": fp8_rows, "attention": attention_rows, "cache": cache_rows}
+SECTIONS = {**SECTIONS, "kernels": kernel_rows, **STAGE1_SECTIONS, "fp8": fp8_rows, "attention": attention_rows,
+            "cache": cache_rows}
 # column order and number formats of each section's table (keys missing from a row print as '–')
 FORMATS = {float: "{:.3g}", int: "{:,}"}
 

@@ -84,5 +84,11 @@ def in_forward_text_kv(config: TransformerConfig) -> bool:
     return not config.static_text_kv
 
 
+def step_flop_ms(config: TransformerConfig, tokens: tuple[int, int, int], passes: int) -> float:
+    """The time of a guided step's forwards (`passes` passes at (video, audio, text) `tokens`) at PEAK_TFLOPS, ms;
+    the text K/V computed once per run (2.0, 2.5) left out, as from the timed step."""
+    return forward_flops(config, *tokens, passes, text_kv=in_forward_text_kv(config)) / (PEAK_TFLOPS * 1e12) * 1e3
+
+
 def tflops(flops: float, ms: float) -> float:
     return flops / (ms * 1e-3) / 1e12

@@ -37,7 +37,7 @@ from ltx2_core.sampling.denoise import StepSetup
 from ltx2_core.sampling.guidance import default_guidance
 from ltx2_core.sampling.steps import StreamState
 from suite_measure import (PEAK_TFLOPS, forward_flops, in_forward_text_kv, median_ms, peak_extra_bytes,
-                           synchronize, tflops)
+                           step_flop_ms, synchronize, tflops)
 from suite_models import REFERENCE_VERSIONS, Clip, clip, random_transformer, reference_of, suite_config
 from support.census import OpCensus
 from support.diffusers import diffusers_forward, diffusers_transformer
@@ -170,8 +170,7 @@ def launch(s: Settings) -> list[Row]:
         passes = len(guided.setup.runner.passes)
         row = {"version": config.version.value, "size": "×".join(map(str, size[::-1])), "video_tokens": tv,
                "blocks": config.num_layers, "passes": passes,
-               "flop_ms": forward_flops(config, tv, ta, text, passes, text_kv=in_forward_text_kv(config))
-               / (PEAK_TFLOPS * 1e12) * 1e3,
+               "flop_ms": step_flop_ms(config, (tv, ta, text), passes),
                "eager_ms": median_ms(guided, s.device, s.repeats, s.warmup), "cuda_graph_ms": None}
         if s.device.type == "cuda":
             captured = CudaGraphStep()

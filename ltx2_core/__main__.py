@@ -79,6 +79,8 @@ def control_conditions(args: argparse.Namespace) -> tuple[ControlCondition, ...]
                          "ltx-2-19b-ic-lora-depth-control.safetensors), or drop --control")
     factor = reference_downscale_factor([path for path, _ in args.lora])
     return tuple(control._replace(downscale=factor) for control in args.control)
+
+
 def cache_settings(args: argparse.Namespace) -> CacheSettings | None:
     """--cache and its settings (ComfyUI's EasyCache defaults where not given); ValueError naming the fix."""
     given = {"threshold": args.cache_threshold, "start": args.cache_start, "end": args.cache_end}
@@ -86,9 +88,9 @@ def cache_settings(args: argparse.Namespace) -> CacheSettings | None:
         if named := [f"--cache-{k}" for k, v in given.items() if v is not None]:
             raise ValueError(f"{', '.join(named)} set step caching up: add --cache easycache, or drop them")
         return None
-    if args.cuda_graphs or args.cfg_parallel > 1 or args.audio_only:
+    if args.cuda_graphs == "on" or args.cfg_parallel > 1 or args.audio_only:
         raise ValueError("--cache easycache decides between steps on the host, per pass, on the video: drop it, or "
-                         "drop --cuda-graphs / --cfg-parallel / --audio-only")
+                         "drop --cuda-graphs on (auto runs the cached steps eagerly) / --cfg-parallel / --audio-only")
     defaults = CacheSettings()
     return CacheSettings(reuse_threshold=defaults.reuse_threshold if given["threshold"] is None else given["threshold"],
                          start_percent=defaults.start_percent if given["start"] is None else given["start"],
@@ -213,7 +215,7 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
     check_stg_blocks(request, files.transformer_config())
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda but no CUDA GPU is visible; use --device cpu")
-    if (args.compile or args.cuda_graphs) and not args.device.startswith("cuda"):
+    if (args.compile or args.cuda_graphs == "on") and not args.device.startswith("cuda"):
         raise ValueError("--compile and --cuda-graphs are CUDA options (off on the CPU); drop them or use --device "
                          "cuda")
     resolve_fp8_matmul(args.fp8_matmul, args.device)  # a recipe the device cannot run: refused before loading
@@ -281,8 +283,8 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     without a budget, with --memory resident, or under tensor parallelism (whose shards are planned per rank)."""
     if layout(args).world_size > 1 or args.memory == "resident":
         return None
-    if args.cuda_graphs or args.compile:
-        raise ValueError(f"--memory {args.memory} may stream blocks, which --compile and --cuda-graphs do not "
+    if args.cuda_graphs == "on" or args.compile:
+        raise ValueError(f"--memory {args.memory} may stream blocks, which --compile and --cuda-graphs on do not "
                          "support; add --memory resident")
     config = files.transformer_config()
     budget = int(args.memory_budget * GB) if args.memory_budget else None

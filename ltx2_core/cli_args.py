@@ -163,19 +163,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-budget", type=float, metavar="GB",
                    help="plan for this much device memory instead of what is free (e.g. to leave room)")
     p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
-    p.add_argument("--cuda-graphs", action="store_true", help="capture each denoising step as a CUDA graph (CUDA)")
+    p.add_argument("--cuda-graphs", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
+                   help="capture each denoising step as a CUDA graph: auto (default) where it can (CUDA, every block "
+                        "resident, one GPU), on (the bare flag; refused where it cannot), off")
+    p.add_argument("--passes-per-forward", type=values.positive_int,
+                   help="guidance passes per transformer forward (default: the device's measured choice, all 4 in "
+                        "one or one at a time at large sizes; 1 or 2 need less memory)")
     p.add_argument("--attention", choices=ATTENTION_MODES, default="auto",
                    help="the transformer's attention: auto (default) the fastest exact backend of the device; or one "
                         "by name: sdpa (PyTorch picks), math, flash, cudnn, efficient (SDPA's), flash4 (needs "
                         "flash-attn-4; H100/H200/B200), or 8-bit and approximate: sage (needs sageattention), "
                         "kitchen_int8 (comfy-kitchen's; CUDA); docs/attention.md")
-    p.add_argument("--passes-per-forward", type=values.positive_int,
-                   help="guidance passes per transformer forward (default: all 4 in one; 1 or 2 need less memory)")
     c = p.add_argument_group("step caching: reuse the transformer's output change on steps where the input barely "
                              "moved (ComfyUI's EasyCache decisions, per guidance pass, video and sound)")
     c.add_argument("--cache", choices=("none", "easycache"), default="none",
                    help="none (default): every step runs the transformer; easycache: skip steps as ComfyUI's EasyCache "
-                        "node decides (every stage; one host read per step; not with --cuda-graphs, --cfg-parallel "
+                        "node decides (every stage; one host read per step; not with --cuda-graphs on, --cfg-parallel "
                         "or --audio-only)")
     c.add_argument("--cache-threshold", type=values.non_negative,
                    help="EasyCache's reuse_threshold (default 0.2): higher skips more steps, with more error")

@@ -15,7 +15,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import torch
 
-from ltx2_core.compile import compile_blocks
+from ltx2_core.compile import GraphSetting, compile_blocks, graph_setting
 from ltx2_core.loader.lora import Lora, fused_loras
 from ltx2_core.memory.footprint import Job, ModelSizes
 from ltx2_core.memory.plan import MemoryPlan
@@ -59,11 +59,13 @@ class Host(Protocol):
     workers: Controller | None
 
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
-                compile: bool = False, cuda_graphs: bool = False,
+                compile: bool = False, cuda_graphs: GraphSetting = "auto",
                 should_stop: Callable[[], bool] | None = None) -> contextlib.AbstractContextManager[HostedSampler]:
         """A sampler for one run with `loras` on the transformer while the run lasts (every stage), restored after
         it. `should_stop` (a host flag such as ComfyUI's interrupt) is read before every transformer block (between
-        steps under `cuda_graphs`), here or by every worker: the run then raises `errors.Interrupted`."""
+        steps when the step is captured), here or by every worker: the run then raises `errors.Interrupted`.
+        `cuda_graphs`: "auto" captures each step as a CUDA graph where it can (CUDA, every block resident, one
+        GPU) and runs it eagerly elsewhere; True refuses where it cannot; False never captures."""
 
     def memory_problem(self, job: Job, decoders: Decoders | None = None,
                        upsampler: torch.nn.Module | None = None) -> str | None:
@@ -93,10 +95,11 @@ class LocalHost:
 
     @contextlib.contextmanager
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
-                compile: bool = False, cuda_graphs: bool = False,
+                compile: bool = False, cuda_graphs: GraphSetting = "auto",
                 should_stop: Callable[[], bool] | None = None) -> Iterator[HostedSampler]:
         """The LoRAs are fused once for the whole run."""
-        if (compile or cuda_graphs) and self.memory is not None and self.memory.streamed_blocks > 0:
+        cuda_graphs = graph_setting(cuda_graphs)
+        if (compile or cuda_graphs is True) and self.memory is not None and self.memory.streamed_blocks > 0:
             raise ValueError("compile and cuda_graphs need every block resident; set the loader's memory to "
                              "resident or switch them off")
         if compile and not self._compiled:
@@ -137,11 +140,11 @@ class WorkerHost:
 
     @contextlib.contextmanager
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
-                compile: bool = False, cuda_graphs: bool = False,
+                compile: bool = False, cuda_graphs: GraphSetting = "auto",
                 should_stop: Callable[[], bool] | None = None) -> Iterator[HostedSampler]:
         """The workers read `loras` from their files (once) and fuse them for each stage's job; rank 0 draws the
         previews."""
-        if cuda_graphs:
+        if graph_setting(cuda_graphs) is True:  # "auto" runs the workers' steps eagerly
             raise ValueError("cuda_graphs is not available with a multi-GPU layout; switch it off (compile is)")
         sampler = WorkerSampler(self.workers, loras, should_stop, compile=compile,
                                 preview=previews.projection if previews is not None else None,

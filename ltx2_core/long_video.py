@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import torch
 
+from ltx2_core.compile import GraphSetting
 from ltx2_core.conditioning import AUDIO, VIDEO, Condition, Continuation
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.pipeline import (
@@ -117,7 +118,7 @@ def sample_windows(request: Request, models: Models, progress: StageProgress | N
 
 @torch.no_grad()
 def generate_long(request: Request, models: Models, progress: StageProgress | None = None, *,
-                  cuda_graphs: bool = False, passes_per_forward: int | None = None,
+                  cuda_graphs: GraphSetting = "auto", passes_per_forward: int | None = None,
                   distribution: Distribution = SINGLE_PROCESS, sampler: StageSampler | None = None,
                   tiling: TilingConfig = TilingConfig()) -> Generation | None:
     """A clip of `request.frames` as `request.windows` cut it, end to end (the options as `pipeline.generate`'s):
@@ -132,7 +133,8 @@ def generate_long(request: Request, models: Models, progress: StageProgress | No
                         cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward, distribution=distribution,
                         sampler=sampler, tiling=tiling)
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
-                                      passes_per_forward=passes_per_forward, runner=distribution.runner)
+                                      passes_per_forward=passes_per_forward, runner=distribution.runner,
+                                      one_gpu=distribution == SINGLE_PROCESS)
     check_request(request, models, sampler.config)
     encoder = models.prompt_encoder
     latent, generator = sample_windows(

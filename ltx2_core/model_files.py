@@ -43,6 +43,7 @@ from ltx2_core.loader.upsampler_weights import upsampler_config
 from ltx2_core.loader.vae_weights import DIFFUSION, video_vae_kind
 from ltx2_core.memory.footprint import RELEASED_UPSAMPLER_CHANNELS, ModelSizes
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
+from ltx2_core.memory.pass_policy import device_capability
 from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
 from ltx2_core.memory.weight_layout import file_layers
 from ltx2_core.memory.sizes import SideBytes, diffusion_decode_bytes, ram_bytes, side_bytes, text_and_image_bytes
@@ -354,7 +355,8 @@ class ModelFiles:
         quantised = stores_quantised(files.fp8, files.checkpoint)
         options = dict(fps=fps, dtype=weights_dtype, fp8_available=not quantised, stream_all=memory == "stream",
                        source=source or ("budget" if budget is not None else "free"),
-                       ram=ram_bytes() if cuda else None, mappable=dtype is None and files.fp8 == "auto")
+                       ram=ram_bytes() if cuda else None, mappable=dtype is None and files.fp8 == "auto",
+                       capability=device_capability(device))
         if files.checkpoint is not None:
             sources = files.sources()
             if files.text_encoder is not None:

@@ -54,7 +54,7 @@ from typing import NamedTuple, Protocol
 
 import torch
 
-from ltx2_core.compile import CudaGraphStep
+from ltx2_core.compile import CudaGraphStep, GraphSetting, graph_setting, use_graphs
 from ltx2_core.audio_io import Waveform
 from ltx2_core.conditioning import (
     Condition,
@@ -70,6 +70,7 @@ from ltx2_core.geometry import audio_latent_length
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader.lora import Lora, check_distilled_lora, check_lora, fused_loras
 from ltx2_core.memory.footprint import STAGES, Job
+from ltx2_core.memory.pass_policy import device_capability, policy_cap
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.audio_vae import AudioEncoder
@@ -200,30 +201,43 @@ class StageSampler(Protocol):
 
 
 class LocalSampler:
-    """Stages on a transformer in this process. `cuda_graphs`: each stage captures its step on its first step.
-    `should_stop` (a host flag) is read before every transformer block, or between steps under `cuda_graphs`:
-    True stops the stage with `errors.Interrupted` (`stages.sample`)."""
+    """Stages on a transformer in this process. `cuda_graphs`: each stage captures its step on its first step;
+    "auto" (the default) where the step is capturable (`compile.use_graphs`: CUDA, every block resident, one GPU:
+    `one_gpu` and no CFG-parallel `runner`; no step cache), eagerly elsewhere; True refuses where it is not. `passes_per_forward`
+    None: each stage's from the device's measured policy (`memory.pass_policy`, by the stage's video tokens) on one
+    GPU, every pass in one forward on several (`one_gpu` False: this process is one rank of a parallel run, whose
+    forwards were not measured). `should_stop` (a host flag) is read before every transformer block, or between
+    steps when the step is captured: True stops the stage with `errors.Interrupted` (`stages.sample`)."""
 
-    def __init__(self, model: LTX2Transformer, *, cuda_graphs: bool = False, passes_per_forward: int | None = None,
-                 runner: RunnerFactory | None = None, observe: Observer | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+    def __init__(self, model: LTX2Transformer, *, cuda_graphs: GraphSetting = "auto",
+                 passes_per_forward: int | None = None, runner: RunnerFactory | None = None,
+                 observe: Observer | None = None, should_stop: Callable[[], bool] | None = None,
+                 one_gpu: bool = True) -> None:
         self.device = next(model.parameters()).device
-        if cuda_graphs and self.device.type != "cuda":
+        cuda_graphs = graph_setting(cuda_graphs)
+        if cuda_graphs is True and self.device.type != "cuda":
             raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
         self.model, self.config, self.cuda_graphs = model, model.config, cuda_graphs
         self.passes_per_forward, self.runner, self.observe = passes_per_forward, runner, observe
-        self.should_stop = should_stop
+        self.should_stop, self.one_gpu = should_stop, one_gpu and runner is None
 
     def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
                  stage: Stage[Lora], generator: torch.Generator, *,
                  progress: Callable[[int, int], None] | None = None) -> AVLatent:
         if latent.video is None and self.runner is not None:
             raise ValueError(ONE_GPU)
+        if stage.cache is not None and self.cuda_graphs is True:
+            raise ValueError("step caching decides on the host between steps and a captured CUDA graph replays whole "
+                             "steps: set cuda_graphs to auto (eager steps under the cache) or off")
+        graphs = stage.cache is None and use_graphs(self.cuda_graphs, self.model, one_gpu=self.one_gpu)
+        tokens = 0 if latent.video is None else latent.video[0, 0].numel()
+        policy = policy_cap(device_capability(self.device), tokens) if self.one_gpu else None
+        passes_per_forward = self.passes_per_forward or policy
         fused = replace(stage, loras=())  # fused here for this stage only; `sample` takes the weights as they are
         with fused_loras(self.model, stage.loras) if stage.loras else contextlib.nullcontext():
             return sample(self.model, positive, negative, latent, fused, generator,
-                          step=CudaGraphStep() if self.cuda_graphs else guided_step, progress=progress,
-                          observe=self.observe, passes_per_forward=self.passes_per_forward, runner=self.runner,
+                          step=CudaGraphStep() if graphs else guided_step, progress=progress,
+                          observe=self.observe, passes_per_forward=passes_per_forward, runner=self.runner,
                           should_stop=self.should_stop)
 
 
@@ -245,12 +259,13 @@ SINGLE_PROCESS = Distribution()
 
 @torch.no_grad()
 def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
-             cuda_graphs: bool = False, passes_per_forward: int | None = None,
+             cuda_graphs: GraphSetting = "auto", passes_per_forward: int | None = None,
              distribution: Distribution = SINGLE_PROCESS, sampler: StageSampler | None = None,
              tiling: TilingConfig = TilingConfig()) -> Generation | None:
     """Runs one request end to end and returns the decoded frames and waveform. `cuda_graphs` captures each stage's
-    step as a CUDA graph on its first step and replays it for the others (CUDA only). `passes_per_forward` caps
-    how many guidance passes share one forward (None: all; fewer need less activation memory). `distribution`
+    step as a CUDA graph on its first step and replays it for the others ("auto": where the step is capturable,
+    `LocalSampler`; True: CUDA only). `passes_per_forward` caps how many guidance passes share one forward (None:
+    the device's measured policy, `memory.pass_policy`; fewer need less activation memory). `distribution`
     spreads the run over processes (None is returned where it does not decode). `sampler` runs the stages
     elsewhere (e.g. on persistent workers; `models.transformer` may then be None). `tiling`: the video decoder's
     tiles (a memory plan may choose smaller ones). Text to audio (`request.audio_only`) runs in one process on one
@@ -263,7 +278,8 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     if request.audio_only and distribution != SINGLE_PROCESS:  # every rank of a parallel run refuses alike
         raise ValueError(ONE_GPU)
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
-                                      passes_per_forward=passes_per_forward, runner=distribution.runner)
+                                      passes_per_forward=passes_per_forward, runner=distribution.runner,
+                                      one_gpu=distribution == SINGLE_PROCESS)
     check_request(request, models, sampler.config)
     if request.long:
         raise ValueError(f"{request.frames} frames span {request.windows.count(request.frames)} windows of "

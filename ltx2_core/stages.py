@@ -17,6 +17,7 @@ from typing import NamedTuple
 import torch
 
 from ltx2_core.audio_io import Waveform
+from ltx2_core.compile import CudaGraphStep
 from ltx2_core.conditioning import AUDIO, ConditionedStream, condition_audio, condition_video, holds_sound
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.geometry import (
@@ -174,8 +175,9 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         state = noised_stream(stream, own, noise, stage.noise_scale, release)
         frozen = stream.frozen and release.frozen_sigma_zero  # its sigma fed as 0
         states.append(state._replace(frozen=True) if frozen else state)
-    if stage.ancestral_seed is not None:  # drawn per step: run eagerly, never as a captured graph of one draw
-        step = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed))
+    if stage.ancestral_seed is not None:  # a captured step draws the noise eagerly before each replay
+        ancestral = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed))
+        step = step.around(ancestral) if isinstance(step, CudaGraphStep) else ancestral
     setup = guided_setup(model, positive, negative, None if video is None else video.positions, audio.positions,
                          stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
                          runner=runner, video_attention=attention_weights(video),

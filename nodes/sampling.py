@@ -7,6 +7,7 @@ import math
 import torch
 
 from ltx2_core import GuidanceParams
+from ltx2_core.compile import GRAPH_CHOICES, graph_setting
 from ltx2_core.conditioning.audio import AudioCondition, encode_audio_condition
 from ltx2_core.conditioning.control import encode_control
 from ltx2_core.conditioning.images import ImageCondition, encode_conditions
@@ -202,7 +203,9 @@ class LTX2Sampler:
                                       "overriding the schedule; the latent is noised to the first"}),
                 "compile": ("BOOLEAN", {"default": False, "tooltip": "torch.compile every block (CUDA; the first "
                                         "run compiles)"}),
-                "cuda_graphs": ("BOOLEAN", {"default": False, "tooltip": "capture each step as a CUDA graph (CUDA)"}),
+                "cuda_graphs": (list(GRAPH_CHOICES), {"default": "auto", "tooltip": "capture each step as a CUDA "
+                                "graph: auto where it can (CUDA, every block resident, one GPU; the interrupt is then "
+                                "read between steps), on (refused where it cannot), off"}),
                 "images": (IMAGES, {"tooltip": "images held at frames (LTX-2 Image Condition): image-to-video, "
                                     "last frame, keyframes; encoded at this latent's size"}),
                 "audio": (AUDIO_CONDITION, {"tooltip": "a sound to generate the video to (LTX-2 Audio Condition), "
@@ -220,8 +223,11 @@ class LTX2Sampler:
         }
 
     @classmethod
-    def VALIDATE_INPUTS(cls, sigmas: str | None = None):
-        """Only sigmas (the one input ComfyUI cannot judge): the others keep ComfyUI's own checks."""
+    def VALIDATE_INPUTS(cls, sigmas: str | None = None, cuda_graphs: str | bool | None = None):
+        """sigmas (the one input ComfyUI cannot judge) and cuda_graphs (a workflow saved before it had "auto" holds
+        a boolean: kept as on / off); the others keep ComfyUI's own checks."""
+        if cuda_graphs is not None and not (isinstance(cuda_graphs, bool) or cuda_graphs in GRAPH_CHOICES):
+            return f"cuda_graphs: one of {', '.join(GRAPH_CHOICES)} (a saved true / false: on / off), got {cuda_graphs!r}"
         if problem := stated_limits(cls, "sigmas", sigmas):
             return problem
         try:
@@ -233,7 +239,7 @@ class LTX2Sampler:
 
     def sample(self, model: ModelHandle, conditioning: Conditioning, latent: dict, seed: int, steps: int,
                schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
-               compile: bool = False, cuda_graphs: bool = False, images: tuple[ImageCondition, ...] = (),
+               compile: bool = False, cuda_graphs: str | bool = "auto", images: tuple[ImageCondition, ...] = (),
                audio: AudioCondition | None = None, guides: tuple[Guide, ...] = (), cache: CacheSettings | None = None,
                unique_id: str | None = None):
         given = latent  # ComfyUI's LATENT: ours or a native node's (nodes/interop.py)
@@ -261,10 +267,10 @@ class LTX2Sampler:
             conditions, latent = [*conditions, encoded], latent._replace(sound=sound)
         conditions += [encode_control(control, model.video_encoder, frames, height, width)
                        for control in controls]  # appended after the images and the sound, as the pipeline
-        if cache is not None and cuda_graphs:
-            raise ValueError("cache decides between steps on the host and cuda_graphs replays whole steps: switch "
-                             "cuda_graphs off, or disconnect the cache")
-        if (compile or cuda_graphs) and model.host.device.type != "cuda":
+        if cache is not None and graph_setting(cuda_graphs) is True:
+            raise ValueError("cache decides between steps on the host and cuda_graphs replays whole steps: set "
+                             "cuda_graphs to auto or off, or disconnect the cache")
+        if (compile or graph_setting(cuda_graphs) is True) and model.host.device.type != "cuda":
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
         video_guidance, audio_guidance = guidance or (None, None)
         parts = StageParts(schedule, steps, parse_sigmas(sigmas) if sigmas.strip() else None, video_guidance,

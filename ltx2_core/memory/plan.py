@@ -12,8 +12,10 @@ GGUF block types, int8 / MXFP8 / fp8 with their scales; `memory.weight_layout`),
 parallelism (`transformer_weight_bytes` counts them on a meta model); one forward's activations at the requested
 size and batch of passes are estimated (`activation_bytes`). The plan prefers, in order: every block resident with
 the text K/V cache of 2.0 and 2.5; every block resident without it (the cache saves ~2 % of a step's work,
-streaming costs bandwidth); all passes in one forward with the blocks that do not fit streamed (one streamed copy of
-the weights serves every pass of a step, so streaming costs the least there); fewer passes per forward.
+streaming costs bandwidth), with the passes per forward the device's measured policy picks (`memory.pass_policy`:
+all in one, or one at a time where batching loses); all passes in one forward with the blocks that do not fit
+streamed (one streamed copy of the weights serves every pass of a step, so streaming costs the least there); fewer
+passes per forward.
 
 Host: the streamed blocks and Gemma's layers are pinned (fastest copies, but RAM the system cannot swap) when they
 fit the available RAM beside the modules waiting for their visits; else, when the weights keep their files' dtype,
@@ -38,6 +40,7 @@ import torch
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.errors import LTX2Error
 from ltx2_core.geometry import audio_latent_length, floor_size, video_tokens
+from ltx2_core.memory.pass_policy import policy_passes
 from ltx2_core.memory.sizes import SideBytes
 from ltx2_core.memory.weight_layout import LayerRule, layout_bytes, policy_layers
 from ltx2_core.quant.policy import QUANTIZE_TO, weight_bytes
@@ -236,7 +239,8 @@ def plan_memory(config: TransformerConfig, weights: WeightBytes, free: int, fram
                 passes: int, *, fps: float = 24.0, dtype: torch.dtype = torch.bfloat16,
                 fp8_available: bool = False, decoders: int = 0, tile_bytes_512: int = 0,
                 side: SideBytes = SideBytes(), ram: int | None = None, mappable: bool = False,
-                stream_all: bool = False, source: str = "free", decode_base: int = 0, sp: int = 1) -> MemoryPlan:
+                stream_all: bool = False, source: str = "free", decode_base: int = 0, sp: int = 1,
+                capability: tuple[int, int] | None = None) -> MemoryPlan:
     """The plan for a request (see the module docstring); MemoryPlanError with the smallest change when none fits.
     `fp8_available`: whether the weights are bf16 and could be quantised (suggested when it would fit); `decoders`:
     the VAE and vocoder bytes on the same device; `tile_bytes_512`: a 512 px decode tile's activations
@@ -246,9 +250,11 @@ def plan_memory(config: TransformerConfig, weights: WeightBytes, free: int, fram
     memory-mapped files instead of pinned copies; `stream_all`: every block streamed (`--memory stream`); `source`:
     what `free` is, for the messages ("free", or "budget" when the user gave it); `decode_base`: what decoding holds
     besides its tiles (`sizes.diffusion_decode_bytes` for LTX-2.5's diffusion decoder); `sp`: one rank's plan under
-    sequence parallelism of degree `sp` (its share of the activations, `activation_bytes`)."""
+    sequence parallelism of degree `sp` (its share of the activations, `activation_bytes`); `capability`: the CUDA
+    device's compute capability (None: another device), whose measured crossover (`pass_policy`) caps the passes
+    per forward before memory does."""
     context = _Context(config, weights, free, frames, height, width, fps, dtype, fp8_available, decoders, side,
-                       source, decode_base, tile_bytes_512, sp)
+                       source, decode_base, tile_bytes_512, sp, capability)
     plan = _sampling_plan(context, passes, stream_all)
     plan = plan._replace(free=free, decoders=decoders, tile_bytes_512=tile_bytes_512, side=side, source=source,
                          decode_base=decode_base)
@@ -292,6 +298,7 @@ class _Context(NamedTuple):
     decode_base: int = 0
     tile_bytes_512: int = 0
     sp: int = 1
+    capability: tuple[int, int] | None = None
 
     def decoding(self, height: int | None = None, width: int | None = None) -> int:
         """The diffusion decoder's smallest decode (its video-sized tensors scale with the size, its tiles with the
@@ -323,12 +330,24 @@ def _sampling_plan(c: _Context, passes: int, stream_all: bool) -> MemoryPlan:
     budget = int(c.free * HEADROOM) - c.decoders
     floor = max(c.side.encoding, c.side.conditioning, c.side.upsampling, c.decoding())  # the other stages' peaks
     kv = text_kv_bytes(c.config, passes, c.dtype)
-    for batch in sorted({passes, *(b for b in (2, 1) if b < passes)}, reverse=True):
-        activations = activation_bytes(c.config, c.frames, c.height, c.width, batch, c.dtype, c.fps, c.sp)
+
+    def resident(batch: int, activations: int) -> MemoryPlan | None:
         for cache in ((True, False) if kv and not stream_all else (False,)):  # the cache goes before any block
             working = max(activations + (kv if cache else 0), floor)
             if not stream_all and budget - weights.non_block - working >= weights.per_block * weights.blocks:
                 return MemoryPlan(weights.blocks, 0, batch, cache, weights, activations, kv, c.free)
+        return None
+
+    # where the device's policy prefers fewer passes per forward (resident weights; streamed ones are better
+    # shared by every pass, below), that first
+    preferred = policy_passes(c.capability, video_tokens(c.frames, c.height, c.width), passes)
+    if preferred < passes and (plan := resident(preferred, activation_bytes(
+            c.config, c.frames, c.height, c.width, preferred, c.dtype, c.fps, c.sp))):
+        return plan
+    for batch in sorted({passes, *(b for b in (2, 1) if b < passes)}, reverse=True):
+        activations = activation_bytes(c.config, c.frames, c.height, c.width, batch, c.dtype, c.fps, c.sp)
+        if preferred == passes and (plan := resident(batch, activations)):
+            return plan
         working = max(activations, floor)
         left = budget - weights.non_block - working - weights.slots
         if left >= 0:

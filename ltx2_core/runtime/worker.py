@@ -173,8 +173,9 @@ def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
             generator = torch.Generator(device)
             generator.set_state(job.generator_state)
             preview = LatentPreview(job.preview, *job.latent.video.shape[2:]) if rank == 0 and job.preview else None
+            # one rank of several: eager steps (every rank stops before the same block), all passes per forward
             sampler = LocalSampler(transformer, runner=loaded.runner, observe=preview and preview.observe,
-                                   should_stop=_StopPoints(rank, job_id, channel))
+                                   should_stop=_StopPoints(rank, job_id, channel), cuda_graphs=False, one_gpu=False)
             config = transformer.config  # the backend checked here too, its choices made before the first step
             with use_attention(job.attention, device, transformer.scale_shift_table.dtype,
                                (config.video.head_dim, config.audio.head_dim)):

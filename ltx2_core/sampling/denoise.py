@@ -233,17 +233,29 @@ class AncestralStep:
     `generator`: per step the video's (1, tokens, C), then the audio's, in the latent dtype, as the reference's
     ancestral loop draws them (no video: the audio's only). Drawing is device work from a device generator, so the
     loop still never waits; a noise draw on the last step (σ' = 0) is multiplied by 0, and nothing is drawn after
-    it."""
+    it. A step is `draw` then `advance` (device work only, no draw): a captured step (`compile.CudaGraphStep`)
+    draws eagerly before each replay and captures `advance`. The generator is the step's own, so drawing before
+    the prediction gives the reference's values."""
 
     def __init__(self, generator: torch.Generator, eta: float = 1.0) -> None:
         self.generator, self.eta = generator, eta
 
     def __call__(self, setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
                  sigma_next: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+        return self.advance(setup, video, audio, sigma, sigma_next, *self.draw(video, audio))
+
+    def draw(self, video: StreamState | None, audio: StreamState) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """One step's fresh noise: the video's, then the audio's (video None: None)."""
+        return None if video is None else self._noise(video.latent), self._noise(audio.latent)
+
+    def advance(self, setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
+                sigma_next: torch.Tensor, video_noise: torch.Tensor | None, audio_noise: torch.Tensor
+                ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """The step with its noise given (`draw`)."""
         video_x0, audio_x0 = guided_prediction(setup, video, audio, sigma)
         return tuple(None if state is None else
-                     euler_ancestral_step(state, x0, sigma, sigma_next, self._noise(state.latent), self.eta)
-                     for state, x0 in ((video, video_x0), (audio, audio_x0)))
+                     euler_ancestral_step(state, x0, sigma, sigma_next, noise, self.eta)
+                     for state, x0, noise in ((video, video_x0, video_noise), (audio, audio_x0, audio_noise)))
 
     def _noise(self, latent: torch.Tensor) -> torch.Tensor:
         return torch.randn(latent.shape, generator=self.generator, device=latent.device, dtype=latent.dtype)

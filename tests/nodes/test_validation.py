@@ -65,6 +65,7 @@ BAD = [  # node, the input at fault, its value (or changes, links), a word of th
     ("LTX2GenerateLong", "window_prompts", "a\nb\nc\nd", "4 window prompts for 3 window(s)"),
     ("LTX2GenerateLong", "duration", NAN, "finite"),
     ("LTX2GenerateLong", "window", 30, "8k+1"),
+    ("LTX2Sampler", "cuda_graphs", "yes", "auto, on, off"),  # a saved true / false (GOOD) is taken as on / off
     ("LTX2EmptyLatent", "frames", 16, "8k+1"),
     ("LTX2EmptyLatent", "height", 0, "minimum 32"),
     ("LTX2EmptyLatent", "width", 100, "multiples of 32"),

@@ -37,7 +37,7 @@ def report(tmp_path_factory):
 
 def test_every_section_reports(report):
     assert list(report["sections"]) == ["forward", "step", "launch", "syncs", "recompiles", "memory", "kernels",
-                                        "fp8", "cache", "attention"]
+                                        "stage1", "profile", "fp8", "attention", "cache"]
     assert all(report["sections"][name] for name in report["sections"])
 
 
@@ -120,6 +120,32 @@ def test_step_sides_and_the_sampler_promises(report):
     assert recompiles["recompiles_after_new_scales"] == 0
     assert recompiles["graphs_after_new_scales"] == recompiles["graphs_first_run"] > 0
     assert all(row["cuda_graph_ms"] is None and row["compile_ms"] > 0 for row in report["sections"]["launch"])
+
+
+def test_the_stage1_section_times_every_variant_and_the_passes_on_both_sides_of_the_crossover(report):
+    rows = report["sections"]["stage1"]
+    steps = [row for row in rows if row["measure"] == "step"]
+    assert [row["version"] for row in steps] == ["2.0", "2.3"]
+    for row in steps:  # eager, the captured step (EagerReplay on the CPU), compile + capture, and the FLOP time
+        assert min(row["eager_ms"], row["graph_ms"], row["compile_graph_ms"], row["flop_ms"]) > 0, row
+        assert row["best_vs_flop"] > 0 and row["passes"] == 4
+    passes = [row for row in rows if row["measure"] == "passes"]
+    assert [row["version"] for row in passes] == ["2.0", "2.0"]  # the first release, at both sizes
+    assert passes[0]["video_tokens"] < passes[1]["video_tokens"]
+    assert all(row["batched_ms"] > 0 and row["one_pass_ms"] > 0 for row in passes)
+    assert all(row["policy_passes"] == 4 for row in passes)  # the CPU: no measured crossover, batched
+    assert rows[-1]["measure"] == "crossover" and rows[-1]["capability"] is None
+
+
+def test_the_profile_section_tables_the_top_ops_beside_the_census(report):
+    rows = report["sections"]["profile"]
+    totals = [row for row in rows if row["kernel"] == "(all)"]
+    assert [row["version"] for row in totals] == ["2.0", "2.3"]
+    for row in totals:
+        assert row["ms"] > 0 and row["census_ops_per_block"] > 0 and row["census_roofline_ms"] > 0, row
+    assert totals[0]["census_beyond_first"] == "{}" and "mul" in totals[1]["census_beyond_first"]
+    top = [row for row in rows if row["kernel"] != "(all)"]
+    assert top and all(0 < row["share"] <= 1 and row["count_per_block"] > 0 for row in top)
 
 
 @pytest.mark.parametrize("section, version", [(RELEASED_2_0, "2.0.0"), (RELEASED_2_3, "2.3.0")], ids=["2.0", "2.3"])
