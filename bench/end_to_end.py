@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import inspect
 import json
 import platform
 import sys
@@ -67,7 +66,6 @@ PARTS = ("text", "stage 1", "upsample", "stage 2", "video decode", "audio decode
 ANCHORS = {"sglang 4×H100": (14.6, 59.0), "sglang 2×H200": (13.4, 26.8)}
 # docs/performance.md, H100 bf16, LTX-2.3: an 8-block forward at 1,536 and 6,144 video tokens
 H100_FORWARD_8 = {1536: 0.0643, 6144: 0.0758}
-LOCAL_GRAPHS = inspect.signature(LocalSampler).parameters["cuda_graphs"].default  # what --cuda-graphs auto runs
 
 
 def estimate(stage1: int, stage2: int, warmup: bool) -> str:
@@ -169,7 +167,7 @@ def build_encoder(args: argparse.Namespace, dtype: torch.dtype):
 
 
 def sampler_options(args: argparse.Namespace) -> dict:
-    options = {} if args.cuda_graphs == "auto" else {"cuda_graphs": args.cuda_graphs == "on"}
+    options = {"cuda_graphs": args.cuda_graphs}  # auto: captured where the step can be (CUDA, resident, no cache)
     return options | ({"passes_per_forward": args.passes_per_forward} if args.passes_per_forward else {})
 
 
@@ -244,7 +242,7 @@ def report(args, clock: Clock, steps: dict, setup: float, resident: float | None
     return {
         "device": device, "torch": torch.__version__, "date": datetime.date.today().isoformat(),
         "variant": variant(args), "weights": weights(args), "cache": args.cache,
-        "cuda_graphs": sampler_options(args).get("cuda_graphs", LOCAL_GRAPHS), "warmup": args.warmup,
+        "cuda_graphs": args.cuda_graphs, "warmup": args.warmup,
         "text_encoder": "streamed from the host" if args.text_streamed else "resident, freed after encoding",
         "passes_per_forward": args.passes_per_forward, "quick": args.quick,
         "structure": "demo (tiny)" if args.quick else
