@@ -5,34 +5,19 @@ released audio VAE; EasyCache's closing log line is read."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
-import sys
-from pathlib import Path
 
 import torch
 from safetensors import safe_open
+from support.bench_modules import bench_module
 
 from ltx2_core import TransformerConfig
 from ltx2_core.model.transformer import LTX2Transformer
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _module(name: str):
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
-
 
 def test_the_file_is_one_released_block_under_the_official_keys(tmp_path):
-    released = _module("native_released")
+    released = bench_module("native_released")
     path = released.write_released_transformer(tmp_path, "2.3", 1, torch.device("cpu"))
     with safe_open(str(path), "pt") as file:
         metadata, keys = file.metadata(), set(file.keys())
@@ -47,7 +32,7 @@ def test_the_file_is_one_released_block_under_the_official_keys(tmp_path):
 
 
 def test_the_audio_latent_and_the_skipped_steps():
-    released = _module("native_released")
+    released = bench_module("native_released")
     latent = released.released_audio_latent(121, 24, torch.device("cpu"))
     assert latent["type"] == "audio" and latent["samples"].shape == (1, 8, 127, 16)  # ⌈121 / 24 · 25⌉ = 127
     with released.SkippedSteps() as log:

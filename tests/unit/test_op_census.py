@@ -4,37 +4,21 @@ reads a value back inside a forward."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _module(name: str):
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+from support.bench_modules import bench_module
 
 
 @pytest.fixture(scope="module")
 def counted():
-    census = _module("op_census")
+    census = bench_module("op_census")
     return census, {v: census.census(v, 1, (121, 256, 384)) for v in ("2.0", "2.3", "2.5")}
 
 
 @pytest.mark.parametrize("version", ["2.0", "2.3", "2.5"])
 def test_the_census_counts_the_formulas_flops_and_no_read_back(counted, version):
     census, ops = counted
-    measure = _module("suite_measure")
-    models = _module("suite_models")
+    measure = bench_module("suite_measure")
+    models = bench_module("suite_models")
     config = models.suite_config(version, 1, quick=False)
     expected = measure.forward_flops(config, 1536, 126, 1024, text_kv=measure.in_forward_text_kv(config))
     summary = census.summary(ops[version], 1)
