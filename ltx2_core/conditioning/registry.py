@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 
 from ltx2_core.conditioning.audio import EncodedAudio
+from ltx2_core.conditioning.audio_reference import EncodedAudioReference
 from ltx2_core.conditioning.continuation import Continuation
 from ltx2_core.conditioning.control import EncodedControl
 from ltx2_core.conditioning.images import EncodedImage
@@ -25,6 +26,7 @@ CONDITIONS: dict[str, type[Condition]] = {
     "video": EncodedVideo,  # an encoded video held over the clip (video-to-audio: sound for a silent video)
     "control": EncodedControl,  # an encoded control video guiding through an IC-LoRA (appended tokens)
     "continuation": Continuation,  # the previous window's last latent frames held in place (long video)
+    "audio_reference": EncodedAudioReference,  # a reference sound appended at negative times (Dub-It)
 }
 
 
