@@ -28,6 +28,11 @@ distilled stage 1 takes plain Euler steps, also for LTX-2.5 (1.2.0's `ICLoraPipe
 Retake (`Request.retake`): frames [start, end) s of an existing clip regenerated with the prompt (its video and, when
 it has sound, its audio; either may be kept whole), the rest held exactly, as the reference's `RetakePipeline`: the
 same one stage at the file's size, frames and fps, guided or distilled as above (`ltx2_core.conditioning.retake`).
+Dub-It (`Request.dub`, mode distilled, its IC-LoRA in `Models.ic_loras`): as the reference's `DubItPipeline`, the
+clip's frames guide both stages as the IC-LoRA control (re-encoded at each stage's size), the IC-LoRA is fused in both
+stages, stage 1 (plain Euler steps) appends the clip's encoded sound as audio reference tokens, and stage 2 holds the
+audio frozen at stage 1's latent with that latent as its reference; stage 1's audio is returned
+(`ltx2_core.conditioning.dub`).
 
 Noise: one generator on the transformer's device seeded with `seed` draws, in this order, the stage-1 video and
 audio noise and then the stage-2 video and audio noise, each as `torch.randn((1, tokens, 128))` in the latent dtype,
@@ -65,6 +70,8 @@ from ltx2_core.conditioning import (
     encode_control,
     encode_video_condition,
 )
+from ltx2_core.conditioning.audio_reference import EncodedAudioReference
+from ltx2_core.conditioning.dub import encode_dub_sound
 from ltx2_core.conditioning.retake import encode_retake
 from ltx2_core.geometry import audio_latent_length
 from ltx2_core.model.transformer.config import TransformerConfig
@@ -159,6 +166,8 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
         raise ValueError(f"{request.retake.clip_name} has sound, which the retake holds: it needs the audio VAE encoder "
                          "(load_audio_encoder of the checkpoint, or of LTX-2.5's audio VAE file); pass it as "
                          "Models.audio_encoder")
+    if request.dub is not None:
+        check_dub_models(models)
     if request.audio is not None and models.audio_encoder is None:
         raise ValueError("audio conditioning needs the audio VAE encoder (load_audio_encoder of the checkpoint, or "
                          "of LTX-2.5's audio VAE file); pass it as Models.audio_encoder")
@@ -168,6 +177,18 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
         loras.append(models.distilled_lora)
     for lora in loras:
         check_lora(models.transformer if models.transformer is not None else meta_transformer(config), lora)
+
+
+def check_dub_models(models: Models) -> None:
+    """Dub-It's models: both VAE encoders (the clip's frames and sound) and its one IC-LoRA."""
+    if models.video_encoder is None or models.audio_encoder is None:
+        raise ValueError("Dub-It encodes the clip's frames and sound: it needs the video and audio VAE encoders "
+                         "(load_video_encoder / load_audio_encoder of the checkpoint, or of LTX-2.5's VAE files); pass "
+                         "them as Models.video_encoder and Models.audio_encoder")
+    if len(models.ic_loras) != 1:
+        raise ValueError(f"Dub-It runs with exactly one IC-LoRA, the Dub-It IC-LoRA (a LoRA whose metadata states a "
+                         f"reference_downscale_factor), got {len(models.ic_loras)}; load it (--lora on the command "
+                         "line) and no other IC-LoRA")
 
 
 def meta_transformer(config: TransformerConfig) -> LTX2Transformer:
@@ -378,6 +399,7 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
                                      request.width // scale, crf), *kept,
                   *(encode_control(control, models.video_encoder, request.frames, *request.control_size())
                     for control in request.controls),  # appended after the images, as the reference
+                  *dub_conditions(request, models, request.height // scale, request.width // scale),
                   *(held[0] if held else ())]
     parts = StageParts("distilled" if request.mode == "distilled" else "ltx2", request.steps,
                        video_guidance=None if request.audio_only else video_guidance, audio_guidance=audio_guidance,
@@ -393,13 +415,29 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
         loras = ((models.distilled_lora, 1.0),) if request.mode == "two-stage" else ()
         conditions = [*encode_conditions(request.images, models.video_encoder, request.height, request.width, crf),
                       *kept, *(held[1] if len(held) > 1 else ())]
+        if request.dub is not None:  # the IC-LoRA again, the clip at full size, the audio held at stage 1's
+            loras = models.ic_loras
+            conditions += [*dub_conditions(request, models, request.height, request.width, sound=False),
+                           EncodedAudio(latent.audio, 1.0), EncodedAudioReference(latent.audio)]
         parts = StageParts("stage-2 refine", loras=loras, conditions=conditions, seed=request.seed,
                            after_guided=guided(first.stage), name="stage 2", cache=request.cache)
         second = build_stage(sampler.config.version, parts, positive, None)
+        if request.dub is not None:  # the reference returns stage 1's audio latent itself
+            second = second._replace(stage=replace(second.stage, keep_audio=True))
         latent = sampler(positive, None, latent, second.stage, generator, progress=_stage(progress, "stage 2"))
         if stage_latents is not None:
             stage_latents.append(latent)
     return latent, generator
+
+
+def dub_conditions(request: Request, models: Models, height: int, width: int,
+                   sound: bool = True) -> list[Condition]:
+    """Dub-It's conditions of a stage of height × width: the clip as the IC-LoRA control at that size, then (stage 1,
+    `sound`) its encoded sound as audio reference tokens; none without a dub."""
+    if request.dub is None:
+        return []
+    control = encode_control(request.dub.control(), models.video_encoder, request.frames, height, width)
+    return [control, encode_dub_sound(request.dub, models.audio_encoder)] if sound else [control]
 
 
 def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], None] | None:

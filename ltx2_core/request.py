@@ -18,6 +18,7 @@ from ltx2_core.conditioning import (
     ImageCondition,
     VideoCondition,
 )
+from ltx2_core.conditioning.dub import Dub
 from ltx2_core.conditioning.retake import Retake
 from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
@@ -40,6 +41,7 @@ class Given(NamedTuple):
     controls: bool = False
     video_input: bool = False
     retake: bool = False
+    dub: bool = False
 
 
 def check_settings(mode: str, width: int, height: int, frames: int, fps: float, steps: int | None = None,
@@ -56,6 +58,8 @@ def check_settings(mode: str, width: int, height: int, frames: int, fps: float, 
     if not isinstance(audio_only, bool):
         raise SettingError("audio_only", f"audio_only must be True or False, got {audio_only!r}")
     clip = "sound for a video" if given.video_input else "a retake" if given.retake else None
+    if given.dub:
+        _dub_settings(known.get("mode"), given, audio_only)
     if audio_only:
         _audio_only_settings(known, given)
     elif clip is not None:
@@ -112,6 +116,21 @@ def _clip_settings(clip: str, mode: str | None, given: Given) -> None:
     if held := next((name for name in ("images", "audio") if getattr(given, name)), None):
         raise SettingError(held, retake_only if given.retake else "sound for a video holds the whole video, so it "
                            "takes no image or audio condition; drop the images and the audio, or the video_input")
+
+
+def _dub_settings(mode: str | None, given: Given, audio_only: bool) -> None:
+    """Dub-It: the distilled schedules in two stages, the clip's frames and sound its only video and audio."""
+    if mode is not None and mode != "distilled":
+        raise SettingError("mode", f"Dub-It runs the distilled schedules in two stages, as the reference; set mode "
+                                   f"distilled (a distilled model), got {mode}")
+    if audio_only:
+        raise SettingError("audio_only", "Dub-It generates the clip's video and its new sound; drop audio_only")
+    others = {"audio": "Dub-It's sound reference is the clip's own sound; drop the input audio",
+              "controls": "Dub-It's clip is its IC-LoRA reference video; drop the other control videos",
+              "video_input": "Dub-It regenerates the video from its clip; drop the video_input",
+              "retake": "Dub-It re-voices the whole clip; drop the retake, or the dub"}
+    if bad := next((name for name in others if getattr(given, name)), None):
+        raise SettingError(bad, others[bad])
 
 
 def _check_sizes(known: dict, audio_only: bool, two_stage: bool) -> None:
@@ -189,6 +208,8 @@ class Request:
     windows: Windows | None = None
     # step caching in every stage (ComfyUI's EasyCache decisions, `ltx2_core.sampling.cache`); None: every step runs
     cache: CacheSettings | None = None
+    # re-voice a clip (Dub-It, mode distilled): frames and fps must be the clip's (frames floored to 8k+1)
+    dub: Dub | None = None
 
     @property
     def seconds(self) -> float:
@@ -204,13 +225,16 @@ class Request:
     @property
     def guide_tokens(self) -> int:
         """Video tokens the controls append to stage 1's (each at its size: the stage's / its downscale)."""
-        return sum(video_tokens(self.frames, *control.size(*self.control_size())) for control in self.controls)
+        tokens = sum(video_tokens(self.frames, *control.size(*self.control_size())) for control in self.controls)
+        if self.dub is not None:  # at stage 2's size, the larger: stage 2 holds it too
+            tokens += video_tokens(self.frames, self.height // self.dub.downscale, self.width // self.dub.downscale)
+        return tokens
 
     @property
     def video_frames(self) -> int:
         """Frames of videos the video encoder takes: a held video's (sound for a video, a retake) and the controls'
         (an estimate: each clip is encoded in one piece, the controls at their smaller size counted in full)."""
-        held = self.frames if self.one_stage_input else 0
+        held = self.frames if self.one_stage_input or self.dub is not None else 0
         return held + self.frames * len(self.controls)
 
     @property
@@ -222,7 +246,7 @@ class Request:
     def given(self) -> Given:
         """Which conditions this request carries."""
         return Given(bool(self.images), self.audio is not None, bool(self.controls), self.video_input is not None,
-                     self.retake is not None)
+                     self.retake is not None, self.dub is not None)
 
     def check(self) -> None:
         """ValueError naming the fix for any bad value; costs nothing, so it runs before any model work."""
@@ -238,6 +262,8 @@ class Request:
             self.check_video_input()
         if self.retake is not None:
             self.check_retake()
+        if self.dub is not None:
+            self.check_dub()
         for image in self.images:
             image.check(self.frames)
         self.check_controls()
@@ -268,7 +294,8 @@ class Request:
                                   "(duration) or the video_input",
                    "audio": "a long clip generates its own sound window by window; drop the input audio, or "
                             "generate one window of the sound's length",
-                   "controls": "control videos guide one window; drop them, or drop the windows (duration)"}
+                   "controls": "control videos guide one window; drop them, or drop the windows (duration)",
+                   "dub": "Dub-It re-voices its clip in one window; drop the windows (duration) or the dub"}
         for name, fix in refused.items():
             if getattr(self, name):
                 raise SettingError(name, f"windows (a long clip) with {name}: {fix}")
@@ -312,6 +339,17 @@ class Request:
             raise ValueError(f"retake must be a Retake (a video file, start, end, what to regenerate), got "
                              f"{type(self.retake).__name__}")
         self._check_clip_is(self.retake.name, self.retake.check())
+
+    def check_dub(self) -> None:
+        """Dub-It: its clip's frames (floored to 8k+1) and fps are the request's, its frames decode at each stage's
+        size / the LoRA's downscale and its sound covers it (decoded here, once)."""
+        if not isinstance(self.dub, Dub):
+            raise ValueError(f"dub must be a Dub (a clip, strength, downscale, sound), got {type(self.dub).__name__}")
+        info = self.dub.check(((self.height // 2, self.width // 2), (self.height, self.width)))
+        if (self.frames, float(self.fps)) != (info.frames, info.fps):
+            raise ValueError(f"{self.dub.name} is dubbed over {info.frames} frames at {info.fps:g} fps and the "
+                             f"request has {self.frames} frames at {self.fps:g} fps; generate at the clip's frames "
+                             "and fps (Dub.info() gives them)")
 
     def _check_clip_is(self, name: str, info) -> None:
         given = (self.width, self.height, self.frames, float(self.fps))
