@@ -23,6 +23,9 @@ run; ATTENTION below 1 and a MASK video weigh the attention between the control 
 sound) with the prompt and keeps the rest, as Lightricks' `RetakePipeline`: the clip is the file's, one stage
 (one-stage: guided; distilled: 8 steps, no guidance); --keep-video or --keep-audio keeps that stream whole. The mp4
 written carries both streams through a VAE round trip (kept parts included), as the reference returns them.
+--dub CLIP [STRENGTH] re-voices a clip with the prompt, as Lightricks' `DubItPipeline` (with --lora the Dub-It IC-LoRA;
+the distilled pipeline): the clip's first 8k+1 frames at its fps guide the video in both stages, its sound is the
+audio reference (`conditioning.dub`).
 --duration SECONDS makes a clip of any length: longer than one --window (8k+1 frames, default 121) it is sampled as
 windows sharing --overlap frames (a multiple of 8, default 24), each holding the previous one's last frames of video
 and sound, with --window-prompt giving window by window prompts; the windows are joined and decoded as one clip
@@ -47,9 +50,10 @@ from ltx2_core.quant.fp8_matmul import resolve as resolve_fp8_matmul
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel import ParallelConfig
-from ltx2_core.loader.lora import reference_downscale_factor
+from ltx2_core.loader.lora import lora_reference_scale, reference_downscale_factor
 from ltx2_core.conditioning.control import ControlCondition
 from ltx2_core.conditioning.images import has_transparency
+from ltx2_core.conditioning.dub import Dub
 from ltx2_core.conditioning.retake import Retake
 from ltx2_core.conditioning.video import VideoCondition
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
@@ -120,6 +124,8 @@ def _one_request(args: argparse.Namespace) -> Request:
     if (args.keep_video or args.keep_audio) and args.retake is None:
         raise ValueError("--keep-video and --keep-audio go with --retake (what of the retaken clip to keep); drop "
                          "them or add --retake")
+    if args.dub is not None:
+        return _dub_request(args)
     if args.retake is not None:
         return _retake_request(args)
     if args.video is not None:
@@ -167,6 +173,41 @@ def _retake_request(args: argparse.Namespace) -> Request:
                                  regenerate_audio=not args.keep_audio))
 
 
+def _dub_request(args: argparse.Namespace) -> Request:
+    """Dub-It: the clip's frames (floored to 8k+1) and fps, the distilled pipeline, the IC-LoRA's downscale."""
+    if len(args.dub) > 2:
+        raise ValueError(f"--dub takes CLIP [STRENGTH], got {len(args.dub)} values; e.g. --dub talk.mp4 0.9")
+    try:
+        strength = float(args.dub[1]) if len(args.dub) == 2 else 1.0
+    except ValueError:
+        raise ValueError(f"--dub STRENGTH must be a number in [0, 1], got {args.dub[1]!r}") from None
+    for flag, given in (("--retake", args.retake), ("--video", args.video), ("--duration", args.duration),
+                        ("--audio", args.audio)):
+        if given is not None:
+            raise ValueError(f"--dub re-voices its clip from the clip's own sound and frames, and {flag} is given; "
+                             f"drop {flag}")
+    if args.control:
+        raise ValueError("--dub's clip is its IC-LoRA reference video; drop --control")
+    if args.mode == "two-stage":
+        raise ValueError("--dub runs the distilled pipeline (a distilled checkpoint, 8 + 3 steps), as the reference; "
+                         "drop --mode two-stage")
+    ic = [path for path, _ in args.lora if lora_reference_scale(path) is not None]
+    if len(ic) != 1:
+        raise ValueError(f"--dub needs the Dub-It IC-LoRA (a LoRA whose metadata states a reference_downscale_factor) "
+                         f"given with --lora, exactly one such file; got {len(ic)}" + (f" ({', '.join(ic)})" if ic else
+                                                                                        ""))
+    dub = Dub(args.dub[0], strength, lora_reference_scale(ic[0]))
+    info = dub.info()  # ValueError naming the fix for a missing, damaged or stream-less file
+    for flag, value, own in (("--frames", args.frames, info.frames), ("--fps", args.fps, info.fps)):
+        if value is not None and value != own:
+            raise ValueError(f"{flag} {value:g} differs from the clip's {own:g}; --dub dubs the clip's first 8k+1 "
+                             f"frames at its fps: drop {flag}")
+    width, height, _ = RELEASES[demo_version(args)].default_size(args.checkpoint is None, True)
+    return Request(prompt=args.prompt, width=args.width or width, height=args.height or height, frames=info.frames,
+                   fps=info.fps, steps=args.steps, seed=args.seed, mode="distilled",
+                   images=tuple(image.at(info.frames) for image in args.image), dub=dub)
+
+
 def _check_clip_flags(args: argparse.Namespace, info, option: str) -> None:
     given = {"--width": (args.width, info.width), "--height": (args.height, info.height),
              "--frames": (args.frames, info.frames), "--fps": (args.fps, info.fps)}
@@ -209,6 +250,9 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
     if request.retake is not None and not files.has_audio_encoder() and video_info(request.retake.video).has_sound:
         raise ValueError(f"{request.retake.video} has sound, which --retake holds, and {files.label} has no audio VAE "
                          "encoder; use the released checkpoint (LTX-2.5: its audio VAE file)")
+    if request.dub is not None and not files.has_audio_encoder():
+        raise ValueError(f"--dub encodes the clip's sound with the audio VAE encoder, and {files.label} has none; use "
+                         "the released checkpoint (LTX-2.5: its audio VAE file)")
     if request.audio is not None and not files.has_audio_encoder():
         raise ValueError(f"--audio needs the audio VAE encoder, and {files.label} has none (a file stripped of it); "
                          "use the released checkpoint (LTX-2.5: its audio VAE file) or drop --audio")

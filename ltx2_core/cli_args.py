@@ -140,6 +140,12 @@ def parser() -> argparse.ArgumentParser:
                    help="regenerate [START, END) seconds of a video (its frames and its sound, if any) with the "
                         "prompt and keep the rest: the clip is the file's (sizes multiples of 32, 8k+1 ≥ 9 frames); "
                         "--mode one-stage (guided) or distilled (8 steps, one stage)")
+    p.add_argument("--dub", nargs="+", metavar="CLIP [STRENGTH]",
+                   help="Dub-It: re-voice CLIP (a video with sound) with the prompt, as Lightricks' DubItPipeline: its "
+                        "first 8k+1 frames at its fps, at --width x --height (multiples of 64); its frames guide the "
+                        "video through the Dub-It IC-LoRA given with --lora (fused in both stages) with STRENGTH "
+                        "(default 1: kept clean), its whole sound is the audio reference; the distilled pipeline "
+                        "(a distilled checkpoint and --upsampler)")
     p.add_argument("--keep-video", action="store_true", help="with --retake: keep the video whole (only the sound "
                    "of the span is regenerated)")
     p.add_argument("--keep-audio", action="store_true", help="with --retake: keep the sound whole (only the frames "
