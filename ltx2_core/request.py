@@ -231,6 +231,15 @@ class Request:
         return tokens
 
     @property
+    def reference_seconds(self) -> float:
+        """Seconds of sound appended as audio reference tokens (Dub-It: the clip's sound; a file's track counted as
+        long as the clip, which it covers; a longer track appends more)."""
+        if self.dub is None:
+            return 0.0
+        sound = self.dub.sound
+        return sound.seconds if sound is not None else self.seconds
+
+    @property
     def video_frames(self) -> int:
         """Frames of videos the video encoder takes: a held video's (sound for a video, a retake) and the controls'
         (an estimate: each clip is encoded in one piece, the controls at their smaller size counted in full)."""

@@ -32,6 +32,7 @@ CPU run (the same file) hold these figures. On a CPU the device is the host: bot
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -82,7 +83,8 @@ class Job(NamedTuple):
     `window`: the frames sampled at once (a long clip's window; None: every frame). `images`, `video_frames`: the
     images and the frames of videos (controls, a held video) the video encoder takes; `guide_tokens`: the video
     tokens controls append to the first stage's. `tiling`: the video decoder's tiles (None: whole).
-    `video` False: text to audio (no video latent, no frames)."""
+    `video` False: text to audio (no video latent, no frames). `reference_seconds`: a sound the audio encoder takes
+    and appends as audio tokens (Dub-It's sound reference; 25 tokens a second)."""
 
     frames: int
     height: int
@@ -97,6 +99,7 @@ class Job(NamedTuple):
     guide_tokens: int = 0
     tiling: TilingConfig | None = TilingConfig()
     video: bool = True
+    reference_seconds: float = 0.0
 
     @classmethod
     def of_latent(cls, video: torch.Tensor | None, audio: torch.Tensor, fps: float, stages: tuple[str, ...],
@@ -212,15 +215,22 @@ def _latent(job: Job, model: ModelSizes) -> list[Part]:
 def _encoding(job: Job, model: ModelSizes) -> list[Part]:
     pixels = job.height * job.width
     values = (IMAGE_WIDTHS * job.images + VIDEO_ENCODE_VALUES * job.video_frames) * pixels
-    return [Part("the video encoder's activations", values * model.value_bytes, True),
-            Part("the held video's frames", 2 * FRAME_BYTES * job.video_frames * pixels, False)]
+    parts = [Part("the video encoder's activations", values * model.value_bytes, True),
+             Part("the held video's frames", 2 * FRAME_BYTES * job.video_frames * pixels, False)]
+    if job.reference_seconds:  # the audio encoder's mel stages mirror the decoder's (an estimate of the same size)
+        parts += [Part("the audio encoder's activations", int(job.reference_seconds * AUDIO_DECODER_VALUES
+                                                              * model.value_bytes), True),
+                  Part("the reference sound", int(job.reference_seconds * WAVEFORM_BYTES), False)]
+    return parts
 
 
 def _sampling(job: Job, model: ModelSizes) -> list[Part]:
     frames = min(job.frames, job.window or job.frames)
     sizes = [_first_size(job)] + ([(job.height, job.width)] if job.two_stage else [])
     height, width = sizes[-1]
-    tokens = (video_tokens(frames, height, width) if job.video else 0) + audio_latent_length(frames, job.fps)
+    reference = math.ceil(job.reference_seconds * AUDIO_LATENTS_PER_SECOND)  # appended audio tokens
+    tokens = (video_tokens(frames, height, width) if job.video else 0) + audio_latent_length(frames, job.fps) \
+        + reference
     parts = [Part("the sampled latent", latent_bytes(job), True, until=KEPT)]
     if model.config is None or not model.sampling_here:
         return parts
@@ -228,6 +238,7 @@ def _sampling(job: Job, model: ModelSizes) -> list[Part]:
     acts = max(activation_bytes(model.config, frames, h if job.video else 0, w if job.video else 0, batch,
                                 model.dtype, job.fps) for h, w in sizes)
     acts += batch * job.guide_tokens * model.config.video.width * LIVE_WIDTHS * model.value_bytes  # appended
+    acts += batch * reference * model.config.audio.width * LIVE_WIDTHS * model.value_bytes
     return parts + [Part(f"activations of {batch} pass{'es' if batch > 1 else ''}", acts, True),
                     Part("the sampling state", STATE_VALUES * 4 * LATENT_CHANNELS * tokens, True)]
 

@@ -102,3 +102,25 @@ def test_bad_input_exits_2_before_model_work(clips, files, tmp_path, capsys, ext
     argv = [a.format(**{k: str(v) for k, v in clips.items()}) for a in extra]
     assert main([*_flags(files, tmp_path, lora), *argv]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_the_memory_plan_counts_the_audio_encoder_and_both_reference_kinds(clips):
+    """A Dub-It request's job: the clip's frames for the video encoder, its control tokens at stage 2's size (the
+    larger; stage 2 holds it too) and its sound (audio encoder, appended audio tokens)."""
+    from ltx2_core.memory.footprint import ModelSizes, request_memory
+    from ltx2_core.model.transformer.config import TransformerConfig
+    from ltx2_core.pipeline import request_job
+    from ltx2_core.geometry import video_tokens
+
+    config = TransformerConfig.tiny("2.0")
+    request = _request(clips["loud"])
+    job = request_job(request, config)
+    assert job.two_stage and job.video_frames == 9 and job.guide_tokens == video_tokens(9, 64, 128)
+    assert job.reference_seconds == pytest.approx(9 / 24)
+    plain = job._replace(video_frames=0, guide_tokens=0, reference_seconds=0.0)
+    parts = {stage: {p.name: p.bytes for p in ps} for stage, ps in request_memory(job, ModelSizes(config)).stages}
+    less = {stage: {p.name: p.bytes for p in ps} for stage, ps in request_memory(plain, ModelSizes(config)).stages}
+    assert parts["encoding"]["the audio encoder's activations"] > 0 and "the reference sound" in parts["encoding"]
+    assert "the audio encoder's activations" not in less["encoding"]
+    for name in ("the sampling state", next(n for n in parts["sampling"] if n.startswith("activations"))):
+        assert parts["sampling"][name] > less["sampling"][name]
