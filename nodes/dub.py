@@ -12,6 +12,7 @@ from ltx2_core.errors import SettingError
 from ltx2_core.loader.lora import DOWNSCALE_KEY, lora_reference_scale
 from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.model.upsampler import LatentUpsampler
+from ltx2_core.preview import StagePreviews, rgb_projection
 from ltx2_core.pipeline import check_request, generator_on, request_job, sample_request
 from ltx2_core.request import check_settings
 from ltx2_core.stages import decode
@@ -34,10 +35,10 @@ PROMPT = "the prompt of the linked conditioning"  # Request needs one; the node 
 def ic_lora_problem(name: str | None, links: dict | None = None) -> str | None:
     """Why the file picked as the Dub-It IC-LoRA cannot be it (not a LoRA of models/loras, no reference downscale
     factor in its metadata); None when fine or linked. Headers only."""
-    if problem := file_problem("LoRA", name, links):
+    if name is None and (links is None or "ic_lora" in links):
+        return None  # known when the node runs
+    if problem := file_problem("LoRA", name):
         return problem.replace("lora_name", "ic_lora", 1)
-    if name is None:
-        return None
     try:
         factor = lora_reference_scale(bridge.model_path("loras", name))
     except ValueError as exc:
@@ -130,8 +131,10 @@ class LTX2Dub:
         models = Models(model.host.transformer, None, model.decoders, upsampler, None, model.video_encoder,
                         model.checked_audio_encoder(), ((load_lora(path), 1.0),))
         check_request(request, models, model.config)
-        with model.host.sampler(model.loras, should_stop=bridge.interrupt_requested) as (sampler, ready), \
-                bridge.interrupts():
+        previews = StagePreviews(rgb_projection(model.decoders.video), frames, height, width) if bridge.IN_COMFYUI \
+            else None
+        with model.host.sampler(model.loras, previews=previews, should_stop=bridge.interrupt_requested) as \
+                (sampler, ready), bridge.interrupts():
             latent, generator = sample_request(request, models, positive.positive, None,
                                                StageBars(unique_id, ready), sampler=sampler)
             result = decode(latent, model.decoders, model.host.tiling(),

@@ -31,6 +31,7 @@ TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.
         "fp8_checkpoint": "tiny-ltx-2.3-fp8.safetensors", "misplaced": "gemma_3_12B_it_misplaced.safetensors",
         "ic_lora": "ltx2_example_tiny_ic_lora.safetensors", "int8_checkpoint": "tiny-ltx-2.3-int8.safetensors",
         "native_checkpoint": "tiny-ltx-2.3-native.safetensors",
+        "dub_it_lora": "tiny-ltx-2.5-dub-it-ic-lora.safetensors",  # an IC-LoRA of the tiny 2.5 model (Dub-It example)
         # ComfyUI's quantiser's layouts of the native bundle (each with its dequantised twin, "twin-" + name)
         "native_int8": "tiny-ltx-2.3-native-int8.safetensors", "native_fp8": "tiny-ltx-2.3-native-fp8.safetensors"}  # ComfyUI's own loaders read it (support/native_files.py)
 # the tiny 2.3 GGUF model: field -> (models folder, name)
@@ -99,6 +100,8 @@ def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
         write_comfy_quantised(native, folders["checkpoints"] / TINY[name], fmt)
     (folders["checkpoints"] / TINY["misplaced"]).symlink_to(gemma_files[0])  # a Gemma file in the checkpoint slot
     write_release25(base / "models")  # LTX-2.5's files under their released names, as its examples pick them
+    write_lora(folders["loras"] / TINY["dub_it_lora"], seed=7, version="2.5",
+               metadata={"reference_downscale_factor": "1"})  # the Dub-It IC-LoRA is not public: its layout
     _gguf_model(base / "models")
 
 

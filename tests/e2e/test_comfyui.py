@@ -54,6 +54,8 @@ EXAMPLES = {
     "ltx2_ic_lora_control": ([f"lora_name={TINY['ic_lora']}", "5.width=128", "5.height=64", "5.frames=9",
                               "7.steps=2"], (9, 128, 64)),
     "ltx2_retake": (["6.steps=2"], (49, 384, 256)),
+    # Dub-It on LTX-2.5's files (the tiny release) re-voicing the shipped clip: its 49 frames at 24 fps, at 128x64
+    "ltx2_dub_it": ([f"ic_lora={TINY['dub_it_lora']}", "7.width=128", "7.height=64"], (49, 128, 64)),
     # a long clip with its sound: 2 s in windows of 25 frames sharing 8 (3 windows, distilled), decoded once; the
     # example's first three window prompts (more prompts than windows are refused)
     "ltx2_long_video_20s": ([UPSAMPLER, "4.width=128", "4.height=64", "4.duration=2.0", "4.window=25",
@@ -69,7 +71,7 @@ def client(server, workflow: str, *settings: str, out: Path, seed: int = 1, wait
     args = [sys.executable, str(CLIENT), str(ROOT / "example_workflows" / "api" / f"{workflow}.api.json"), "--server",
             server.url, "--seed", str(seed), "--out", str(out), "--timeout", "600"]
     # LTX-2.5's and the GGUF example pick their own files, which the tiny models stand under (conftest)
-    for setting in (*(() if workflow.startswith(("ltx25", "ltx2_gguf")) else FILES), *settings):
+    for setting in (*(() if workflow.startswith(("ltx25", "ltx2_gguf", "ltx2_dub_it")) else FILES), *settings):
         args += ["--set", setting]
     if wait:
         return subprocess.run(args, capture_output=True, text=True, timeout=900)
