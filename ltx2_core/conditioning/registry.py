@@ -15,6 +15,7 @@ from ltx2_core.conditioning.audio import EncodedAudio
 from ltx2_core.conditioning.continuation import Continuation
 from ltx2_core.conditioning.control import EncodedControl
 from ltx2_core.conditioning.images import EncodedImage
+from ltx2_core.conditioning.keyframes import EncodedKeyframe
 from ltx2_core.conditioning.video import EncodedVideo
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream
 from ltx2_core.geometry import VIDEO_TIME_SCALE
@@ -25,6 +26,7 @@ CONDITIONS: dict[str, type[Condition]] = {
     "video": EncodedVideo,  # an encoded video held over the clip (video-to-audio: sound for a silent video)
     "control": EncodedControl,  # an encoded control video guiding through an IC-LoRA (appended tokens)
     "continuation": Continuation,  # the previous window's last latent frames held in place (long video)
+    "keyframe": EncodedKeyframe,  # an encoded image appended at a pixel frame, frame 0 too (keyframe interpolation)
 }
 
 
