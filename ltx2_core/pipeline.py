@@ -128,11 +128,13 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
 def request_job(request: Request, config: TransformerConfig, tiling: TilingConfig | None = TilingConfig(),
                 stages: tuple[str, ...] = STAGES) -> Job:
     """What `request` allocates, as the memory check counts it (`memory.footprint`): its clip, the guidance passes
-    of stage 1, its stages (two-stage's ×2), window, frames for the video encoder and decode `tiling`."""
+    of stage 1, its stages (two-stage's ×2), window, frames for the video encoder, the tokens appended (controls,
+    keyframes: `Request.image_tokens`) and decode `tiling`."""
     return Job(request.frames, request.height, request.width, request.fps, stages,
                passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                window=request.windows.window if request.windows is not None else None, images=len(request.images),
-               video_frames=request.video_frames, guide_tokens=request.guide_tokens, tiling=tiling,
+               video_frames=request.video_frames, guide_tokens=request.guide_tokens + request.image_tokens,
+               tiling=tiling,
                video=not request.audio_only)
 
 

@@ -18,6 +18,7 @@ from ltx2_core.conditioning import (
     ImageCondition,
     VideoCondition,
 )
+from ltx2_core.conditioning.keyframes import appended_image_tokens
 from ltx2_core.conditioning.retake import Retake
 from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
@@ -214,6 +215,12 @@ class Request:
         return sum(video_tokens(self.frames, *control.size(*self.control_size())) for control in self.controls)
 
     @property
+    def image_tokens(self) -> int:
+        """Video tokens the images append at the last stage's (full) size: every image in mode keyframes (frame 0
+        too), else those at frames other than 0."""
+        return appended_image_tokens(self.images, self.height, self.width, self.mode == "keyframes")
+
+    @property
     def video_frames(self) -> int:
         """Frames of videos the video encoder takes: a held video's (sound for a video, a retake) and the controls'
         (an estimate: each clip is encoded in one piece, the controls at their smaller size counted in full)."""
@@ -281,9 +288,10 @@ class Request:
         for name, fix in refused.items():
             if getattr(self, name):
                 raise SettingError(name, f"windows (a long clip) with {name}: {fix}")
-        if self.mode == "keyframes":
-            raise SettingError("mode", "windows (a long clip) with mode keyframes: keyframe interpolation samples "
-                                       "one window; drop the windows (duration), or use mode two-stage")
+        if self.mode == "keyframes" and self.long:
+            raise SettingError("mode", "a long clip (more than one window) with mode keyframes: keyframe "
+                                       "interpolation samples one window; make the clip one window long, or use mode "
+                                       "two-stage")
         if isinstance(self.frames, bool) or not isinstance(self.frames, int) or not is_frame_count(self.frames):
             raise SettingError("frames", f"frames must be 8k+1 (the whole clip's), got {self.frames!r}; "
                                          "windows.frames_for(seconds, fps) gives them for a duration")

@@ -22,7 +22,7 @@ import torch
 from ltx2_core.conditioning.images import DEFAULT_IMAGE_CRF, EncodedImage, ImageCondition, encode_conditions, \
     keyframe_positions
 from ltx2_core.conditioning.stream import VIDEO, ConditionedStream
-from ltx2_core.geometry import patchify_video
+from ltx2_core.geometry import patchify_video, video_tokens
 
 FIRST_FRAME_SPAN = 1  # pixel frames a frame-0 keyframe spans in both references (the causal fix)
 
@@ -55,3 +55,11 @@ def encode_images(conditions: Sequence[ImageCondition], encoder: torch.nn.Module
     encoded = encode_conditions(conditions, encoder, height, width, crf)
     return [EncodedKeyframe(*image) if keyframes or condition.keyframe else image
             for condition, image in zip(conditions, encoded)]
+
+
+def appended_image_tokens(images: Sequence[ImageCondition], height: int, width: int, keyframes: bool = False) -> int:
+    """Video tokens the images append at a stage of height × width (what the memory plan counts): one latent frame
+    each for a keyframe (`keyframes`: every image, frame 0 too) and for an image-to-video image at any frame but 0
+    (frame 0 replaces the first latent frame instead)."""
+    return sum(video_tokens(1, height, width) for image in images
+               if keyframes or image.keyframe or image.frame != 0)

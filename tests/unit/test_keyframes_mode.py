@@ -39,7 +39,8 @@ def test_the_two_stage_models_sizes_and_one_window_are_required():
     with pytest.raises(SettingError, match="runs one stage .* not keyframes"):
         check_settings("keyframes", 128, 64, 17, 24.0, given=Given(images=True, video_input=True))
     with pytest.raises(SettingError, match="keyframe interpolation samples one window"):
-        Request(**SMALL, mode="keyframes", images=TWO, windows=Windows(window=17, overlap=8)).check()
+        Request(**{**SMALL, "frames": 33}, mode="keyframes", images=TWO, windows=Windows(window=17, overlap=8)).check()
+    Request(**SMALL, mode="keyframes", images=TWO, windows=Windows(window=17, overlap=8)).check()  # one window
     with pytest.raises(ValueError, match="two-stage and distilled upscale"):  # text to audio runs one stage
         Request(**SMALL, mode="keyframes", audio_only=True).check()
 
@@ -63,3 +64,15 @@ def test_both_stages_append_every_image_and_stage_two_returns_its_audio(version)
         assert [(type(c), c.frame) for c in stage.conditions] == [(EncodedKeyframe, 0), (EncodedKeyframe, 16)]
     assert recorder.stages[1].loras and not recorder.stages[1].keep_audio  # the distilled LoRA; stage 2's audio
     assert out.frames.shape == (17, 64, 128, 3)
+
+
+def test_the_memory_plan_counts_every_keyframes_appended_tokens():
+    from ltx2_core import TransformerConfig
+    from ltx2_core.pipeline import request_job
+
+    config = TransformerConfig.tiny("2.0")
+    one_latent_frame = 2 * 4  # 64x128 at the last (full) size: 2 x 4 tokens
+    keyframes = request_job(Request(**SMALL, mode="keyframes", images=TWO), config)
+    two_stage = request_job(Request(**SMALL, mode="two-stage", images=TWO), config)
+    assert keyframes.guide_tokens == 2 * one_latent_frame  # frame 0 appended too
+    assert two_stage.guide_tokens == one_latent_frame  # frame 0 replaces the first latent frame
