@@ -45,7 +45,7 @@ from ltx2_core.request import Request
 from ltx2_core.sampling.guidance import default_guidance
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
-BF16_FUSION_GAP = 2e-2  # the reference's bf16-rounded fused weights against our fp32 fusion (measured ≤ 7.4e-3)
+BF16_FUSION_GAP = 2e-2  # the reference's bf16-rounded fused weights against our fp32 fusion (measured ≤ 1.4e-2)
 SIZE, FRAMES, FPS, SEED, STEPS = 128, 17, 24.0, 7, 3
 PROMPT, NEGATIVE = "a red car in the rain at night", "blurry, static"
 IMAGES = ((0, 0.8), (8, 1.0), (16, 0.6))  # (frame, strength)
