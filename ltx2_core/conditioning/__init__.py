@@ -1,7 +1,8 @@
 """Conditions applied to the video or audio stream state of a sampling stage (images held at frames, ...): the
-`Condition` protocol and the stream state (`stream`), one module per kind (`images`, `keyframes`: images always appended, as keyframe interpolation; `audio`, `video`, `control`;
-`retake`: a video and its sound held outside a time span; `continuation`: a long video's window holding the previous
-window's last frames), the kinds a stage accepts (`registry`)."""
+`Condition` protocol and the stream state (`stream`), one module per kind (`images`; `keyframes`: images always
+appended, as keyframe interpolation; `audio`, `video`, `control`; `retake`: a video and its sound held outside a time
+span; `continuation`: a long video's window holding the previous window's last frames), the kinds a stage accepts
+(`registry`)."""
 
 from ltx2_core.conditioning.audio import AudioCondition, EncodedAudio, encode_audio_condition, holds_sound
 from ltx2_core.conditioning.continuation import Continuation

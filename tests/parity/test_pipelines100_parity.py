@@ -71,7 +71,8 @@ def runs(tmp_path_factory, tiny_checkpoints, gemma_files):
                     (("positive", positive), ("negative", negative)) for stream in ("video", "audio")}
         video, audio = default_guidance(version, models.transformer.config.num_layers)
         cases[name] = {
-            "pipeline": mode.replace("-", "_"), "checkpoint": str(tiny_checkpoints[version]), "upsampler": str(upsampler), "distilled_lora": str(lora),
+            "pipeline": mode.replace("-", "_"),
+            "checkpoint": str(tiny_checkpoints[version]), "upsampler": str(upsampler), "distilled_lora": str(lora),
             "call": {"prompt": PROMPT, "negative_prompt": NEGATIVE, "seed": SEED, "height": SIZE, "width": SIZE,
                      "num_frames": FRAMES, "frame_rate": FPS, "num_inference_steps": STEPS,
                      "video_guider_params": _guidance(video), "audio_guider_params": _guidance(audio),

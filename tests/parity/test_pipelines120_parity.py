@@ -176,8 +176,8 @@ def runs(tmp_path_factory):
     return ours, reference
 
 
-@pytest.mark.parametrize("name", ["two_stage", "two_stage_images", "keyframes", "ic_lora", "distilled", "sound_for_video",
-                                  "retake_keep_video", "a2v"])
+@pytest.mark.parametrize("name", ["two_stage", "two_stage_images", "keyframes", "ic_lora", "distilled",
+                                  "sound_for_video", "retake_keep_video", "a2v"])
 def test_the_pipeline_matches_the_reference_call(runs, name):
     ours, reference = runs
     results, latent = ours[name]

@@ -1,6 +1,6 @@
 """The reference side of tests/parity/test_pipelines100_parity.py: ltx-pipelines 1.0.0's `TI2VidTwoStagesPipeline`
-and `KeyframeInterpolationPipeline` (what LTX-2.0 and 2.3 follow, docs/references.md) run through their own `__call__` on a tiny single-file checkpoint, in
-fp32, with its own noise.
+and `KeyframeInterpolationPipeline` (what LTX-2.0 and 2.3 follow, docs/references.md) run through their own
+`__call__` on a tiny single-file checkpoint, in fp32, with its own noise.
 
 What is changed around the pipeline, and why:
 * fp32: the pipeline hard-codes `torch.bfloat16`; its module's `torch` is a view of torch whose `bfloat16` is

@@ -12,8 +12,8 @@ What is changed around a pipeline, and why:
 * LoRA fusion: as shipped (`bf16_fuse_rule`, which rounds every fused weight to bf16 even in an fp32 pipeline), or
   with the same rule aggregating in fp32 (settings `fuse`: "bf16" / "fp32").
 
-Per case (settings `cases`): `pipeline` (two_stage, ic_lora, distilled, retake, a2v, keyframes), its `__call__` keywords, the
-contexts' names in the inputs. Outputs per case: `stage1.video` / `.audio` (and `stage2.*`: each stage's result in
+Per case (settings `cases`): `pipeline` (two_stage, ic_lora, distilled, retake, a2v, keyframes), its `__call__`
+keywords, the contexts' names in the inputs. Outputs per case: `stage1.video` / `.audio` (and `stage2.*`: each stage's result in
 the order they ran), `out.video` and `out.audio` (the latents the decoders were given; a2v: `out.sound`, the input
 sound it returns).
 """
