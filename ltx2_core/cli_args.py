@@ -71,7 +71,8 @@ def parser() -> argparse.ArgumentParser:
                    help="one-stage (default): the full size sampled with the full guidance; two-stage: half size "
                         "first, then x2 upsampling and 3 refinement steps with the distilled LoRA (needs --upsampler "
                         "and --distilled-lora); distilled: a distilled checkpoint, 8 + 3 steps, no guidance (needs "
-                        "--upsampler)")
+                        "--upsampler); keyframes: two-stage interpolating between two or more --image keyframes, "
+                        "each appended at its frame, frame 0 too (Lightricks' KeyframeInterpolationPipeline)")
     p.add_argument("--width", type=int, help=_size_help(0, "pixels, a multiple of 32 (64 for two-stage and distilled)"))
     p.add_argument("--height", type=int, help=_size_help(1, "pixels, a multiple of 32 (64 for two-stage and "
                                                             "distilled)"))

@@ -5,6 +5,9 @@
   re-noised to σ = 0.909375 and refined in 3 steps with the distilled LoRA fused and no guidance. LTX-2.5 returns
   stage 1's audio (its reference, ltx-pipelines 1.2.0, refines the audio too, for the video's sake, and discards it;
   1.0.0, which 2.0 and 2.3 follow, returns stage 2's: `Release.two_stage_keeps_stage1_audio`).
+* keyframes (Lightricks' `KeyframeInterpolationPipeline`; two-stage with images is their TI2Vid pipeline): the
+  two-stage recipe with every image appended as a keyframe in both stages, frame 0 too
+  (`ltx2_core.conditioning.keyframes`), and stage 2's audio returned (both references).
 * distilled (a distilled checkpoint): stage 1 is 8 steps of the distilled table without guidance (LTX-2.5:
   ancestral Euler steps, fresh noise at each), then as above without a LoRA.
 * text to audio (`Request.audio_only`, one-stage only): the audio latent of frames / fps seconds alone, sampled as
@@ -66,8 +69,8 @@ from ltx2_core.conditioning import (
     EncodedAudio,
     EncodedVideo,
     encode_audio_condition,
-    encode_conditions,
     encode_control,
+    encode_images,
     encode_video_condition,
 )
 from ltx2_core.conditioning.audio_reference import EncodedAudioReference
@@ -92,7 +95,7 @@ from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
 from ltx2_core.releases import RELEASES
-from ltx2_core.request import ONE_GPU, Request, check_stage_models
+from ltx2_core.request import GUIDED_TWO_STAGE, ONE_GPU, Request, check_stage_models
 from ltx2_core.types import TextEmbeddings
 
 StageProgress = Callable[[str, int, int], None]  # (stage name, steps done, steps of the stage)
@@ -132,12 +135,13 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
 def request_job(request: Request, config: TransformerConfig, tiling: TilingConfig | None = TilingConfig(),
                 stages: tuple[str, ...] = STAGES) -> Job:
     """What `request` allocates, as the memory check counts it (`memory.footprint`): its clip, the guidance passes
-    of stage 1, its stages (two-stage's ×2), window, frames for the video encoder and decode `tiling`."""
+    of stage 1, its stages (two-stage's ×2), window, frames for the video encoder, the tokens appended (controls,
+    keyframes: `Request.image_tokens`) and decode `tiling`."""
     return Job(request.frames, request.height, request.width, request.fps, stages,
                passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                window=request.windows.window if request.windows is not None else None, images=len(request.images),
-               video_frames=request.video_frames, guide_tokens=request.guide_tokens, tiling=tiling,
-               video=not request.audio_only, reference_seconds=request.reference_seconds)
+               video_frames=request.video_frames, guide_tokens=request.guide_tokens + request.image_tokens,
+               tiling=tiling, video=not request.audio_only, reference_seconds=request.reference_seconds)
 
 
 def check_request(request: Request, models: Models, config: TransformerConfig | None = None) -> None:
@@ -172,7 +176,7 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
         raise ValueError("audio conditioning needs the audio VAE encoder (load_audio_encoder of the checkpoint, or "
                          "of LTX-2.5's audio VAE file); pass it as Models.audio_encoder")
     loras = [lora for lora, _ in models.ic_loras]
-    if models.distilled_lora is not None and request.mode == "two-stage":
+    if models.distilled_lora is not None and request.mode in GUIDED_TWO_STAGE:
         check_distilled_lora(models.distilled_lora, config.gated_attention)
         loras.append(models.distilled_lora)
     for lora in loras:
@@ -395,8 +399,9 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
     latent = latent._replace(sound=audio[1] if audio is not None else None)  # kept by the stages that hold it
     # the images at each stage's size (the reference re-reads and re-encodes them at full size for stage 2)
     crf = RELEASES[sampler.config.version].image_crf  # for the images that leave their CRF to the release
-    conditions = [*encode_conditions(request.images, models.video_encoder, request.height // scale,
-                                     request.width // scale, crf), *kept,
+    keyframes = request.mode == "keyframes"  # every image appended as a keyframe, in both stages
+    conditions = [*encode_images(request.images, models.video_encoder, request.height // scale,
+                                 request.width // scale, crf, keyframes), *kept,
                   *(encode_control(control, models.video_encoder, request.frames, *request.control_size())
                     for control in request.controls),  # appended after the images, as the reference
                   *dub_conditions(request, models, request.height // scale, request.width // scale),
@@ -412,9 +417,9 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
         stage_latents.append(latent)
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)
-        loras = ((models.distilled_lora, 1.0),) if request.mode == "two-stage" else ()
-        conditions = [*encode_conditions(request.images, models.video_encoder, request.height, request.width, crf),
-                      *kept, *(held[1] if len(held) > 1 else ())]
+        loras = ((models.distilled_lora, 1.0),) if request.mode in GUIDED_TWO_STAGE else ()
+        conditions = [*encode_images(request.images, models.video_encoder, request.height, request.width, crf,
+                                     keyframes), *kept, *(held[1] if len(held) > 1 else ())]
         if request.dub is not None:  # the IC-LoRA again, the clip at full size, the audio held at stage 1's
             loras = models.ic_loras
             conditions += [*dub_conditions(request, models, request.height, request.width, sound=False),

@@ -19,6 +19,7 @@ from ltx2_core.conditioning import (
     VideoCondition,
 )
 from ltx2_core.conditioning.dub import Dub
+from ltx2_core.conditioning.keyframes import appended_image_tokens
 from ltx2_core.conditioning.retake import Retake
 from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
@@ -27,7 +28,12 @@ from ltx2_core.sampling.cache import CacheSettings
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
 from ltx2_core.windows import Windows
 
-MODES = ("one-stage", "two-stage", "distilled")
+MODES = ("one-stage", "two-stage", "distilled", "keyframes")
+# the modes whose stage 1 is guided and refined with the distilled LoRA: two-stage (Lightricks' TI2Vid two-stage
+# pipeline) and keyframes (its KeyframeInterpolationPipeline: the same stages, every image appended as a keyframe)
+GUIDED_TWO_STAGE = ("two-stage", "keyframes")
+KEYFRAMES_NEED_TWO = ("keyframe interpolation (mode keyframes) interpolates between at least two images; add another "
+                      "image (LTX-2 Image Condition, --image PATH:FRAME:STRENGTH), or use mode two-stage for one image")
 DEFAULT_NEGATIVE_PROMPT = RELEASES[DEFAULT_VERSION].negative_prompt  # 2.0's and 2.3's; 2.5 adds five tags
 ONE_GPU = "text to audio runs on one GPU; load the model without parallelism (no multi-GPU layout) for audio_only"
 
@@ -68,18 +74,20 @@ def check_settings(mode: str, width: int, height: int, frames: int, fps: float, 
         raise SettingError("controls", "control videos guide a generated video; drop them for text to audio, sound "
                                        "for a video or a retake")
     mode = known.get("mode")
-    _check_sizes(known, audio_only, two_stage=mode == "two-stage" or (mode == "distilled" and clip is None))
+    if mode == "keyframes" and not given.images:
+        raise SettingError("images", KEYFRAMES_NEED_TWO)
+    _check_sizes(known, audio_only, two_stage=mode in GUIDED_TWO_STAGE or (mode == "distilled" and clip is None))
     _check_numbers(known)
 
 
 def check_stage_models(mode: str, *, upsampler: bool, distilled_lora: bool, one_stage_input: bool = False) -> None:
     """SettingError when the mode's pipeline lacks a model it runs (given or not, known before it loads): the x2
     upsampler (two-stage, and distilled unless the clip is an input's), the distilled LoRA (two-stage)."""
-    if not upsampler and (mode == "two-stage" or (mode == "distilled" and not one_stage_input)):
+    if not upsampler and (mode in GUIDED_TWO_STAGE or (mode == "distilled" and not one_stage_input)):
         raise SettingError("upsampler", f"the {mode} pipeline needs the x2 spatial latent upsampler "
                                         "(ltx-2-spatial-upscaler-x2-*.safetensors); pass it, or use mode one-stage")
-    if not distilled_lora and mode == "two-stage":
-        raise SettingError("distilled_lora", "the two-stage pipeline needs the distilled LoRA for its refinement "
+    if not distilled_lora and mode in GUIDED_TWO_STAGE:
+        raise SettingError("distilled_lora", f"the {mode} pipeline needs the distilled LoRA for its refinement "
                                              "stage (ltx-2-19b-distilled-lora-*.safetensors); pass it, or use mode "
                                              "one-stage")
 
@@ -106,9 +114,9 @@ def _audio_only_settings(known: dict, given: Given) -> None:
 
 def _clip_settings(clip: str, mode: str | None, given: Given) -> None:
     """Sound for a video and a retake: one stage at the file's size, no other condition of the video."""
-    if mode == "two-stage":
+    if mode in GUIDED_TWO_STAGE:
         raise SettingError("mode", f"{clip} runs one stage at the video's own size, as the reference; use mode "
-                                   "one-stage (guided) or distilled (8 steps, a distilled model), not two-stage")
+                                   f"one-stage (guided) or distilled (8 steps, a distilled model), not {mode}")
     retake_only = ("a retake holds its own file's video and sound, so it takes no image, audio or video_input "
                    "condition; drop them, or the retake")
     if given.video_input and given.retake:
@@ -220,7 +228,7 @@ class Request:
     def two_stage(self) -> bool:
         """Whether an upsampled second stage follows: two-stage, and distilled without `video_input` or `retake`
         (sound for a video and a retake run the distilled table in one stage, as the reference)."""
-        return self.mode == "two-stage" or (self.mode == "distilled" and not self.one_stage_input)
+        return self.mode in GUIDED_TWO_STAGE or (self.mode == "distilled" and not self.one_stage_input)
 
     @property
     def guide_tokens(self) -> int:
@@ -238,6 +246,12 @@ class Request:
             return 0.0
         sound = self.dub.sound
         return sound.seconds if sound is not None else self.seconds
+
+    @property
+    def image_tokens(self) -> int:
+        """Video tokens the images append at the last stage's (full) size: every image in mode keyframes (frame 0
+        too), else those at frames other than 0."""
+        return appended_image_tokens(self.images, self.height, self.width, self.mode == "keyframes")
 
     @property
     def video_frames(self) -> int:
@@ -275,6 +289,8 @@ class Request:
             self.check_dub()
         for image in self.images:
             image.check(self.frames)
+        if self.mode == "keyframes" and len(self.images) < 2:
+            raise SettingError("images", KEYFRAMES_NEED_TWO)
         self.check_controls()
         if self.cache is not None and (self.audio_only or not isinstance(self.cache, CacheSettings)):
             raise SettingError("cache", "step caching decides on the video: drop it for text to audio" if
@@ -308,6 +324,10 @@ class Request:
         for name, fix in refused.items():
             if getattr(self, name):
                 raise SettingError(name, f"windows (a long clip) with {name}: {fix}")
+        if self.mode == "keyframes" and self.long:
+            raise SettingError("mode", "a long clip (more than one window) with mode keyframes: keyframe "
+                                       "interpolation samples one window; make the clip one window long, or use mode "
+                                       "two-stage")
         if isinstance(self.frames, bool) or not isinstance(self.frames, int) or not is_frame_count(self.frames):
             raise SettingError("frames", f"frames must be 8k+1 (the whole clip's), got {self.frames!r}; "
                                          "windows.frames_for(seconds, fps) gives them for a duration")

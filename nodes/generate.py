@@ -32,7 +32,9 @@ NO_LORA = "none"
 
 class LTX2Generate:
     DESCRIPTION = ("Text to video + audio in one node: prompts, sampling (and x2 refinement), decoding, with the "
-                   "release's guidance and steps. With audio_only on: text to audio, the sound alone.")
+                   "release's guidance and steps. With audio_only on: text to audio, the sound alone. Two-stage with "
+                   "images is Lightricks' TI2Vid two-stage pipeline; mode keyframes is their KeyframeInterpolation "
+                   "pipeline (every image appended as a keyframe, frame 0 too, and the refinement's audio).")
     CATEGORY = "LTX-2/generate"
     RETURN_TYPES = ("IMAGE", "AUDIO", "FLOAT")
     RETURN_NAMES = ("images", "audio", "fps")
@@ -48,8 +50,10 @@ class LTX2Generate:
                 "negative_prompt": ("STRING", {"multiline": True, "default": DEFAULT_NEGATIVE_PROMPT,
                                                "tooltip": "what to avoid (used by CFG)"}),
                 "mode": (list(MODES), {"default": "one-stage", "tooltip": "one-stage: full size with guidance; "
-                         "two-stage: half size, x2 upsample, 3 refinement steps (upsampler + distilled LoRA); "
-                         "distilled: a distilled checkpoint, 8 + 3 steps (upsampler)"}),
+                         "two-stage: half size, x2 upsample, 3 refinement steps (upsampler + distilled LoRA; with "
+                         "images: Lightricks' TI2Vid pipeline); distilled: a distilled checkpoint, 8 + 3 steps "
+                         "(upsampler); keyframes: two-stage interpolating between two or more images, each appended "
+                         "at its frame, frame 0 too (Lightricks' KeyframeInterpolation pipeline)"}),
                 "width": ("INT", {"default": 768, "min": 32, "max": 8192, "step": 32, "tooltip": "pixels, a multiple "
                                   "of 32 (64 for two-stage and distilled)"}),
                 "height": ("INT", {"default": 512, "min": 32, "max": 8192, "step": 32, "tooltip": "pixels, a "

@@ -14,7 +14,9 @@ IMAGES = "LTX2_IMAGES"
 
 class LTX2ImageCondition:
     DESCRIPTION = ("Holds an image at a frame of the video: frame 0 for image-to-video, -1 for the last frame, any "
-                   "other frame as a keyframe. Chain several for first-last-frame or keyframe interpolation.")
+                   "other frame as a keyframe. Chain several for first-last-frame or keyframe interpolation. With "
+                   "keyframe on, the image is always appended as keyframe tokens, frame 0 too, as Lightricks' "
+                   "KeyframeInterpolation pipeline does (LTX-2 Generate's mode keyframes sets it for every image).")
     CATEGORY = "LTX-2/conditioning"
     RETURN_TYPES = (IMAGES,)
     RETURN_NAMES = ("images",)
@@ -35,6 +37,10 @@ class LTX2ImageCondition:
                             "to give a frozen video"}),
         }, "optional": {
             "images": (IMAGES, {"tooltip": "earlier image conditions to add this one to"}),
+            "keyframe": ("BOOLEAN", {"default": False, "tooltip": "append the image as keyframe tokens at its frame, "
+                                     "frame 0 too (Lightricks' KeyframeInterpolation pipeline: the first frame is "
+                                     "generated, guided by the image); off: frame 0 replaces the first latent frame "
+                                     "(image-to-video, their TI2Vid pipeline)"}),
         }}
 
     @classmethod
@@ -43,14 +49,14 @@ class LTX2ImageCondition:
         return stated_limits(cls, "strength", strength) or True
 
     def add(self, image: torch.Tensor, frame: int, strength: float = 1.0, crf: int = RELEASE_CRF,
-            images: tuple[ImageCondition, ...] = ()):
+            images: tuple[ImageCondition, ...] = (), keyframe: bool = False):
         if image.ndim != 4 or not 1 <= image.shape[-1] <= 4:
             raise ValueError(f"image must be a ComfyUI IMAGE (batch, height, width, channels) with 1 to 4 channels, "
                              f"got shape {tuple(image.shape)}")
         rgb = image[0, ..., :3] if image.shape[-1] >= 3 else image[0, ..., :1].expand(-1, -1, 3)  # gray (+ alpha)
         pixels = (rgb.clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # ComfyUI IMAGE: 0..1
         crf = None if crf == RELEASE_CRF else int(crf)  # None: the release's, resolved by the sampler
-        return (tuple(images) + (ImageCondition(pixels, int(frame), float(strength), crf),),)
+        return (tuple(images) + (ImageCondition(pixels, int(frame), float(strength), crf, bool(keyframe)),),)
 
 
 def at_frames(images: tuple[ImageCondition, ...], frames: int) -> tuple[ImageCondition, ...]:

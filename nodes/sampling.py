@@ -10,7 +10,8 @@ from ltx2_core import GuidanceParams
 from ltx2_core.compile import GRAPH_CHOICES, graph_setting
 from ltx2_core.conditioning.audio import AudioCondition, encode_audio_condition
 from ltx2_core.conditioning.control import encode_control
-from ltx2_core.conditioning.images import ImageCondition, encode_conditions
+from ltx2_core.conditioning.images import ImageCondition
+from ltx2_core.conditioning.keyframes import appended_image_tokens, encode_images
 from ltx2_core.geometry import video_tokens
 from ltx2_core.memory.footprint import Job
 from ltx2_core.memory.plan import MemoryPlanError
@@ -257,11 +258,12 @@ class LTX2Sampler:
         passes = len(active_passes(*guidance)) if guidance is not None else 1
         job = Job.of_latent(latent.video, latent.audio, latent.fps, ("encoding", "sampling"), passes=passes,
                             images=len(images), video_frames=frames * len(controls),
-                            guide_tokens=sum(video_tokens(frames, *c.size(height, width)) for c in controls))
+                            guide_tokens=sum(video_tokens(frames, *c.size(height, width)) for c in controls)
+                            + appended_image_tokens(images, height, width))
         if problem := model.host.memory_problem(job, model.decoders):
             raise MemoryPlanError(problem)
-        conditions = held + encode_conditions(images, model.video_encoder, height, width,
-                                              RELEASES[model.config.version].image_crf)
+        conditions = held + encode_images(images, model.video_encoder, height, width,
+                                          RELEASES[model.config.version].image_crf)  # keyframes where flagged
         if audio is not None:  # held by this stage; the latent carries the sound while a stage holds it exactly
             encoded, sound = encode_audio_condition(audio, encoder, frames / latent.fps, latent.audio.shape[2])
             conditions, latent = [*conditions, encoded], latent._replace(sound=sound)

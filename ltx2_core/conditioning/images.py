@@ -38,12 +38,14 @@ LAST_FRAME = -1  # a frame index meaning the video's last frame
 class ImageCondition(NamedTuple):
     """An image (file path or RGB uint8 array (H, W, 3)) at pixel frame `frame` (LAST_FRAME: the last, see `at`),
     held with `strength` (1: exactly, 0: not at all), prepared with an H.264 round trip at `crf` (0: none; None:
-    the release's, `Release.image_crf`: what the model was trained against)."""
+    the release's, `Release.image_crf`: what the model was trained against). `keyframe`: always appended as
+    keyframe tokens, frame 0 too, as the reference's keyframe interpolation (`ltx2_core.conditioning.keyframes`)."""
 
     image: str | os.PathLike | np.ndarray
     frame: int = 0
     strength: float = 1.0
     crf: int | None = None
+    keyframe: bool = False
 
     def check(self, frames: int) -> None:
         """ValueError naming the fix, before any model work (a file is decoded in full, as it will be read)."""
@@ -54,6 +56,8 @@ class ImageCondition(NamedTuple):
         if self.crf is not None and (isinstance(self.crf, bool) or not isinstance(self.crf, int)
                                      or not 0 <= self.crf <= MAX_CRF):
             raise ValueError(f"image CRF must be an integer in 0..{MAX_CRF} (0: no H.264 round trip), got {self.crf!r}")
+        if not isinstance(self.keyframe, bool):
+            raise ValueError(f"image keyframe must be True or False, got {self.keyframe!r}")
         if isinstance(self.image, np.ndarray):
             if self.image.ndim != 3 or self.image.shape[2] != 3 or self.image.dtype != np.uint8:
                 raise ValueError(f"an image array must be RGB uint8 (H, W, 3), got {self.image.dtype} "

@@ -16,6 +16,7 @@ from ltx2_core.conditioning.audio_reference import EncodedAudioReference
 from ltx2_core.conditioning.continuation import Continuation
 from ltx2_core.conditioning.control import EncodedControl
 from ltx2_core.conditioning.images import EncodedImage
+from ltx2_core.conditioning.keyframes import EncodedKeyframe
 from ltx2_core.conditioning.video import EncodedVideo
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream
 from ltx2_core.geometry import VIDEO_TIME_SCALE
@@ -27,6 +28,7 @@ CONDITIONS: dict[str, type[Condition]] = {
     "control": EncodedControl,  # an encoded control video guiding through an IC-LoRA (appended tokens)
     "continuation": Continuation,  # the previous window's last latent frames held in place (long video)
     "audio_reference": EncodedAudioReference,  # a reference sound appended at negative times (Dub-It)
+    "keyframe": EncodedKeyframe,  # an encoded image appended at a pixel frame, frame 0 too (keyframe interpolation)
 }
 
 

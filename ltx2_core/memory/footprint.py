@@ -82,7 +82,8 @@ class Job(NamedTuple):
     `stages` it runs (of STAGES, in that order), the guidance `passes` it samples with, and what shapes them.
     `window`: the frames sampled at once (a long clip's window; None: every frame). `images`, `video_frames`: the
     images and the frames of videos (controls, a held video) the video encoder takes; `guide_tokens`: the video
-    tokens controls append to the first stage's. `tiling`: the video decoder's tiles (None: whole).
+    tokens conditions append (controls to the first stage's, images and keyframes at the last stage's size).
+    `tiling`: the video decoder's tiles (None: whole).
     `video` False: text to audio (no video latent, no frames). `reference_seconds`: a sound the audio encoder takes
     and appends as audio tokens (Dub-It's sound reference; 25 tokens a second)."""
 

@@ -16,7 +16,8 @@ whether the latent it refines came from a guided stage. What the rules add (`bui
   sound for a video, a retake);
 * which audio a refinement returns: that of the guided stage it refines, where the release's two-stage pipeline
   keeps stage 1's sound (`Release.two_stage_keeps_stage1_audio`: LTX-2.5); the refinement still samples the audio,
-  which the video attends to.
+  which the video attends to; a stage holding keyframes (`EncodedKeyframe`) returns its own audio, as the reference's
+  `KeyframeInterpolationPipeline` (both releases).
 
 The other release rules act where the stage is sampled (`stages.sample`): how the streams are noised
 (`Release.noise_from_latent`, `frozen_noised`), a frozen stream's sigma (`frozen_sigma_zero`) and a keyframe's time
@@ -30,6 +31,7 @@ from typing import NamedTuple
 
 from ltx2_core.conditioning.audio import held_sound
 from ltx2_core.conditioning.control import EncodedControl
+from ltx2_core.conditioning.keyframes import EncodedKeyframe
 from ltx2_core.conditioning.stream import Condition
 from ltx2_core.conditioning.video import EncodedVideo
 from ltx2_core.releases import RELEASES, ModelVersion
@@ -103,7 +105,8 @@ def build_stage(version: ModelVersion | str, parts: StageParts, positive: TextEm
     seed = parts.seed + ANCESTRAL_SEED_OFFSET if ancestral else parts.ancestral_seed
     stage = Stage(sigmas, parts.name, noise_scale=noise_scale, video_guidance=parts.video_guidance,
                   audio_guidance=audio_guidance, loras=parts.loras, conditions=parts.conditions, ancestral_seed=seed,
-                  keep_audio=noise_scale < 1 and parts.after_guided and release.two_stage_keeps_stage1_audio,
+                  keep_audio=noise_scale < 1 and parts.after_guided and release.two_stage_keeps_stage1_audio
+                  and not any(isinstance(c, EncodedKeyframe) for c in parts.conditions),
                   cache=parts.cache)
     return BuiltStage(stage, uncond_contexts(positive, negative, audio_guidance, held=sound is not None))
 

@@ -39,6 +39,9 @@ EXAMPLES = {
     # the pictures ship with the pack, which puts them in ComfyUI's input folder (LoadImage reads it)
     "ltx2_i2v_one_stage": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"], (9, 96, 64)),
     "ltx2_first_last_frame": (["4.width=96", "4.height=64", "4.frames=17", "6.steps=2"], (17, 96, 64)),
+    # keyframe interpolation (mode keyframes): the three pictures moved to frames 0, 8 and 16 of the tiny clip
+    "ltx2_keyframe_interpolation": ([UPSAMPLER, f"distilled_lora={TINY['lora']}", "4.width=128", "4.height=64",
+                                     "4.frames=17", "4.steps=2", "10.frame=8", "12.frame=16"], (17, 128, 64)),
     # LTX-2.5: the examples' own file names (the tiny release is written under the released names)
     "ltx25_t2v_distilled": (["4.width=64", "4.height=32", "4.frames=9"], (9, 128, 64)),
     "ltx25_i2v_two_stage": (["4.width=64", "4.height=32", "4.frames=9", "8.steps=2"], (9, 128, 64)),

@@ -139,3 +139,31 @@ def test_image_conditions_chain_into_the_sampler_and_the_generate_node(loaded, f
     with pytest.raises(ValueError, match="pixel frame index in 0..16"):
         node("LTX2Sampler", model, conditioning, latent, 3, 2, "ltx2",
              images=node("LTX2ImageCondition", picture, 40, 1.0, 0)[0])
+
+
+def test_keyframes_chain_into_the_sampler_and_the_generate_nodes_mode(loaded, files):
+    """LTX2ImageCondition's keyframe: a frame-0 image appended (its frame generated, not held) in a sampler chain;
+    the generate node's mode keyframes (Lightricks' KeyframeInterpolation pipeline) with two images, and one image
+    refused when queued and when run, naming the fix."""
+    from nodes.generate import LTX2Generate
+
+    model, encoder, conditioning, guidance = loaded
+    picture = torch.linspace(0, 1, 48 * 64 * 3).reshape(1, 48, 64, 3)
+    (held,) = node("LTX2ImageCondition", picture, 0, 1.0, 0)
+    (keyed,) = node("LTX2ImageCondition", picture, 0, 1.0, 0, keyframe=True)
+    assert not held[0].keyframe and keyed[0].keyframe
+    (latent,) = node("LTX2EmptyLatent", 96, 64, 17, 24.0)
+    (out_held,) = node("LTX2Sampler", model, conditioning, latent, 3, 2, "ltx2", guidance=guidance, images=held)
+    (out_keyed,) = node("LTX2Sampler", model, conditioning, latent, 3, 2, "ltx2", guidance=guidance, images=keyed)
+    assert (out_keyed.video[:, :, :1] - out_held.video[:, :, :1]).abs().max() > 1e-3  # generated, not held
+    (upsampler,) = node("LTX2UpsamplerLoader", files["upsampler"], model)
+    (two,) = node("LTX2ImageCondition", picture.flip(1), 16, 0.8, 0, images=held)
+    common = dict(negative_prompt="blurry", mode="keyframes", width=128, height=64, frames=17, fps=24.0, seed=1,
+                  steps=2, upsampler=upsampler, distilled_lora=files["distilled"])
+    images, audio, fps = node("LTX2Generate", model, encoder, "a cat", images=two, **common)
+    assert images.shape == (17, 64, 128, 3)
+    with pytest.raises(ValueError, match="at least two images"):
+        node("LTX2Generate", model, encoder, "a cat", images=held, **common)
+    queued = LTX2Generate.VALIDATE_INPUTS("a cat", "blurry", "keyframes", 128, 64, 17, 24.0, 2, files["distilled"],
+                                          input_types={"upsampler": "LTX2_UPSAMPLER"})
+    assert "at least two images" in queued

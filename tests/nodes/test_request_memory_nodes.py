@@ -37,7 +37,7 @@ def _calls(loaded, made):
     latent, sampled, upsampler = made
     return {
         "LTX2EmptyLatent": ("nodes.sampling.empty_latent", lambda: node("LTX2EmptyLatent", 96, 64, 9, 24.0)),
-        "LTX2Sampler": ("nodes.sampling.encode_conditions",
+        "LTX2Sampler": ("nodes.sampling.encode_images",
                         lambda: node("LTX2Sampler", model, conditioning, latent, 0, 2, "ltx2", guidance)),
         "LTX2LatentUpsample": ("nodes.decode.upsample", lambda: node("LTX2LatentUpsample", model, upsampler,
                                                                      sampled)),

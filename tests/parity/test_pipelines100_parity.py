@@ -3,7 +3,9 @@ through its `__call__` (tests/parity/ref100/pipelines.py: its noise, its stage o
 decoders), on tiny single-file checkpoints, fp32. 2.0 and 2.3 follow 1.0.0 where it and 1.2.0 differ
 (docs/references.md): the run returns stage 2's audio, a keyframe spans a latent frame's 8 pixel frames, and held
 tokens are noised from their clean values; the 2.3 case holds images at frames 0 (strength 0.8), 8 and 16 (0.6), so
-each of those rules shows in it.
+each of those rules shows in it. The 2.3 keyframes case runs 1.0.0's `KeyframeInterpolationPipeline` on the same images:
+every one appended in both stages, the frame-0 one spanning [0, 1) / fps (the causal fix) next to [8, 16) / fps for
+frame 8, and stage 2's audio returned.
 
 Our side runs `pipeline.generate` on the same files, loaded by `ModelFiles` as the command line loads them, and
 records the latent handed to the decoder; the reference's prompt encoding returns our contexts (the text path's
@@ -31,6 +33,7 @@ TOL = {"atol": 1e-4, "rtol": 1e-4}
 SIZE, FRAMES, FPS, SEED, STEPS = 128, 17, 24.0, 7, 3
 PROMPT, NEGATIVE = "a red car in the rain at night", "blurry, static"
 IMAGES = {"2.0": (), "2.3": ((0, 0.8), (8, 1.0), (16, 0.6))}  # (frame, strength)
+CASES = {"2.0": ("2.0", "two-stage"), "2.3": ("2.3", "two-stage"), "2.3-keyframes": ("2.3", "keyframes")}
 
 
 def _guidance(params) -> dict:
@@ -40,20 +43,21 @@ def _guidance(params) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_checkpoints, gemma_files):
-    """version -> (our decoded latent, the reference's outputs)."""
+    """case -> (our decoded latent, the reference's outputs)."""
     folder = tmp_path_factory.mktemp("pipelines100")
     rng = np.random.default_rng(3)
     tensors, cases, ours = {}, {}, {}
-    for version, images in IMAGES.items():
+    for name, (version, mode) in CASES.items():
+        images = IMAGES[version]
         upsampler = write_upsampler(folder / f"upsampler-{version}.safetensors", version=version)
         lora = write_lora(folder / f"distilled-lora-{version}.safetensors", seed=1, version=version)
         paths = []
         for frame, _ in images:
-            paths.append(folder / f"image{frame}.png")
+            paths.append(folder / f"{name}-image{frame}.png")
             Image.fromarray(rng.integers(0, 256, (96, 160, 3), dtype=np.uint8)).save(paths[-1])
         conditions = tuple(ImageCondition(str(p), f, s, crf=0) for p, (f, s) in zip(paths, images))
         request = Request(PROMPT, negative_prompt=NEGATIVE, width=SIZE, height=SIZE, frames=FRAMES, fps=FPS,
-                          seed=SEED, steps=STEPS, mode="two-stage", images=conditions)
+                          seed=SEED, steps=STEPS, mode=mode, images=conditions)
         files = ModelFiles(checkpoint=str(tiny_checkpoints[version]), text_encoder=str(gemma_files[0]),
                            upsampler=str(upsampler), distilled_lora=str(lora))
         models = files.load("cpu", torch.float32)
@@ -62,11 +66,12 @@ def runs(tmp_path_factory, tiny_checkpoints, gemma_files):
         with pytest.MonkeyPatch.context() as monkeypatch:
             monkeypatch.setattr(pipeline_module, "decode", lambda latent, *a, **k: decoded.append(latent))
             generate(request, models)
-        ours[version] = decoded[0]
-        tensors |= {f"{version}.{name}.{stream}": getattr(text, stream) for name, text in
+        ours[name] = decoded[0]
+        tensors |= {f"{name}.{which}.{stream}": getattr(text, stream) for which, text in
                     (("positive", positive), ("negative", negative)) for stream in ("video", "audio")}
         video, audio = default_guidance(version, models.transformer.config.num_layers)
-        cases[version] = {
+        cases[name] = {
+            "pipeline": mode.replace("-", "_"),
             "checkpoint": str(tiny_checkpoints[version]), "upsampler": str(upsampler), "distilled_lora": str(lora),
             "call": {"prompt": PROMPT, "negative_prompt": NEGATIVE, "seed": SEED, "height": SIZE, "width": SIZE,
                      "num_frames": FRAMES, "frame_rate": FPS, "num_inference_steps": STEPS,
@@ -76,10 +81,16 @@ def runs(tmp_path_factory, tiny_checkpoints, gemma_files):
     return ours, reference
 
 
-@pytest.mark.parametrize("version", sorted(IMAGES))
-def test_the_two_stage_pipeline_matches_the_100_call(runs, version):
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_two_stage_pipeline_matches_the_100_call(runs, name):
     ours, reference = runs
-    latent = ours[version]
-    torch.testing.assert_close(latent.video, reference[f"{version}.out.video"], **TOL, msg="the video returned")
-    # 1.0.0 returns the refinement's audio (1.2.0, which 2.5 follows, returns stage 1's)
-    torch.testing.assert_close(latent.audio, reference[f"{version}.out.audio"], **TOL, msg="the audio returned")
+    latent = ours[name]
+    torch.testing.assert_close(latent.video, reference[f"{name}.out.video"], **TOL, msg="the video returned")
+    # 1.0.0 returns the refinement's audio (1.2.0's two-stage, which 2.5 follows, returns stage 1's)
+    torch.testing.assert_close(latent.audio, reference[f"{name}.out.audio"], **TOL, msg="the audio returned")
+
+
+def test_keyframes_differ_from_two_stage_with_the_same_images(runs):
+    """The keyframes case is its own pipeline: frame 0 appended (not held) changes what is returned."""
+    _, reference = runs
+    assert (reference["2.3-keyframes.out.video"] - reference["2.3.out.video"]).abs().max() > 0.1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltx2_core.conditioning import EncodedAudio, EncodedControl, EncodedImage, EncodedVideo
+from ltx2_core.conditioning import EncodedAudio, EncodedControl, EncodedImage, EncodedKeyframe, EncodedVideo
 from ltx2_core.releases import RELEASES
 from ltx2_core.sampling import DISTILLED_SIGMAS, STAGE2_SIGMAS, GuidanceParams, ltx2_sigmas, sigma_table
 from ltx2_core.sampling.recipe import ANCESTRAL_SEED_OFFSET, StageParts, build_stage, guided
@@ -70,6 +70,8 @@ def test_a_refinement_after_a_guided_stage_keeps_its_audio_where_the_release_doe
     assert _build(version, schedule="stage-2 refine", after_guided=True).stage.keep_audio == keeps
     assert not _build(version, schedule="stage-2 refine", after_guided=False).stage.keep_audio  # distilled, IC-LoRA
     assert not _build(version, after_guided=True).stage.keep_audio  # from noise: nothing to keep
+    keyframe = EncodedKeyframe(torch.zeros(1, 128, 1, 2, 2), 0, 1.0)  # KeyframeInterpolationPipeline: stage 2's
+    assert not _build(version, schedule="stage-2 refine", after_guided=True, conditions=[keyframe]).stage.keep_audio
 
 
 def test_guided_is_any_pass_beyond_the_conditional_one():

@@ -1,6 +1,6 @@
 """The reference side of tests/parity/test_pipelines100_parity.py: ltx-pipelines 1.0.0's `TI2VidTwoStagesPipeline`
-(what LTX-2.0 and 2.3 follow, docs/references.md) run through its own `__call__` on a tiny single-file checkpoint, in
-fp32, with its own noise.
+and `KeyframeInterpolationPipeline` (what LTX-2.0 and 2.3 follow, docs/references.md) run through their own
+`__call__` on a tiny single-file checkpoint, in fp32, with its own noise.
 
 What is changed around the pipeline, and why:
 * fp32: the pipeline hard-codes `torch.bfloat16`; its module's `torch` is a view of torch whose `bfloat16` is
@@ -12,7 +12,8 @@ What is changed around the pipeline, and why:
   model ledger gets no Gemma folder, so it builds no text encoder;
 * the decoders: `vae_decode_video` / `vae_decode_audio` record the latents the pipeline hands them.
 
-Per case (settings `cases`): the checkpoint, upsampler and distilled LoRA files, the `__call__` keywords. Outputs:
+Per case (settings `cases`): the pipeline (`two_stage`, the default, or `keyframes`), the checkpoint, upsampler and
+distilled LoRA files, the `__call__` keywords. Outputs:
 `<case>.out.video` and `<case>.out.audio`.
 """
 
@@ -22,7 +23,7 @@ import torch
 from exchange import guider_params, inputs, outputs
 from ltx_core.loader import LoraPathStrengthAndSDOps, fuse_loras
 from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
-from ltx_pipelines import ti2vid_two_stages
+from ltx_pipelines import keyframe_interpolation, ti2vid_two_stages
 from ltx_pipelines.utils.args import ImageConditioningInput
 
 t, settings = inputs()
@@ -38,7 +39,9 @@ class _Float32Torch(types.ModuleType):
         return getattr(torch, name)
 
 
-ti2vid_two_stages.torch = _Float32Torch("torch")
+ti2vid_two_stages.torch = keyframe_interpolation.torch = _Float32Torch("torch")
+PIPELINES = {"two_stage": (ti2vid_two_stages, "TI2VidTwoStagesPipeline"),
+             "keyframes": (keyframe_interpolation, "KeyframeInterpolationPipeline")}
 torch.cuda.synchronize = lambda *args, **kwargs: None
 _fuse = fuse_loras._fuse_deltas
 
@@ -59,13 +62,13 @@ class Context:
 
 out = {}
 for name, case in settings["cases"].items():
-    ti2vid_two_stages.encode_prompts = lambda prompts, *a, **k: [
+    module, pipeline_class = PIPELINES[case.get("pipeline", "two_stage")]
+    module.encode_prompts = lambda prompts, *a, **k: [
         Context(t[f"{name}.{which}.video"], t[f"{name}.{which}.audio"]) for which in ("positive", "negative")]
-    ti2vid_two_stages.vae_decode_video = lambda latent, *a, **k: out.__setitem__(f"{name}.out.video", latent.clone())
-    ti2vid_two_stages.vae_decode_audio = lambda latent, *a, **k: out.__setitem__(f"{name}.out.audio", latent.clone())
+    module.vae_decode_video = lambda latent, *a, **k: out.__setitem__(f"{name}.out.video", latent.clone())
+    module.vae_decode_audio = lambda latent, *a, **k: out.__setitem__(f"{name}.out.audio", latent.clone())
     lora = LoraPathStrengthAndSDOps(case["distilled_lora"], 1.0, LTXV_LORA_COMFY_RENAMING_MAP)
-    pipe = ti2vid_two_stages.TI2VidTwoStagesPipeline(case["checkpoint"], [lora], case["upsampler"], None, [],
-                                                     device=cpu)
+    pipe = getattr(module, pipeline_class)(case["checkpoint"], [lora], case["upsampler"], None, [], device=cpu)
     call = dict(case["call"])
     call["images"] = [ImageConditioningInput(*image) for image in call["images"]]
     for key in ("video_guider_params", "audio_guider_params"):

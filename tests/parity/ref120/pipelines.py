@@ -12,8 +12,8 @@ What is changed around a pipeline, and why:
 * LoRA fusion: as shipped (`bf16_fuse_rule`, which rounds every fused weight to bf16 even in an fp32 pipeline), or
   with the same rule aggregating in fp32 (settings `fuse`: "bf16" / "fp32").
 
-Per case (settings `cases`): `pipeline` (two_stage, ic_lora, distilled, retake, a2v, dubit), its `__call__` keywords, the
-contexts' names in the inputs. Outputs per case: `stage1.video` / `.audio` (and `stage2.*`: each stage's result in
+Per case (settings `cases`): `pipeline` (two_stage, ic_lora, distilled, retake, a2v, dubit, keyframes), its
+`__call__` keywords, the contexts' names in the inputs. Outputs per case: `stage1.video` / `.audio` (and `stage2.*`: each stage's result in
 the order they ran), `out.video` and `out.audio` (the latents the decoders were given; a2v: `out.sound`, the input
 sound it returns).
 """
@@ -25,8 +25,7 @@ from exchange import guider_params, inputs, outputs
 from ltx_core.loader import LoraPathStrengthAndSDOps
 from ltx_core.loader.fuse_loras import FuseRule, _bf16_fuse
 from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
-from ltx_pipelines import a2vid_two_stage, distilled, ic_lora, retake, ti2vid_two_stages
-from ltx_pipelines import dubit
+from ltx_pipelines import a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, ti2vid_two_stages
 from ltx_pipelines.utils.args import ImageConditioningInput
 from ltx_pipelines.utils.model_paths import ModelPaths
 
@@ -44,7 +43,7 @@ class _Float32Torch(types.ModuleType):
         return getattr(torch, name)
 
 
-for module in (a2vid_two_stage, distilled, ic_lora, retake, ti2vid_two_stages, dubit):
+for module in (a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, ti2vid_two_stages):
     module.torch = _Float32Torch("torch")
 
 
@@ -107,6 +106,9 @@ def build(case):
                                                      files["upsampler"], [], device=cpu)
     elif kind == "dubit":
         pipe = dubit.DubItPipeline(paths("distilled"), files["upsampler"], lora(case["ic_lora"]), device=cpu)
+    elif kind == "keyframes":
+        pipe = keyframe_interpolation.KeyframeInterpolationPipeline(paths("dev"), [lora(files["distilled_lora"])],
+                                                                    files["upsampler"], [], device=cpu)
     elif kind == "retake":
         pipe = retake.RetakePipeline(paths("dev"), [], device=cpu, distilled=False)
     else:
