@@ -176,7 +176,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         frozen = stream.frozen and release.frozen_sigma_zero  # its sigma fed as 0
         states.append(state._replace(frozen=True) if frozen else state)
     if stage.ancestral_seed is not None:  # a captured step draws the noise eagerly before each replay
-        ancestral = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed))
+        ancestral = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed),
+                                  stage.ancestral_eta)
         step = step.around(ancestral) if isinstance(step, CudaGraphStep) else ancestral
     setup = guided_setup(model, positive, negative, None if video is None else video.positions, audio.positions,
                          stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
