@@ -1,12 +1,13 @@
 """Conditions applied to the video or audio stream state of a sampling stage (images held at frames, ...): the
 `Condition` protocol and the stream state (`stream`), one module per kind (`images`, `audio`, `video`, `control`;
 `retake`: a video and its sound held outside a time span; `continuation`: a long video's window holding the previous
-window's last frames), the kinds a stage accepts (`registry`)."""
+window's last frames; `keyframe_slots`: DFR's generated keyframes), the kinds a stage accepts (`registry`)."""
 
 from ltx2_core.conditioning.audio import AudioCondition, EncodedAudio, encode_audio_condition, holds_sound
 from ltx2_core.conditioning.continuation import Continuation
 from ltx2_core.conditioning.control import ControlCondition, EncodedControl, encode_control
 from ltx2_core.conditioning.images import EncodedImage, ImageCondition, encode_conditions
+from ltx2_core.conditioning.keyframe_slots import KeyframeSlots
 from ltx2_core.conditioning.registry import (
     CONDITIONS,
     apply_conditions,
@@ -24,5 +25,5 @@ __all__ = [
     "encode_audio_condition", "encode_conditions", "holds_sound",
     "EncodedVideo", "VideoCondition", "encode_video_condition",
     "ControlCondition", "EncodedControl", "encode_control",
-    "Retake", "encode_retake", "Continuation",
+    "Retake", "encode_retake", "Continuation", "KeyframeSlots",
 ]

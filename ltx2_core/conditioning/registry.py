@@ -15,6 +15,7 @@ from ltx2_core.conditioning.audio import EncodedAudio
 from ltx2_core.conditioning.continuation import Continuation
 from ltx2_core.conditioning.control import EncodedControl
 from ltx2_core.conditioning.images import EncodedImage
+from ltx2_core.conditioning.keyframe_slots import KeyframeSlots
 from ltx2_core.conditioning.video import EncodedVideo
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream
 from ltx2_core.geometry import VIDEO_TIME_SCALE
@@ -25,6 +26,7 @@ CONDITIONS: dict[str, type[Condition]] = {
     "video": EncodedVideo,  # an encoded video held over the clip (video-to-audio: sound for a silent video)
     "control": EncodedControl,  # an encoded control video guiding through an IC-LoRA (appended tokens)
     "continuation": Continuation,  # the previous window's last latent frames held in place (long video)
+    "keyframe_slots": KeyframeSlots,  # generated single-frame keyframes appended and marked (DFR)
 }
 
 
@@ -49,10 +51,13 @@ def apply_conditions(stream: ConditionedStream, conditions: Sequence[Condition])
 
 
 def condition_video(clean: torch.Tensor, positions: torch.Tensor, conditions: Sequence[Condition],
-                    fps: float, keyframe_frames: int = VIDEO_TIME_SCALE) -> ConditionedStream:
+                    fps: float, keyframe_frames: int = VIDEO_TIME_SCALE,
+                    grid: tuple[int, int, int] | None = None) -> ConditionedStream:
     """The video tokens (1, F'·H'·W', 128) at their positions (1, 3, tokens, 2) with the video's conditions;
-    `keyframe_frames`: the release's keyframe time span (`Release.keyframe_frames`)."""
-    return apply_conditions(ConditionedStream.start(VIDEO, clean, positions, fps, keyframe_frames), conditions)
+    `keyframe_frames`: the release's keyframe time span (`Release.keyframe_frames`); `grid`: (F', H', W'), which
+    generated keyframe slots need."""
+    stream = ConditionedStream.start(VIDEO, clean, positions, fps, keyframe_frames, grid)
+    return apply_conditions(stream, conditions)
 
 
 def condition_audio(clean: torch.Tensor, positions: torch.Tensor, conditions: Sequence[Condition],
