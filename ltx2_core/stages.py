@@ -19,6 +19,7 @@ import torch
 from ltx2_core.audio_io import Waveform
 from ltx2_core.compile import CudaGraphStep
 from ltx2_core.conditioning import AUDIO, ConditionedStream, condition_audio, condition_video, holds_sound
+from ltx2_core.conditioning.keyframe_slots import require_keyframe_embedding
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.geometry import (
     audio_latent_length,
@@ -161,6 +162,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         own_video = patchify_video(latent.video).to(device=param.device, dtype=param.dtype)
         video = condition_video(own_video, video_positions(frames, rows, cols, latent.fps, device=param.device),
                                 stage.conditions, latent.fps, release.keyframe_frames, (frames, rows, cols))
+        if video.slots is not None:  # a backstop: the DFR request checks the transformer's file before any work
+            require_keyframe_embedding(model.config, f"of stage {stage.name!r}")
     elif any(condition.modality != AUDIO for condition in stage.conditions):
         raise ValueError(f"{stage.name}: a condition of the video stream was given for an audio-only latent (no "
                          "video to hold it in); drop it, or sample a latent with video")

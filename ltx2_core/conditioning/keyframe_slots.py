@@ -21,6 +21,17 @@ import torch
 from ltx2_core.conditioning.images import keyframe_positions
 from ltx2_core.conditioning.stream import VIDEO, ConditionedStream, Modality
 from ltx2_core.geometry import VIDEO_TIME_SCALE, patchify_video
+from ltx2_core.model.transformer.config import TransformerConfig
+
+
+def require_keyframe_embedding(config: TransformerConfig, transformer: str) -> None:
+    """ValueError naming the fix unless the transformer (`config`, read from the file `transformer` names) was
+    trained for generated keyframe slots (`use_keyframes_abs_pos_embedding`, ltx-pipelines 1.2.0's check): on any
+    other, slots would cost a latent frame of tokens each and be denoised as unmarked tokens."""
+    if not config.keyframe_embedding:
+        raise ValueError(f"generated keyframe slots (DFR) were requested, but the transformer {transformer} does not "
+                         "set 'use_keyframes_abs_pos_embedding' in its config, so it has no keyframe embedding; use "
+                         "a transformer trained for generated keyframes, or run another mode")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # identity equality: comparing tensors has no single truth value
