@@ -255,10 +255,29 @@ def kept_sound(latent: AVLatent, stage: Stage) -> Waveform | None:
 
 def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -> AVLatent:
     """The video latent ×2 in height and width (the audio is kept), through the VAE's latent statistics; on the
-    upsampler's device, or the one it visits (`ltx2_core.memory.offload`)."""
+    upsampler's device, or the one it visits (`ltx2_core.memory.offload`). Generated keyframes (`keyframes`, DFR)
+    are upsampled too, as a clip of their own (the reference's separate upsampler call on them)."""
+    if upsampler.config.temporal:
+        raise ValueError("this is the temporal latent upsampler (it doubles the frames); give the spatial x2 "
+                         "upsampler here, and the temporal one to DFR's temporal rounds")
+    device = visiting_device(upsampler) or upsampler.initial_conv.weight.device
+    statistics = decoders.video.per_channel_statistics
+    video = upsample_latent(latent.video.to(device), upsampler, statistics)
+    keyframes = None if latent.keyframes is None else upsample_latent(latent.keyframes.to(device), upsampler,
+                                                                      statistics)
+    return latent._replace(video=video, keyframes=keyframes)
+
+
+def upsample_time(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -> AVLatent:
+    """The video latent ×2 in time (DFR's temporal round): F' latent frames become 2F' − 1, (N − 1)·2 + 1 pixel
+    frames at twice the frame rate, so the clip's duration and its audio are kept; generated keyframes are dropped
+    (a round makes its own). Through the VAE's latent statistics, on the upsampler's (visiting) device."""
+    if not upsampler.config.temporal:
+        raise ValueError("this is a spatial latent upsampler; DFR's temporal rounds need the temporal x2 upsampler "
+                         "(--temporal-upsampler)")
     device = visiting_device(upsampler) or upsampler.initial_conv.weight.device
     video = upsample_latent(latent.video.to(device), upsampler, decoders.video.per_channel_statistics)
-    return latent._replace(video=video)
+    return latent._replace(video=video, fps=2 * latent.fps, keyframes=None)
 
 
 def decode(latent: AVLatent, decoders: Decoders, tiling: TilingConfig | None = TilingConfig(),

@@ -205,3 +205,28 @@ def test_a_file_of_the_other_direction_is_refused_naming_the_flag(tmp_path):
         load_upsampler(spatial, temporal=True)
     with pytest.raises(ConfigError, match="is a temporal latent upsampler .* give it as --temporal-upsampler"):
         load_upsampler(temporal)
+
+
+def test_the_stages_upsample_keyframes_in_space_and_clips_in_time():
+    """`stages.upsample` also upsamples generated keyframes as a clip of their own (DFR's slots); `upsample_time`
+    doubles the frames less one at twice the rate; each refuses the other direction's upsampler."""
+    import types
+
+    from ltx2_core.stages import AVLatent, upsample, upsample_time
+
+    statistics = PerChannelStatistics(16)
+    statistics.load_state_dict({"mean-of-means": torch.randn(16), "std-of-means": torch.rand(16) + 0.5})
+    decoders = types.SimpleNamespace(video=types.SimpleNamespace(per_channel_statistics=statistics))
+    spatial = LatentUpsampler(UpsamplerConfig.tiny(rational_resampler=False)).eval()
+    temporal = LatentUpsampler(UpsamplerConfig.tiny(temporal=True)).eval()
+    latent = AVLatent(torch.randn(1, 16, 3, 2, 3), torch.randn(1, 8, 5, 16), 24.0, keyframes=torch.randn(1, 16, 2, 2, 3))
+    up = upsample(latent, spatial, decoders)
+    assert up.video.shape == (1, 16, 3, 4, 6) and up.audio is latent.audio
+    torch.testing.assert_close(up.keyframes, upsample_latent(latent.keyframes, spatial, statistics), rtol=0, atol=0)
+    doubled = upsample_time(latent, temporal, decoders)
+    assert doubled.video.shape == (1, 16, 5, 2, 3) and doubled.fps == 48.0 and doubled.keyframes is None
+    assert doubled.audio is latent.audio  # (N - 1)·2 + 1 frames at twice the rate: the same duration
+    with pytest.raises(ValueError, match="this is the temporal latent upsampler"):
+        upsample(latent, temporal, decoders)
+    with pytest.raises(ValueError, match="need the temporal x2 upsampler"):
+        upsample_time(latent, spatial, decoders)
