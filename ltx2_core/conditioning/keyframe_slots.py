@@ -8,13 +8,18 @@ temporal round), which the noising blends with the noise (`ConditionedStream.ini
 plays no part (mask 1). After the last step the sampler returns the slots' denoised content as `AVLatent.keyframes`
 (B, 128, K, H', W') instead of dropping it with the guiding tokens. Only a transformer trained with the keyframe
 embedding (`use_keyframes_abs_pos_embedding`) knows what a slot is.
+
+`CarriedKeyframes` are the other side of a temporal round: keyframes already generated (an earlier stage's slots),
+appended as given content at single pixel frames with a strength (ltx-core's `VideoConditionByKeyframeIndex` built
+from latents), unmarked; unlike an image condition, one at frame 0 is appended too rather than replacing the first
+latent frame (a tile's opening seam).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from itertools import pairwise
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import torch
 
@@ -75,3 +80,26 @@ class KeyframeSlots:
         first = stream.clean.shape[1]
         appended = stream.append(clean, torch.ones(1, count, 1, device=device), positions, marked=True, start=start)
         return appended._replace(slots=(first, len(self.frames)))
+
+
+class CarriedKeyframes(NamedTuple):
+    """Keyframe latents (1, 128, K, H', W') held at pixel frames `frames` (K of them) with `strength`, each appended
+    as one pixel frame's tokens ([f, f + 1) / fps), frame 0 included; not marked for the keyframe embedding."""
+
+    latents: torch.Tensor
+    frames: tuple[int, ...]
+    strength: float
+    modality = VIDEO
+
+    def apply(self, stream: ConditionedStream) -> ConditionedStream:
+        if self.latents.dim() != 5 or self.latents.shape[2] != len(self.frames):
+            raise ValueError(f"carried keyframes need one latent frame per frame ({len(self.frames)}), got "
+                             f"{tuple(self.latents.shape)}")
+        rows, cols = self.latents.shape[3:]
+        device, dtype = stream.clean.device, stream.clean.dtype
+        for index, frame in enumerate(self.frames):
+            tokens = patchify_video(self.latents[:, :, index:index + 1].to(device=device, dtype=dtype))
+            # the reference builds the mask in the latent's dtype (bf16 in real runs)
+            mask = torch.full((1, tokens.shape[1], 1), 1.0 - self.strength, dtype=dtype, device=device).float()
+            stream = stream.append(tokens, mask, keyframe_positions(int(frame), rows, cols, stream.fps, device, span=1))
+        return stream

@@ -15,7 +15,7 @@ from ltx2_core.conditioning.audio import EncodedAudio
 from ltx2_core.conditioning.continuation import Continuation
 from ltx2_core.conditioning.control import EncodedControl
 from ltx2_core.conditioning.images import EncodedImage
-from ltx2_core.conditioning.keyframe_slots import KeyframeSlots
+from ltx2_core.conditioning.keyframe_slots import CarriedKeyframes, KeyframeSlots
 from ltx2_core.conditioning.video import EncodedVideo
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream
 from ltx2_core.geometry import VIDEO_TIME_SCALE
@@ -27,6 +27,7 @@ CONDITIONS: dict[str, type[Condition]] = {
     "control": EncodedControl,  # an encoded control video guiding through an IC-LoRA (appended tokens)
     "continuation": Continuation,  # the previous window's last latent frames held in place (long video)
     "keyframe_slots": KeyframeSlots,  # generated single-frame keyframes appended and marked (DFR)
+    "carried_keyframes": CarriedKeyframes,  # keyframes generated earlier, appended at single frames (DFR rounds)
 }
 
 

@@ -3,8 +3,9 @@
 and noised video state (start values, clean values, denoise mask, positions, and the per-token keyframe marks: the
 first latent frame and the slots), then whole sampling runs of the tiny 2.5 transformer with the keyframe embedding
 (`stages.sample` against the 1.2.0 pipelines' loop and `clear_conditioning`), which must return the slots' denoised
-content: a stage-2-like run (Euler, slots seeded from content, noise scale 0.909375) and a temporal-round-like run
-(ancestral eta 0.5, `DISTILLED_SIGMAS[4:]`, its own seed). fp32; the state compares to 1e-6 (the same lerps), the
+content: a stage-2-like run (Euler, slots seeded from content, noise scale 0.909375), a temporal-round-like run
+(carried keyframes at strength 0.95 from frame 0 on (`CarriedKeyframes`), ancestral eta 0.5, `DISTILLED_SIGMAS[4:]`,
+its own seed) and unseeded slots from pure noise. fp32; the state compares to 1e-6 (the same lerps), the
 runs at atol=rtol=1e-4 as the 2.5 loop parity (tests/parity/test_transformer25_loop_parity.py)."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 
 from ltx2_core import TransformerConfig
 from ltx2_core.conditioning import EncodedImage, condition_video
-from ltx2_core.conditioning.keyframe_slots import KeyframeSlots
+from ltx2_core.conditioning.keyframe_slots import CarriedKeyframes, KeyframeSlots
 from ltx2_core.demo import demo_transformer
 from ltx2_core.geometry import audio_latent_length, latent_shape, patchify_video, video_positions
 from ltx2_core.loader.transformer import load_transformer
@@ -33,15 +34,18 @@ TOL = dict(atol=1e-4, rtol=1e-4)
 FRAMES, HEIGHT, WIDTH, FPS, TEXT_TOKENS, SEED = 33, 64, 96, 24.0, 8, 11
 CASES = {"stage2": dict(slots=[8, 16, 32], image_frame=24, image_strength=0.8, noise_scale=STAGE2_SIGMAS[0],
                         ancestral_seed=None, eta=1.0, sigmas=STAGE2_SIGMAS, seeded=True),
-         "round": dict(slots=[12, 20], image_frame=8, image_strength=0.95, noise_scale=DISTILLED_SIGMAS[4],
+         "round": dict(slots=[12, 28], anchors=[0, 24, 32], anchor_strength=0.95, noise_scale=DISTILLED_SIGMAS[4],
                        ancestral_seed=SEED + 1000, eta=0.5, sigmas=DISTILLED_SIGMAS[4:], seeded=True),
          "empty": dict(slots=[4, 28], image_frame=16, image_strength=1.0, noise_scale=1.0, ancestral_seed=None,
                        eta=1.0, sigmas=STAGE2_SIGMAS, seeded=False)}
 
 
-def _stage(case: dict, image: torch.Tensor, initial: torch.Tensor | None) -> Stage:
-    conditions = (EncodedImage(image, case["image_frame"], case["image_strength"]),
-                  KeyframeSlots(tuple(case["slots"]), initial))
+def _stage(case: dict, image: torch.Tensor, initial: torch.Tensor | None, anchors: torch.Tensor | None) -> Stage:
+    if anchors is None:
+        conditions = (EncodedImage(image, case["image_frame"], case["image_strength"]),)
+    else:  # a temporal round's carried keyframes, frame 0 (a tile's opening seam) appended too
+        conditions = (CarriedKeyframes(anchors, tuple(case["anchors"]), case["anchor_strength"]),)
+    conditions += (KeyframeSlots(tuple(case["slots"]), initial),)
     return Stage(sigma_table(case["sigmas"]), noise_scale=case["noise_scale"], conditions=conditions,
                  ancestral_seed=case["ancestral_seed"], ancestral_eta=case["eta"])
 
@@ -64,7 +68,8 @@ def runs(tmp_path_factory):
     ours, streams = {}, {}
     for name, case in CASES.items():
         initial = torch.randn(1, 128, len(case["slots"]), rows, cols, generator=g) if case["seeded"] else None
-        stage = _stage(case, image, initial)
+        anchors = torch.randn(1, 128, len(case["anchors"]), rows, cols, generator=g) if "anchors" in case else None
+        stage = _stage(case, image, initial, anchors)
         ours[name] = sample(model, context, None, latent, stage, torch.Generator().manual_seed(SEED))
         stream = condition_video(patchify_video(latent.video), video_positions(frames, rows, cols, FPS),
                                  stage.conditions, FPS, keyframe_frames=1, grid=(frames, rows, cols))
@@ -75,6 +80,8 @@ def runs(tmp_path_factory):
                     f"{name}.sigmas": stage.sigmas}
         if initial is not None:
             tensors[f"{name}.slot_initial"] = initial
+        if anchors is not None:
+            tensors[f"{name}.anchors"] = anchors
         streams[name] = (stream, noise_video)
         settings["cases"][name] = {k: v for k, v in case.items() if k not in ("sigmas", "seeded")}
     return ours, streams, latent, run_reference("keyframe_slots.py", tensors, settings, tmp_path=folder)

@@ -134,3 +134,20 @@ def test_the_workers_refuse_slots():
     stage = Stage(sigma_table(STAGE2_SIGMAS), conditions=[KeyframeSlots((8,))])
     with pytest.raises(ValueError, match="run DFR on one GPU"):
         sampler(_text(), None, empty_latent(96, 64, 17, FPS), stage, torch.Generator())
+
+
+def test_carried_keyframes_are_appended_from_frame_0_and_unmarked():
+    from ltx2_core.conditioning.keyframe_slots import CarriedKeyframes
+
+    latents = torch.randn(1, 128, 2, ROWS, COLS)
+    carried = CarriedKeyframes(latents, (0, 16), 0.95)
+    stream = _stream([carried, KeyframeSlots((8,))])
+    assert condition_kind(carried) == "carried_keyframes" and stream.clean.shape[1] == GRID_TOKENS + 3 * PER_FRAME
+    own = slice(0, GRID_TOKENS)
+    assert stream.mask[0, own].eq(1).all()  # frame 0 is not held in place (unlike an image at frame 0)
+    assert torch.equal(stream.clean[:, GRID_TOKENS:GRID_TOKENS + 2 * PER_FRAME], patchify_video(latents))  # copies
+    assert torch.allclose(stream.mask[0, GRID_TOKENS:GRID_TOKENS + 2 * PER_FRAME], torch.tensor(0.05))
+    assert torch.allclose(stream.positions[0, 0, GRID_TOKENS], torch.tensor([0.0, 1 / FPS]))
+    assert stream.marked[0, :, 0].tolist() == [0.0] * (GRID_TOKENS + 2 * PER_FRAME) + [1.0] * PER_FRAME
+    with pytest.raises(ValueError, match="one latent frame per frame"):
+        _stream([CarriedKeyframes(latents, (0,), 0.95)])

@@ -1,5 +1,5 @@
 """The reference side of tests/parity/test_keyframe_slots_parity.py: ltx-core 1.2.0's generated keyframe slots
-(`VideoGeneratedKeyframeSlots`) after an image keyframe on the latent tools' initial state, noised by the test's noise
+(`VideoGeneratedKeyframeSlots`) after an image keyframe or carried keyframes on the latent tools' initial state, noised by the test's noise
 (GaussianNoiser's lerps); then, per case, the 1.2.0 pipelines' loop over the tiny 2.5 transformer with the keyframe
 embedding (`euler_denoising_loop`, or `euler_ancestral_denoising_loop` with the case's eta and seed, as
 DiffusionStage runs them) and `clear_conditioning`, which returns the slots' denoised content."""
@@ -31,8 +31,12 @@ audio_tools = AudioLatentTools(AudioPatchifier(patch_size=1), AudioLatentShape.f
 out = {}
 for name, case in settings["cases"].items():
     items = [VideoConditionByKeyframeIndex(keyframes=t["image"], frame_idx=case["image_frame"],
-                                           strength=case["image_strength"]),
-             VideoGeneratedKeyframeSlots(case["slots"], initial_keyframes=t.get(f"{name}.slot_initial"))]
+                                           strength=case["image_strength"])] if "image_frame" in case else []
+    # a temporal round's carried keyframes (DFRPipeline's _keyframe_conditionings_from_latents)
+    items += [VideoConditionByKeyframeIndex(keyframes=t[f"{name}.anchors"][:, :, i:i + 1], frame_idx=frame,
+                                            strength=case["anchor_strength"])
+              for i, frame in enumerate(case.get("anchors", []))]
+    items.append(VideoGeneratedKeyframeSlots(case["slots"], initial_keyframes=t.get(f"{name}.slot_initial")))
     noise = TensorNoiser(t[f"{name}.noise_video"])
     video = create_noised_state(video_tools, items, noise, f32, cpu, case["noise_scale"], t["initial_video"])
     for field in ("latent", "clean_latent", "denoise_mask", "positions", "keyframes_mask"):
