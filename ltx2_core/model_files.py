@@ -34,12 +34,13 @@ from ltx2_core.loader.gguf_file import gguf_transformer_config
 from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.layouts import RELEASED_CHECKPOINTS
 from ltx2_core.loader.lora import check_lora_file, lora_reference_scale
-from ltx2_core.loader.file_kinds import FileKind, check_file_kind, check_same_release, file_kind
+from ltx2_core.loader.file_kinds import TEMPORAL, FileKind, check_file_kind, check_same_release, file_kind
 from ltx2_core.loader.release_folder import RELEASE_FILES, find_release_files
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources, video_vae_prefix
 from ltx2_core.loader.text_weights import load_prompt_encoder
-from ltx2_core.loader.upsampler_weights import upsampler_config
+from ltx2_core.loader.upsampler_weights import check_direction, upsampler_config
+from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.loader.vae_weights import DIFFUSION, video_vae_kind
 from ltx2_core.memory.footprint import RELEASED_UPSAMPLER_CHANNELS, ModelSizes
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
@@ -86,6 +87,7 @@ class ModelFiles:
     # lacks (ComfyUI's ltx-2*-embeddings_connector*.safetensors, or the official checkpoint)
     text_projection: str | None = None
     fp8_matmul: str = "auto"  # how fp8 weights multiply: see quant.fp8_matmul.CHOICES
+    temporal_upsampler: str | None = None  # DFR's temporal x2 latent upsampler (its temporal rounds; not public yet)
 
     @property
     def label(self) -> str:
@@ -116,7 +118,7 @@ class ModelFiles:
         wrong kind or release; reads headers only."""
         if self.checkpoint is None:
             given = [name for name in ("text_encoder", "upsampler", "distilled_lora", "vae", "audio_vae",
-                                       "text_projection") if getattr(self, name)]
+                                       "text_projection", "temporal_upsampler") if getattr(self, name)]
             if given or self.loras:
                 raise ValueError(f"--{(given or ['lora'])[0].replace('_', '-')} needs --checkpoint (the demo model "
                                  "builds its own random components)")
@@ -149,6 +151,7 @@ class ModelFiles:
         _check_kinds(self._vae_flags())
         check_same_release(_kinds(paths + [(flag, path) for flag, path, _ in self._vae_flags()]))
         self._check_loras()
+        self._check_upsamplers()
 
     def check_model(self, labels: Mapping[str, str] | None = None) -> None:
         """The model's own files only (the checkpoint or transformer, and `vae` / `audio_vae` when given), for a
@@ -204,6 +207,7 @@ class ModelFiles:
                       if path is not None and os.path.isfile(path)])
         release = check_same_release(_kinds(paths)) or release
         self._check_loras()
+        self._check_upsamplers()
         if release == "2.5" and os.path.isfile(self.text_encoder):
             found = file_kind(self.text_encoder)
             if found.version != release:
@@ -211,6 +215,25 @@ class ModelFiles:
                     f"--text-encoder {self.text_encoder}: this is {found.describe()}, but the LTX-{release} "
                     f"transformer {name} needs its Gemma 4 text encoder {RELEASE_FILES['text_encoder']}")
         self._check_text_path(release, {"checkpoint": "--checkpoint", "text_projection": "--text-projection"})
+
+    def _check_upsamplers(self) -> None:
+        """ConfigError naming the fix when --upsampler is a temporal upsampler or --temporal-upsampler a spatial
+        one (or no upsampler at all); headers only."""
+        for flag, path, temporal in (("--upsampler", self.upsampler, False),
+                                     ("--temporal-upsampler", self.temporal_upsampler, True)):
+            if path is None:
+                continue
+            _check_path(flag, path)
+            _check_kinds([(flag, path, "latent upsampler")])
+            if temporal or file_kind(path).detail == TEMPORAL:  # a spatial file's config is read when it loads
+                check_direction(upsampler_config(read_header(path, "latent upsampler")), temporal, f"{flag} {path}")
+
+    def load_temporal_upsampler(self, device: torch.device | str = "cpu",
+                                dtype: torch.dtype | None = None) -> LatentUpsampler | None:
+        """DFR's temporal x2 upsampler from `temporal_upsampler` (found in a release folder for mode dfr), or None
+        when no file is given."""
+        path = self.resolved("dfr").temporal_upsampler if self.checkpoint else None
+        return load_upsampler(path, device=device, dtype=dtype, temporal=True) if path else None
 
     def _check_loras(self) -> None:
         """LoraError naming the file when --lora or --distilled-lora does not fit the transformer: every target and

@@ -19,6 +19,7 @@ import torch
 from ltx2_core.audio_io import Waveform
 from ltx2_core.compile import CudaGraphStep
 from ltx2_core.conditioning import AUDIO, ConditionedStream, condition_audio, condition_video, holds_sound
+from ltx2_core.conditioning.keyframe_slots import require_keyframe_embedding
 from ltx2_core.finite import DECODING_CAUSES, PROMPT_CAUSES, SAMPLING_CAUSES, check_finite
 from ltx2_core.geometry import (
     audio_latent_length,
@@ -56,12 +57,14 @@ class AVLatent(NamedTuple):
     """A clip's joint latent: video (B, 128, F', H', W'), audio (B, 8, T, 16), normalised; `fps` of the clip.
     `video` None: an audio-only latent (text to audio). `sound`: the clip of the sound whose encoding the audio
     latent holds exactly (audio-to-video), which decoding returns instead of a re-decoded copy; None for a
-    generated audio latent."""
+    generated audio latent. `keyframes`: (B, 128, K, H', W') the denoised content of a stage's generated keyframe
+    slots (`conditioning.keyframe_slots`, DFR), one latent frame per slot; None without slots."""
 
     video: torch.Tensor | None
     audio: torch.Tensor
     fps: float
     sound: Waveform | None = None
+    keyframes: torch.Tensor | None = None
 
     @property
     def pixel_size(self) -> tuple[int, int, int]:
@@ -158,7 +161,9 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         frames, rows, cols = latent.video.shape[2:]
         own_video = patchify_video(latent.video).to(device=param.device, dtype=param.dtype)
         video = condition_video(own_video, video_positions(frames, rows, cols, latent.fps, device=param.device),
-                                stage.conditions, latent.fps, release.keyframe_frames)
+                                stage.conditions, latent.fps, release.keyframe_frames, (frames, rows, cols))
+        if video.slots is not None:  # a backstop: the DFR request checks the transformer's file before any work
+            require_keyframe_embedding(model.config, f"of stage {stage.name!r}")
     elif any(condition.modality != AUDIO for condition in stage.conditions):
         raise ValueError(f"{stage.name}: a condition of the video stream was given for an audio-only latent (no "
                          "video to hold it in); drop it, or sample a latent with video")
@@ -176,11 +181,13 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         frozen = stream.frozen and release.frozen_sigma_zero  # its sigma fed as 0
         states.append(state._replace(frozen=True) if frozen else state)
     if stage.ancestral_seed is not None:  # a captured step draws the noise eagerly before each replay
-        ancestral = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed))
+        ancestral = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed),
+                                  stage.ancestral_eta)
         step = step.around(ancestral) if isinstance(step, CudaGraphStep) else ancestral
     setup = guided_setup(model, positive, negative, None if video is None else video.positions, audio.positions,
                          stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
                          runner=runner, video_attention=attention_weights(video),
+                         video_marked=None if video is None else video.marked,
                          should_stop=None if getattr(step, "captured", False) else should_stop)
     if stage.cache is not None:
         if getattr(step, "captured", False):
@@ -203,7 +210,17 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     # a stage that keeps its input's audio (LTX-2.5's two-stage refinement) sampled it for the video's sake only
     sampled_audio = latent.audio if stage.keep_audio else unpatchify_audio(audio_tokens, AUDIO_CHANNELS)
     return AVLatent(unpatchify_video(video_tokens, frames, rows, cols), sampled_audio, latent.fps,
-                    kept_sound(latent, stage))
+                    kept_sound(latent, stage), generated_keyframes(video_state.latent, video.slots, rows, cols))
+
+
+def generated_keyframes(tokens: torch.Tensor, slots: tuple[int, int] | None, rows: int, cols: int
+                        ) -> torch.Tensor | None:
+    """The generated keyframe slots' tokens of a sampled video state (1, T + K, C) as a latent (1, C, slots, rows,
+    cols) (the one kind of appended token the sampler returns instead of dropping); None without slots."""
+    if slots is None:
+        return None
+    first, count = slots
+    return unpatchify_video(tokens[:, first:first + count * rows * cols], count, rows, cols)
 
 
 def noised_stream(stream: ConditionedStream, own: torch.Tensor, noise: torch.Tensor, scale: float,
@@ -217,8 +234,9 @@ def noised_stream(stream: ConditionedStream, own: torch.Tensor, noise: torch.Ten
         return noised_state(clean, noise, scale, stream.mask)
     if stream.frozen and stream.frozen_noised and release.frozen_noised:
         return noised_from(clean, clean, noise, scale)._replace(mask=stream.mask)
-    start = torch.cat([own, own.new_zeros(1, clean.shape[1] - own.shape[1], own.shape[2])], dim=1)
-    return noised_from(start, clean, noise, scale, stream.mask)
+    appended = own.new_zeros(1, clean.shape[1] - own.shape[1], own.shape[2]) if stream.initial is None else \
+        stream.initial.to(own)  # generated keyframe slots may start from content (`KeyframeSlots.initial`)
+    return noised_from(torch.cat([own, appended], dim=1), clean, noise, scale, stream.mask)
 
 
 def attention_weights(video: ConditionedStream | None) -> torch.Tensor | None:
@@ -237,10 +255,29 @@ def kept_sound(latent: AVLatent, stage: Stage) -> Waveform | None:
 
 def upsample(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -> AVLatent:
     """The video latent ×2 in height and width (the audio is kept), through the VAE's latent statistics; on the
-    upsampler's device, or the one it visits (`ltx2_core.memory.offload`)."""
+    upsampler's device, or the one it visits (`ltx2_core.memory.offload`). Generated keyframes (`keyframes`, DFR)
+    are upsampled too, as a clip of their own (the reference's separate upsampler call on them)."""
+    if upsampler.config.temporal:
+        raise ValueError("this is the temporal latent upsampler (it doubles the frames); give the spatial x2 "
+                         "upsampler here, and the temporal one to DFR's temporal rounds")
+    device = visiting_device(upsampler) or upsampler.initial_conv.weight.device
+    statistics = decoders.video.per_channel_statistics
+    video = upsample_latent(latent.video.to(device), upsampler, statistics)
+    keyframes = None if latent.keyframes is None else upsample_latent(latent.keyframes.to(device), upsampler,
+                                                                      statistics)
+    return latent._replace(video=video, keyframes=keyframes)
+
+
+def upsample_time(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decoders) -> AVLatent:
+    """The video latent ×2 in time (DFR's temporal round): F' latent frames become 2F' − 1, (N − 1)·2 + 1 pixel
+    frames at twice the frame rate, so the clip's duration and its audio are kept; generated keyframes are dropped
+    (a round makes its own). Through the VAE's latent statistics, on the upsampler's (visiting) device."""
+    if not upsampler.config.temporal:
+        raise ValueError("this is a spatial latent upsampler; DFR's temporal rounds need the temporal x2 upsampler "
+                         "(--temporal-upsampler)")
     device = visiting_device(upsampler) or upsampler.initial_conv.weight.device
     video = upsample_latent(latent.video.to(device), upsampler, decoders.video.per_channel_statistics)
-    return latent._replace(video=video)
+    return latent._replace(video=video, fps=2 * latent.fps, keyframes=None)
 
 
 def decode(latent: AVLatent, decoders: Decoders, tiling: TilingConfig | None = TilingConfig(),

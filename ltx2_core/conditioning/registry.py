@@ -17,6 +17,7 @@ from ltx2_core.conditioning.continuation import Continuation
 from ltx2_core.conditioning.control import EncodedControl
 from ltx2_core.conditioning.images import EncodedImage
 from ltx2_core.conditioning.keyframes import EncodedKeyframe
+from ltx2_core.conditioning.keyframe_slots import CarriedKeyframes, KeyframeSlots
 from ltx2_core.conditioning.video import EncodedVideo
 from ltx2_core.conditioning.stream import AUDIO, VIDEO, Condition, ConditionedStream
 from ltx2_core.geometry import VIDEO_TIME_SCALE
@@ -29,6 +30,8 @@ CONDITIONS: dict[str, type[Condition]] = {
     "continuation": Continuation,  # the previous window's last latent frames held in place (long video)
     "audio_reference": EncodedAudioReference,  # a reference sound appended at negative times (Dub-It)
     "keyframe": EncodedKeyframe,  # an encoded image appended at a pixel frame, frame 0 too (keyframe interpolation)
+    "keyframe_slots": KeyframeSlots,  # generated single-frame keyframes appended and marked (DFR)
+    "carried_keyframes": CarriedKeyframes,  # keyframes generated earlier, appended at single frames (DFR rounds)
 }
 
 
@@ -53,10 +56,13 @@ def apply_conditions(stream: ConditionedStream, conditions: Sequence[Condition])
 
 
 def condition_video(clean: torch.Tensor, positions: torch.Tensor, conditions: Sequence[Condition],
-                    fps: float, keyframe_frames: int = VIDEO_TIME_SCALE) -> ConditionedStream:
+                    fps: float, keyframe_frames: int = VIDEO_TIME_SCALE,
+                    grid: tuple[int, int, int] | None = None) -> ConditionedStream:
     """The video tokens (1, F'·H'·W', 128) at their positions (1, 3, tokens, 2) with the video's conditions;
-    `keyframe_frames`: the release's keyframe time span (`Release.keyframe_frames`)."""
-    return apply_conditions(ConditionedStream.start(VIDEO, clean, positions, fps, keyframe_frames), conditions)
+    `keyframe_frames`: the release's keyframe time span (`Release.keyframe_frames`); `grid`: (F', H', W'), which
+    generated keyframe slots need."""
+    stream = ConditionedStream.start(VIDEO, clean, positions, fps, keyframe_frames, grid)
+    return apply_conditions(stream, conditions)
 
 
 def condition_audio(clean: torch.Tensor, positions: torch.Tensor, conditions: Sequence[Condition],

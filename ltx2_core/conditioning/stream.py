@@ -43,6 +43,12 @@ class ConditionedStream(NamedTuple):
                (`Release.frozen_noised`: 2.5); False: held clean (audio-to-video's sound)
     keyframe_frames: the time span, in pixel frames, of a single-image keyframe's tokens (`Release.keyframe_frames`:
                8 for 1.0.0's rule, 1 for 1.2.0's)
+    grid:      (F', H', W') latent frames, rows and columns of the latent's own tokens (video; None: not given)
+    marked:    (1, T + K, 1) fp32, 1 on appended tokens the transformer's keyframe embedding marks besides the first
+               latent frame (generated keyframe slots, `keyframe_slots`); None: none marked
+    initial:   (1, K, C) the appended tokens' values before noising (a slot seeded with content); None: zeros
+    slots:     (first token, count) of the generated keyframe slots, whose denoised content the sampler returns
+               (`AVLatent.keyframes`); None: no slots
     """
 
     modality: Modality
@@ -55,12 +61,16 @@ class ConditionedStream(NamedTuple):
     frozen: bool = False
     frozen_noised: bool = False
     keyframe_frames: int = VIDEO_TIME_SCALE
+    grid: tuple[int, int, int] | None = None
+    marked: torch.Tensor | None = None
+    initial: torch.Tensor | None = None
+    slots: tuple[int, int] | None = None
 
     @classmethod
     def start(cls, modality: Modality, clean: torch.Tensor, positions: torch.Tensor, fps: float,
-              keyframe_frames: int = VIDEO_TIME_SCALE) -> ConditionedStream:
+              keyframe_frames: int = VIDEO_TIME_SCALE, grid: tuple[int, int, int] | None = None) -> ConditionedStream:
         """The unconditioned state of a latent's tokens `clean` (1, T, C) at `positions` (1, axes, T, 2)."""
-        return cls(modality, clean, positions, fps, clean.shape[1], keyframe_frames=keyframe_frames)
+        return cls(modality, clean, positions, fps, clean.shape[1], keyframe_frames=keyframe_frames, grid=grid)
 
     def denoise_mask(self) -> torch.Tensor:
         """The mask, or all ones (1, T + K, 1) fp32 when no condition has set one yet (every token generated)."""
@@ -97,9 +107,12 @@ class ConditionedStream(NamedTuple):
         return self.hold(0, clean, inside + (1 - inside) * (1.0 - strength))
 
     def append(self, clean: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-               attention: torch.Tensor | None = None) -> ConditionedStream:
+               attention: torch.Tensor | None = None, marked: bool = False,
+               start: torch.Tensor | None = None) -> ConditionedStream:
         """Guiding tokens `clean` (1, K, C) with denoise mask `mask` (1, K, 1) fp32 at `positions` (1, axes, K, 2)
-        appended. `attention`: (K,) fp32 weights in [0, 1] of the attention between each new token and the
+        appended. `marked`: the transformer's keyframe embedding marks them (generated keyframe slots); `start`:
+        (1, K, C) their values before noising (None: zeros). `attention`: (K,) fp32 weights in [0, 1] of the
+        attention between each new token and the
         latent's own T tokens, both ways; None: 1. The attention weights follow the reference (ltx-core's
         `build_attention_mask`): once any condition weighted its tokens, each group of appended tokens attends
         fully within itself, with its weights to and from the latent's tokens, and not at all (0) to and from
@@ -111,7 +124,21 @@ class ConditionedStream(NamedTuple):
             weights = _grown(weights, self.clean.shape[1], self.tokens, cross.to(self.clean.device), self.clean.dtype)
         return self._replace(clean=torch.cat([self.clean, clean], dim=1),
                              mask=torch.cat([self.denoise_mask(), mask], dim=1),
-                             positions=torch.cat([self.positions, positions], dim=2), attention=weights)
+                             positions=torch.cat([self.positions, positions], dim=2), attention=weights,
+                             marked=self._grown_marks(added, marked), initial=self._grown_initial(clean, start))
+
+    def _grown_marks(self, added: int, marked: bool) -> torch.Tensor | None:
+        if self.marked is None and not marked:
+            return None
+        before = self.marked if self.marked is not None else self.clean.new_zeros(1, self.clean.shape[1], 1).float()
+        return torch.cat([before, torch.full((1, added, 1), float(marked), device=before.device)], dim=1)
+
+    def _grown_initial(self, clean: torch.Tensor, start: torch.Tensor | None) -> torch.Tensor | None:
+        if self.initial is None and start is None:
+            return None
+        appended = self.clean.shape[1] - self.tokens
+        before = self.initial if self.initial is not None else self.clean.new_zeros(1, appended, self.clean.shape[2])
+        return torch.cat([before, torch.zeros_like(clean) if start is None else start.to(clean)], dim=1)
 
 
 def _grown(weights: torch.Tensor | None, existing: int, tokens: int, cross: torch.Tensor,

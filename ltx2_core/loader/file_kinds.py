@@ -45,6 +45,7 @@ FOLDERS: Mapping[str, str] = {
     "text projection": "text_encoders",  # ComfyUI's ltx-2*-embeddings_connector*.safetensors (a GGUF's text path)
 }
 CONV_DECODER, DIFFUSION_DECODER = "convolutional decoder", "diffusion decoder"
+TEMPORAL = "temporal x2"  # the detail of DFR's frame-doubling latent upsampler
 _CONV_CLASS = "CausalVideoAutoencoder"  # config.vae._class_name of the convolutional VAE (every 2.0/2.3 VAE)
 _LORA_SUFFIXES = (".lora_A.weight", ".lora_down.weight")
 _DIT_BLOCK = re.compile(r"(^|\.)transformer_blocks\.\d+\.")
@@ -107,7 +108,8 @@ def kind_of(file: SafetensorsFile) -> FileKind:
     if "audio_vae" in config or "vocoder" in config:
         return FileKind("audio VAE", version or _audio_vae_release(config))
     if config and ("spatial_upsample" in config or "mid_channels" in config):
-        return FileKind("latent upsampler", version or _upsampler_release(config))
+        temporal = config.get("temporal_upsample") is True and config.get("spatial_upsample") is False
+        return FileKind("latent upsampler", version or _upsampler_release(config), TEMPORAL if temporal else "")
     if any(name.endswith("embed_tokens.weight") for name in names):
         return FileKind("text encoder", None, "a Gemma language model")
     release = None if config else released_vae_release(file)  # a 2.0 / 2.3 VAE file without its metadata

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ltx2_core.errors import CheckpointError, LTX2Error
-from ltx2_core.loader.file_kinds import FileKind, file_kind
+from ltx2_core.loader.file_kinds import TEMPORAL, FileKind, file_kind
 
 # ModelFiles field -> (file kind, the ComfyUI folders it lives in, the command line's flag)
 WANTED: Mapping[str, tuple[str, tuple[str, ...], str]] = {
@@ -27,7 +27,10 @@ WANTED: Mapping[str, tuple[str, tuple[str, ...], str]] = {
     "audio_vae": ("audio VAE", ("vae",), "--audio-vae"),
     "upsampler": ("latent upsampler", ("latent_upscale_models",), "--upsampler"),
     "distilled_lora": ("LoRA", ("loras",), "--distilled-lora"),
+    "temporal_upsampler": ("latent upsampler", ("latent_upscale_models",), "--temporal-upsampler"),
 }
+# fields looked for in a mode that a run may do without (found when the folder holds one, left out when none)
+OPTIONAL = {"dfr": ("temporal_upsampler",)}
 RELEASE_FILES = {
     "checkpoint": "ltx-2.5-22b-{dev,distilled}-transformer-bf16.safetensors",
     "text_encoder": "gemma4-12b-with-proj-ltx-2.5-bf16.safetensors",
@@ -36,6 +39,7 @@ RELEASE_FILES = {
     "audio_vae": "ltx-2.5-audio-vae-bf16.safetensors",
     "upsampler": "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors",
     "distilled_lora": "ltx-2.5-22b-distilled-lora-450-bf16.safetensors",
+    "temporal_upsampler": "DFR's temporal x2 latent upsampler (not public yet)",
 }
 _SUFFIX = ".safetensors"
 
@@ -52,6 +56,7 @@ def find_release_files(folder: str | os.PathLike, mode: str, given: Mapping[str,
     needed = ["checkpoint", "text_encoder", "vae", "audio_vae"]
     needed += ["upsampler"] if mode != "one-stage" else []
     needed += ["distilled_lora"] if mode in ("two-stage", "keyframes") else []  # request.GUIDED_TWO_STAGE
+    needed += OPTIONAL.get(mode, ())
     release = None
     for field in needed:
         if given.get(field) is not None:
@@ -62,7 +67,11 @@ def find_release_files(folder: str | os.PathLike, mode: str, given: Mapping[str,
                       and kinds[path].kind == kind]
         if field == "distilled_lora":
             candidates = [path for path in candidates if "distilled" in path.name.lower()]
+        if kind == "latent upsampler":  # the spatial and the temporal one share a kind and a folder
+            candidates = [path for path in candidates if (kinds[path].detail == TEMPORAL) == (field != "upsampler")]
         picked = _narrow(candidates, kinds, release or "2.5", field, mode)
+        if not picked and field in OPTIONAL.get(mode, ()):
+            continue
         if not picked:
             raise CheckpointError(_missing(root, field, places, comfyui))
         if len(picked) > 1:

@@ -18,6 +18,8 @@ from ltx2_core.loader.sources import Component, Source, component_source
 from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig, binomial_kernel
 
 UPSAMPLER_FILES = "ltx-2-spatial-upscaler-x2-1.0.safetensors (LTX-2.0) or ltx-2.3-spatial-upscaler-x2-1.1.safetensors"
+# not public yet: DFR's temporal x2 upsampler, a flat `config` with temporal_upsample true and spatial_upsample false
+TEMPORAL_UPSAMPLER_FILE = "the temporal x2 latent upsampler of DFR (config temporal_upsample: true)"
 # the model sections of a full LTX-2 checkpoint's config, which an upsampler file never has
 _MODEL_SECTIONS = ("transformer", "vae", "audio_vae", "vocoder")
 
@@ -38,6 +40,17 @@ def upsampler_config(file: SafetensorsFile) -> UpsamplerConfig:
         return UpsamplerConfig.from_metadata(flat)
     except ConfigError as exc:
         raise type(exc)(f"{file.path}: {exc}") from exc
+
+
+def check_direction(config: UpsamplerConfig, temporal: bool, label: str) -> None:
+    """ConfigError naming the fix when a spatial upsampler is given where the temporal one belongs, or the reverse."""
+    if config.temporal == temporal:
+        return
+    if temporal:
+        raise ConfigError(f"{label} is a spatial latent upsampler (it enlarges H and W), not the temporal one that "
+                          f"doubles the frames; give it as --upsampler and pass {TEMPORAL_UPSAMPLER_FILE} here")
+    raise ConfigError(f"{label} is a temporal latent upsampler (it doubles the frames), not a spatial one; give it "
+                      f"as --temporal-upsampler and pass the spatial upscaler here: {UPSAMPLER_FILES}")
 
 
 def upsampler_keys(file: SafetensorsFile, model: LatentUpsampler, prefix: str = "") -> dict[str, str]:
@@ -67,16 +80,19 @@ def _check_kernel(file: SafetensorsFile, name: str) -> None:
 
 
 def load_upsampler(
-    path: str | os.PathLike | Source, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+    path: str | os.PathLike | Source, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
+    temporal: bool = False,
 ) -> LatentUpsampler:
     """The latent upsampler of `path` (its file, or a `Source`), in eval mode on `device`; `dtype` (e.g.
-    torch.bfloat16) casts the weights.
+    torch.bfloat16) casts the weights. `temporal`: the frame-doubling upsampler is wanted (ConfigError naming the fix
+    for a file of the other direction).
 
     Format, config, key set and shapes are checked before any weight is read.
     """
     source = component_source(path, Component.UPSAMPLER)
     file = read_header(source.path, "latent upsampler")
     config = upsampler_config(file)
+    check_direction(config, temporal, str(file.path))
     with torch.device("meta"):
         model = LatentUpsampler(config)
     keys = upsampler_keys(file, model, source.prefix)

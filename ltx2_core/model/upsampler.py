@@ -1,9 +1,15 @@
-"""Spatial latent upsampler (spec §5): a Conv3d ResNet that enlarges VAE latents per frame in H and W.
+"""Latent upsamplers (spec §5): a Conv3d ResNet that enlarges VAE latents per frame in H and W (spatial), or doubles
+their frames (temporal).
 
 The released files are ×2 only: LTX-2.0's `ltx-2-spatial-upscaler-x2-1.0` uses the rational resampler (conv,
 PixelShuffle(2), no blur since the denominator is 1), LTX-2.3's `…-x2-1.1` the plain form (conv, PixelShuffle(2)).
 The rational form is implemented for every scale the reference knows (0.75, 1.5, 2, 4). Parameter names are the
 file's, so loading is a plain state-dict match.
+
+The temporal form (`spatial_upsample` false, `temporal_upsample` true: DFR's x2 file, not public yet) has a Conv3d to
+2·mid channels, a 1-D pixel shuffle of those into twice the frames, and drops the first output frame (the first latent
+frame holds one pixel frame): F latent frames become 2F - 1. Both forms together (a 3-D shuffle in the reference) are
+in no file and refused.
 
 The model runs on un-normalised latents; `upsample_latent` wraps it with the video VAE's statistics.
 """
@@ -27,7 +33,9 @@ BLUR_SIZE = 5
 # spatial scale -> (PixelShuffle factor, blur stride) of the rational resampler
 RATIONAL_SCALES = {0.75: (3, 4), 1.5: (3, 2), 2.0: (2, 1), 4.0: (4, 1)}
 # keys the released files carry with the only value this architecture has
-_FIXED = {"_class_name": "LatentUpsampler", "dims": 3, "spatial_upsample": True, "temporal_upsample": False}
+_FIXED = {"_class_name": "LatentUpsampler", "dims": 3}
+# (spatial_upsample, temporal_upsample) -> temporal; the reference's defaults are (True, False)
+_DIRECTIONS = {(True, False): False, (False, True): True}
 # missing keys take the reference configurator's defaults, so both build the same model from the same metadata
 _DEFAULTS = {"in_channels": 128, "mid_channels": 512, "num_blocks_per_stage": 4, "spatial_scale": 2.0,
              "rational_resampler": False}
@@ -42,6 +50,7 @@ class UpsamplerConfig:
     num_blocks_per_stage: int
     spatial_scale: float
     rational_resampler: bool
+    temporal: bool = False  # doubles the frames instead of H and W (the scale and resampler then play no part)
 
     @classmethod
     def from_metadata(cls, flat: Mapping[str, Any]) -> UpsamplerConfig:
@@ -52,19 +61,22 @@ class UpsamplerConfig:
         if problems:
             raise ConfigError("unsupported latent upsampler config: " + "; ".join(problems))
         values = {key: flat.get(key, default) for key, default in _DEFAULTS.items()}
-        return cls(**{**values, "spatial_scale": float(values["spatial_scale"])})
+        temporal = _DIRECTIONS[(flat.get("spatial_upsample", True), flat.get("temporal_upsample", False))]
+        return cls(**{**values, "spatial_scale": float(values["spatial_scale"]), "temporal": temporal})
 
     def to_metadata(self) -> dict[str, Any]:
         """The flat `config` metadata in the released layout (inverse of `from_metadata`)."""
-        return {**_FIXED, "in_channels": self.in_channels, "mid_channels": self.mid_channels,
+        return {**_FIXED, "spatial_upsample": not self.temporal, "temporal_upsample": self.temporal,
+                "in_channels": self.in_channels, "mid_channels": self.mid_channels,
                 "num_blocks_per_stage": self.num_blocks_per_stage, "spatial_scale": self.spatial_scale,
                 "rational_resampler": self.rational_resampler}
 
     @classmethod
-    def tiny(cls, rational_resampler: bool = True, spatial_scale: float = 2.0) -> UpsamplerConfig:
+    def tiny(cls, rational_resampler: bool = True, spatial_scale: float = 2.0,
+             temporal: bool = False) -> UpsamplerConfig:
         """16 latent channels, width 32 (one GroupNorm group per channel), one block per stage: for CPU tests."""
         return cls(in_channels=16, mid_channels=GROUPS, num_blocks_per_stage=1, spatial_scale=spatial_scale,
-                   rational_resampler=rational_resampler)
+                   rational_resampler=rational_resampler and not temporal, temporal=temporal)
 
 
 def _check(flat: Mapping[str, Any]) -> list[str]:
@@ -77,8 +89,15 @@ def _check(flat: Mapping[str, Any]) -> list[str]:
             problems.append(f"{key}={value!r} (must be an integer >= {minimum})")
         elif key == "mid_channels" and value % GROUPS:
             problems.append(f"mid_channels={value!r} (must be a multiple of {GROUPS}, the GroupNorm groups)")
+    direction = (flat.get("spatial_upsample", True), flat.get("temporal_upsample", False))
+    if direction not in _DIRECTIONS:
+        problems.append(f"spatial_upsample={direction[0]!r} with temporal_upsample={direction[1]!r} (supported: "
+                        "spatial_upsample true for a spatial file, or temporal_upsample true for a temporal one)")
+        return problems
     rational = flat.get("rational_resampler", _DEFAULTS["rational_resampler"])
     scale = flat.get("spatial_scale", _DEFAULTS["spatial_scale"])
+    if _DIRECTIONS[direction]:  # the reference's temporal form ignores the scale and the resampler
+        return problems
     if not isinstance(rational, bool):
         problems.append(f"rational_resampler={rational!r} (supported: true, false)")
     elif rational and (not _is_number(scale) or float(scale) not in RATIONAL_SCALES):
@@ -162,6 +181,19 @@ def _plain_upsampler(channels: int) -> nn.Sequential:
     return nn.Sequential(nn.Conv2d(channels, 4 * channels, kernel_size=3, padding=1), nn.PixelShuffle(2))
 
 
+class TemporalShuffle(nn.Module):
+    """1-D pixel shuffle over frames: (B, 2·C, F, H, W) -> (B, C, 2F, H, W), channel c·2 + p to frame f·2 + p."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c2, f, h, w = x.shape
+        return x.unflatten(1, (c2 // 2, 2)).transpose(2, 3).reshape(b, c2 // 2, 2 * f, h, w)
+
+
+def _temporal_upsampler(channels: int) -> nn.Sequential:
+    """Conv3d to 2·C then the temporal shuffle; file keys `upsampler.0.*`."""
+    return nn.Sequential(nn.Conv3d(channels, 2 * channels, kernel_size=3, padding=1), TemporalShuffle())
+
+
 def _per_frame(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Applies a 2-D module to every frame: (B, C, F, H, W) -> (B, C', F, H', W')."""
     b, c, f, h, w = x.shape
@@ -170,7 +202,8 @@ def _per_frame(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 
 class LatentUpsampler(nn.Module):
-    """(B, in, F, H, W) un-normalised latent -> (B, in, F, H·s, W·s); s = 2 for the released files."""
+    """(B, in, F, H, W) un-normalised latent -> (B, in, F, H·s, W·s), s = 2 for the released files; the temporal
+    form: -> (B, in, 2F - 1, H, W)."""
 
     def __init__(self, config: UpsamplerConfig) -> None:
         super().__init__()
@@ -179,8 +212,10 @@ class LatentUpsampler(nn.Module):
         self.initial_conv = nn.Conv3d(config.in_channels, mid, kernel_size=3, padding=1)
         self.initial_norm = nn.GroupNorm(GROUPS, mid)
         self.res_blocks = nn.ModuleList(ResBlock(mid) for _ in range(config.num_blocks_per_stage))
-        if config.rational_resampler:
-            self.upsampler: nn.Module = RationalResampler(mid, config.spatial_scale)
+        if config.temporal:
+            self.upsampler: nn.Module = _temporal_upsampler(mid)
+        elif config.rational_resampler:
+            self.upsampler = RationalResampler(mid, config.spatial_scale)
         else:
             self.upsampler = _plain_upsampler(mid)
         self.post_upsample_res_blocks = nn.ModuleList(ResBlock(mid) for _ in range(config.num_blocks_per_stage))
@@ -190,7 +225,10 @@ class LatentUpsampler(nn.Module):
         x = F.silu(self.initial_norm(self.initial_conv(latent)))
         for block in self.res_blocks:
             x = block(x)
-        x = _per_frame(self.upsampler, x)
+        if self.config.temporal:
+            x = self.upsampler(x)[:, :, 1:]  # the first latent frame stands for one pixel frame: one copy of it
+        else:
+            x = _per_frame(self.upsampler, x)
         for block in self.post_upsample_res_blocks:
             x = block(x)
         return self.final_conv(x)
@@ -206,7 +244,8 @@ def check_latent(latent: torch.Tensor, channels: int) -> None:
 def upsample_latent(
     latent: torch.Tensor, upsampler: LatentUpsampler, statistics: PerChannelStatistics
 ) -> torch.Tensor:
-    """(B, C, F, H, W) normalised latent -> (B, C, F, H·s, W·s) normalised latent (s = 2 for the released files).
+    """(B, C, F, H, W) normalised latent -> (B, C, F, H·s, W·s) normalised latent (s = 2 for the released files),
+    or (B, C, 2F - 1, H, W) with a temporal upsampler.
 
     The upsampler was trained on un-normalised latents, so the video VAE's statistics are undone first and
     re-applied after. It runs in the upsampler's dtype; the result has the latent's dtype.

@@ -161,6 +161,7 @@ def guided_setup(
     runner: RunnerFactory | None = None,
     video_attention: torch.Tensor | None = None,
     should_stop: Callable[[], bool] | None = None,
+    video_marked: torch.Tensor | None = None,
 ) -> StepSetup:
     """Set-up of a run: which passes (decided here, on the host), their contexts, RoPE and perturbations, and the
     scales on the device. No guidance for either modality (None or neutral) means one conditional pass.
@@ -171,7 +172,8 @@ def guided_setup(
     equals the conditional one and its term is exactly 0 (the reference's T2A sets 1.0 for that reason).
     `video_attention`: (1, video tokens, video tokens) attention weights of the video stream
     (`ConditionedStream.attention`), made the video self-attention's log bias once here and shared by every pass;
-    None: the attention runs without a mask. `should_stop` is read before every transformer block of every
+    None: the attention runs without a mask. `video_marked`: (1, video tokens, 1) tokens the keyframe embedding marks
+    besides the first latent frame (`ConditionedStream.marked`), shared by every pass. `should_stop` is read before every transformer block of every
     forward (`RunConstants.should_stop`); None for a step that is replayed as a captured CUDA graph."""
     video_guidance, audio_guidance = video_guidance or GuidanceParams(), audio_guidance or GuidanceParams()
     if video_positions is None:
@@ -187,7 +189,9 @@ def guided_setup(
                             None if audio_only else torch.cat([c.video for c in contexts]).to(device),
                             torch.cat([c.audio for c in contexts]).to(device),
                             video_attention=None if audio_only or video_attention is None else
-                            video_attention.to(device))._replace(should_stop=should_stop)
+                            video_attention.to(device),
+                            video_marked=None if audio_only or video_marked is None else
+                            video_marked.to(device))._replace(should_stop=should_stop)
     pass_runner = runner(model, run, passes, pass_perturbations(passes, video_guidance, audio_guidance))
     if passes == ("cond",):
         return StepSetup(pass_runner, None, None)

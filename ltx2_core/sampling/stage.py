@@ -35,8 +35,10 @@ class Stage(Generic[L]):
                     `StageJob` (workers read and shard LoRAs from their files, see `ltx2_core.runtime.protocol`)
     conditions:     what is held during sampling (`ltx2_core.conditioning`: encoded images at frames, ...), applied
                     in order; their tensors may live on any device
-    ancestral_seed: None: deterministic Euler steps; a seed: ancestral Euler steps (η = 1) whose fresh noise comes
+    ancestral_seed: None: deterministic Euler steps; a seed: ancestral Euler steps whose fresh noise comes
                     from a device generator seeded with it (LTX-2.5's distilled stage 1: the run's seed + 10000)
+    ancestral_eta:  the ancestral steps' η: 1 fully ancestral (the distilled stage 1), 0.5 for DFR's temporal
+                    rounds (1.2.0's `_TEMPORAL_ANCESTRAL_ETA`), 0 the plain Euler step; unused without a seed
     keep_audio:     the sampled latent keeps the input latent's audio: the stage samples the audio too (the video
                     attends to it) but returns the one it was given (LTX-2.5's two-stage refinement, which returns
                     stage 1's sound, `Release.two_stage_keeps_stage1_audio`)
@@ -51,6 +53,7 @@ class Stage(Generic[L]):
     loras: tuple[tuple[L, float], ...] = ()
     conditions: tuple[Condition, ...] = ()
     ancestral_seed: int | None = None
+    ancestral_eta: float = 1.0
     keep_audio: bool = False
     cache: CacheSettings | None = None
 
@@ -58,6 +61,8 @@ class Stage(Generic[L]):
         # callers pass lists (the handle's LoRAs, encode_conditions' result); the record holds tuples
         object.__setattr__(self, "loras", tuple(self.loras))
         object.__setattr__(self, "conditions", tuple(self.conditions))
+        if not 0.0 <= self.ancestral_eta <= 1.0:
+            raise ValueError(f"{self.name}: ancestral_eta must lie in [0, 1] (got {self.ancestral_eta})")
 
     def cpu(self) -> Stage[L]:
         """This stage with its sigmas and every tensor its conditions hold on the CPU (to send it elsewhere)."""

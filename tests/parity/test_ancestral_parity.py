@@ -53,10 +53,11 @@ def _ours(t: dict[str, torch.Tensor], seed: int, eta: float) -> tuple[torch.Tens
     return video.latent, audio.latent
 
 
+@pytest.mark.parametrize("eta", [1.0, 0.5], ids=["eta1", "eta0.5"])  # 0.5: DFR's temporal rounds
 @pytest.mark.parametrize("masked", [False, True], ids=["fresh", "image-conditioned"])
-def test_ancestral_loop_matches_the_reference(tmp_path, masked):
+def test_ancestral_loop_matches_the_reference(tmp_path, masked, eta):
     t = _case(masked)
-    settings = {"seed": 10042, "eta": 1.0}
+    settings = {"seed": 10042, "eta": eta}
     want = run_reference("ancestral.py", t, settings, tmp_path=tmp_path)
     video, audio = _ours(t, settings["seed"], settings["eta"])
     torch.testing.assert_close(video, want["video"], rtol=0, atol=1e-5)

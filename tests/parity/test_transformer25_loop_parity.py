@@ -3,8 +3,9 @@ pipelines' loop over 1.2.0's own model, both loaded from the same 2.5 transforme
 here and passed to the reference as tensors, in one reference call. The stages are the 2.5 pipelines' (see
 `tests/unit/test_pipeline25.py`), at fewer steps: the one-stage / stage-1 loop with all four guidance passes (2.3's
 scales), the same with the first frame held by an image at strength 0.7 (per-token timesteps, which 1.2.0 also
-feeds to the audio<->video modulation), the distilled stage 1 with its ancestral steps (8, seed + 10000), and the
-stage-2 refinement of a given latent. Tolerance atol=rtol=1e-4 as for 2.0/2.3 (each forward agrees to ~7e-6, the
+feeds to the audio<->video modulation), the distilled stage 1 with its ancestral steps (8, seed + 10000), the
+stage-2 refinement of a given latent, and DFR's temporal-round refinement (DISTILLED_SIGMAS[4:], ancestral η = 0.5,
+seed + 1000: `Stage.ancestral_eta`). Tolerance atol=rtol=1e-4 as for 2.0/2.3 (each forward agrees to ~7e-6, the
 guidance amplifies a difference up to 10×); measured max |Δ| per case in the test.
 """
 
@@ -29,7 +30,7 @@ from support.transformer25 import write_transformer25
 
 TOL = dict(atol=1e-4, rtol=1e-4)
 FRAMES, HEIGHT, WIDTH, FPS, TEXT_TOKENS, SEED = 17, 64, 96, 24.0, 8, 11
-CASES = ("guided", "image", "distilled", "stage2")
+CASES = ("guided", "image", "distilled", "eta", "stage2")
 
 
 def _stage(case: str, image: torch.Tensor) -> Stage:
@@ -41,6 +42,9 @@ def _stage(case: str, image: torch.Tensor) -> Stage:
                      conditions=(EncodedImage(image, 0, 0.7),))
     if case == "distilled":
         return Stage(sigma_table(DISTILLED_SIGMAS), ancestral_seed=SEED + ANCESTRAL_SEED_OFFSET)
+    if case == "eta":  # DFR's temporal rounds: η = 0.5, their own seed (seed + 1000·round + tile)
+        return Stage(sigma_table(DISTILLED_SIGMAS[4:]), noise_scale=DISTILLED_SIGMAS[4], ancestral_seed=SEED + 1000,
+                     ancestral_eta=0.5)
     return Stage(sigma_table(STAGE2_SIGMAS), noise_scale=STAGE2_SIGMAS[0])
 
 
@@ -70,7 +74,7 @@ def runs(tmp_path_factory):
     settings, ours = {"path": str(path), "cases": {}}, {}
     for case in CASES:
         stage = _stage(case, image)
-        latent = refined if case == "stage2" else empty_latent(WIDTH, HEIGHT, FRAMES, FPS)
+        latent = refined if case in ("stage2", "eta") else empty_latent(WIDTH, HEIGHT, FRAMES, FPS)
         ours[case] = sample(model, positive, negative if stage.video_guidance else None, latent, stage,
                             torch.Generator().manual_seed(SEED))
         noise = torch.Generator().manual_seed(SEED)  # what `sample` drew: video, then audio, in the token layout
@@ -79,11 +83,12 @@ def runs(tmp_path_factory):
                     f"{case}.sigmas": stage.sigmas}
         images = [(c.frame, c.strength) for c in stage.conditions]
         tensors |= {f"{case}.image{i}": c.latent for i, c in enumerate(stage.conditions)}
-        if case == "stage2":
-            tensors |= {f"{case}.initial_video": refined.video, f"{case}.initial_audio": refined.audio}
+        if case in ("stage2", "eta"):
+            tensors |= {f"{case}.initial_video": refined.video.clone(),  # one file holds no shared tensors
+                        f"{case}.initial_audio": refined.audio.clone()}
         settings["cases"][case] = dict(
             frames=FRAMES, height=HEIGHT, width=WIDTH, fps=FPS, images=images, noise_scale=stage.noise_scale,
-            ancestral_seed=stage.ancestral_seed,
+            ancestral_seed=stage.ancestral_seed, eta=stage.ancestral_eta,
             guidance=None if stage.video_guidance is None else [_guidance(stage.video_guidance),
                                                                  _guidance(stage.audio_guidance)])
     return ours, run_reference("transformer25_loop.py", tensors, settings, tmp_path=folder)
@@ -105,3 +110,4 @@ def test_the_cases_differ_from_each_other(runs):
     ours, _ = runs
     assert (ours["image"].video - ours["guided"].video).abs().max() > 0.01
     assert (ours["distilled"].video - ours["guided"].video).abs().max() > 0.01
+    assert (ours["eta"].video - ours["stage2"].video).abs().max() > 0.01

@@ -1,4 +1,6 @@
 """Our latent upsampler vs the reference `ltx_core` LatentUpsampler: same tiny config, same random weights, fp32.
+The spatial and temporal forms against 1.0.0 in this Python; the temporal form also against 1.2.0 (DFR's release;
+its upsampler module differs from 1.0.0's only by a Disposable base class) in its own Python.
 
 Tolerance atol=rtol=1e-5: both sides run the same fp32 convolutions, GroupNorms and pixel shuffles in the same
 order; only the per-frame reshapes differ (einops vs view), which do not change the arithmetic (measured 0).
@@ -17,6 +19,7 @@ from ltx2_core.loader.upsampler_weights import load_upsampler
 from ltx2_core.model.statistics import PerChannelStatistics
 from ltx2_core.model.upsampler import LatentUpsampler, UpsamplerConfig, upsample_latent
 from support.reference import import_ltx_core
+from support.reference120 import run_reference
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 KERNEL = "upsampler.blur_down.kernel"
@@ -27,6 +30,7 @@ CASES = {
                                              spatial_scale=1.5, rational_resampler=True),
     "rational-x0.75": UpsamplerConfig.tiny(rational_resampler=True, spatial_scale=0.75),
     "rational-x4": UpsamplerConfig.tiny(rational_resampler=True, spatial_scale=4.0),
+    "temporal-x2": UpsamplerConfig.tiny(temporal=True),  # DFR's frame-doubling form (ltx-core 1.0.0 has it too)
 }
 
 
@@ -129,3 +133,19 @@ def test_plain_file_loads_and_matches(tmp_path):
               metadata={"config": json.dumps(config.to_metadata())})
     x = _latent(config, seed=10)
     torch.testing.assert_close(load_upsampler(path)(x), ref(x), **TOL)
+
+
+def test_temporal_form_matches_ltx_core_120(tmp_path):
+    config = CASES["temporal-x2"]
+    ref = _reference(config, seed=11)
+    ours = LatentUpsampler(config).eval()
+    ours.load_state_dict(_weights(ref), strict=True)
+    stats, _ = _statistics(config.in_channels, seed=12)
+    x = _latent(config, seed=13)
+    tensors = {"latent": x, **{"w." + k: v for k, v in _weights(ref).items()},
+               **{"s." + k: v for k, v in stats.state_dict().items()}}
+    expected = run_reference("temporal_upsampler.py", tensors, {"config": json.dumps(config.to_metadata())}, tmp_path)
+    out = ours(x)
+    assert out.shape == (2, config.in_channels, 5, 4, 6)  # 3 frames -> 2·3 - 1
+    torch.testing.assert_close(out, expected["forward"], **TOL)
+    torch.testing.assert_close(upsample_latent(x, ours, stats), expected["upsampled"], **TOL)

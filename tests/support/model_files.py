@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 from safetensors import safe_open
@@ -14,7 +15,7 @@ from safetensors.torch import save_file
 
 from ltx2_core import TransformerConfig
 from ltx2_core.demo import demo_lora, demo_transformer, demo_upsampler
-from ltx2_core.model.upsampler import binomial_kernel
+from ltx2_core.model.upsampler import LatentUpsampler, binomial_kernel
 
 
 def write_upsampler(path: Path, version: str = "2.0", seed: int = 3) -> Path:
@@ -25,6 +26,19 @@ def write_upsampler(path: Path, version: str = "2.0", seed: int = 3) -> Path:
     if upsampler.config.rational_resampler:
         tensors["upsampler.blur_down.kernel"] = binomial_kernel()
     save_file(tensors, str(path), metadata={"config": json.dumps(upsampler.config.to_metadata())})
+    return path
+
+
+def write_temporal_upsampler(path: Path, seed: int = 5) -> Path:
+    """DFR's temporal x2 upsampler (not public yet) in the spatial files' layout: no key prefix, a flat `config` with
+    `temporal_upsample` true and `spatial_upsample` false, for 128-channel latents, random weights."""
+    import torch
+
+    config = replace(demo_upsampler("2.5").config, rational_resampler=False, temporal=True)
+    upsampler = LatentUpsampler(config)
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {k: torch.randn(v.shape, generator=generator) * 0.05 for k, v in upsampler.state_dict().items()}
+    save_file(tensors, str(path), metadata={"config": json.dumps(config.to_metadata())})
     return path
 
 

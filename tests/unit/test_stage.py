@@ -51,6 +51,14 @@ def test_a_stage_holds_tuples_and_moves_every_tensor_of_its_conditions_to_the_cp
     assert torch.equal(moved.sigmas, stage.sigmas) and moved.name == "stage 1"
 
 
+def test_the_ancestral_eta_travels_with_the_stage_and_is_checked():
+    stage = Stage(ltx2_sigmas(2), ancestral_seed=3, ancestral_eta=0.5)
+    assert Stage(ltx2_sigmas(2)).ancestral_eta == 1.0  # the distilled stage 1's fully ancestral step
+    assert pickle.loads(pickle.dumps(stage.cpu())).ancestral_eta == 0.5  # what a StageJob carries to the workers
+    with pytest.raises(ValueError, match=r"ancestral_eta must lie in \[0, 1\]"):
+        Stage(ltx2_sigmas(2), ancestral_eta=1.5)
+
+
 def test_a_toy_sampler_gets_each_stage_of_a_two_stage_request(monkeypatch):
     monkeypatch.setattr(pipeline, "upsample", lambda latent, upsampler, decoders: latent)
     lora = object()

@@ -40,8 +40,8 @@ def test_released_configs_parse():
 
 
 @pytest.mark.parametrize("key, value, supported", [
-    ("temporal_upsample", True, "False"),
-    ("spatial_upsample", False, "True"),
+    ("temporal_upsample", True, "spatial_upsample true for a spatial file, or temporal_upsample true"),
+    ("spatial_upsample", False, "spatial_upsample true for a spatial file, or temporal_upsample true"),
     ("dims", 2, "3"),
     ("_class_name", "TemporalUpsampler", "'LatentUpsampler'"),
     ("spatial_scale", 3.0, "0.75, 1.5, 2.0, 4.0"),
@@ -159,3 +159,74 @@ def test_wrong_latent_shape_is_rejected_before_compute(shape):
 def test_output_size_per_scale(scale, size):
     model = LatentUpsampler(UpsamplerConfig.tiny(rational_resampler=True, spatial_scale=scale)).eval()
     assert model(torch.randn(2, 16, 3, 3, 4)).shape == (2, 16, 3, *size)
+
+
+TEMPORAL = {**RELEASED_2_0, "spatial_upsample": False, "temporal_upsample": True, "rational_resampler": False}
+
+
+def test_the_temporal_form_parses_and_doubles_the_frames_less_one():
+    config = UpsamplerConfig.from_metadata(TEMPORAL)
+    assert config.temporal and UpsamplerConfig.from_metadata(config.to_metadata()) == config
+    # the reference's temporal form ignores the scale and the resampler, so neither is refused there
+    assert UpsamplerConfig.from_metadata({**TEMPORAL, "spatial_scale": 1.5, "rational_resampler": True}).temporal
+    model = LatentUpsampler(UpsamplerConfig.tiny(temporal=True))
+    assert {k for k in model.state_dict() if k.startswith("upsampler.")} == {"upsampler.0.weight", "upsampler.0.bias"}
+    assert model.upsampler[0].out_channels == 2 * GROUPS_WIDTH
+    assert model(torch.randn(2, 16, 4, 3, 5)).shape == (2, 16, 7, 3, 5)
+
+
+GROUPS_WIDTH = 32  # the tiny config's width
+
+
+def test_temporal_shuffle_puts_channel_pairs_on_consecutive_frames():
+    from ltx2_core.model.upsampler import TemporalShuffle
+
+    x = torch.arange(2 * 4 * 3 * 2 * 2, dtype=torch.float32).reshape(2, 4, 3, 2, 2)
+    y = TemporalShuffle()(x)
+    assert y.shape == (2, 2, 6, 2, 2)
+    for c in range(2):
+        for f in range(3):
+            for p in range(2):  # "b (c p) f h w -> b c (f p) h w": an index permutation, so exact
+                assert torch.equal(y[:, c, 2 * f + p], x[:, 2 * c + p, f])
+
+
+@pytest.mark.parametrize("flat", [{"spatial_upsample": True, "temporal_upsample": True},
+                                  {"spatial_upsample": False, "temporal_upsample": False}])
+def test_both_directions_or_none_is_refused(flat):
+    with pytest.raises(ConfigError, match="spatial_upsample true for a spatial file, or temporal_upsample true"):
+        UpsamplerConfig.from_metadata({**RELEASED_2_0, **flat})
+
+
+def test_a_file_of_the_other_direction_is_refused_naming_the_flag(tmp_path):
+    spatial = _write(tmp_path / "spatial.safetensors", UpsamplerConfig.tiny())
+    temporal = _write(tmp_path / "temporal.safetensors", UpsamplerConfig.tiny(temporal=True))
+    assert load_upsampler(temporal, temporal=True).config.temporal
+    with pytest.raises(ConfigError, match="is a spatial latent upsampler .* give it as --upsampler"):
+        load_upsampler(spatial, temporal=True)
+    with pytest.raises(ConfigError, match="is a temporal latent upsampler .* give it as --temporal-upsampler"):
+        load_upsampler(temporal)
+
+
+def test_the_stages_upsample_keyframes_in_space_and_clips_in_time():
+    """`stages.upsample` also upsamples generated keyframes as a clip of their own (DFR's slots); `upsample_time`
+    doubles the frames less one at twice the rate; each refuses the other direction's upsampler."""
+    import types
+
+    from ltx2_core.stages import AVLatent, upsample, upsample_time
+
+    statistics = PerChannelStatistics(16)
+    statistics.load_state_dict({"mean-of-means": torch.randn(16), "std-of-means": torch.rand(16) + 0.5})
+    decoders = types.SimpleNamespace(video=types.SimpleNamespace(per_channel_statistics=statistics))
+    spatial = LatentUpsampler(UpsamplerConfig.tiny(rational_resampler=False)).eval()
+    temporal = LatentUpsampler(UpsamplerConfig.tiny(temporal=True)).eval()
+    latent = AVLatent(torch.randn(1, 16, 3, 2, 3), torch.randn(1, 8, 5, 16), 24.0, keyframes=torch.randn(1, 16, 2, 2, 3))
+    up = upsample(latent, spatial, decoders)
+    assert up.video.shape == (1, 16, 3, 4, 6) and up.audio is latent.audio
+    torch.testing.assert_close(up.keyframes, upsample_latent(latent.keyframes, spatial, statistics), rtol=0, atol=0)
+    doubled = upsample_time(latent, temporal, decoders)
+    assert doubled.video.shape == (1, 16, 5, 2, 3) and doubled.fps == 48.0 and doubled.keyframes is None
+    assert doubled.audio is latent.audio  # (N - 1)·2 + 1 frames at twice the rate: the same duration
+    with pytest.raises(ValueError, match="this is the temporal latent upsampler"):
+        upsample(latent, temporal, decoders)
+    with pytest.raises(ValueError, match="need the temporal x2 upsampler"):
+        upsample_time(latent, spatial, decoders)

@@ -76,6 +76,7 @@ class LTX2Transformer(nn.Module):
         dtype: torch.dtype | None = None,
         cache_text_kv: bool | None = None,
         video_attention: torch.Tensor | None = None,
+        video_marked: torch.Tensor | None = None,
     ) -> RunConstants:
         """Positions `(1 or B, axes, tokens, 2)` [start, end) bounds (video: seconds, px, px; audio: seconds) and
         text contexts `(B, text_tokens, ·)` from the connectors -> the per-run constants of every forward.
@@ -85,7 +86,9 @@ class LTX2Transformer(nn.Module):
         (the video context is then ignored; every forward of the run takes `video` None). `video_attention`:
         (1, video tokens, video tokens) attention weights in [0, 1] between the video tokens (a condition's,
         `ConditionedStream.attention`), turned here into the self-attention's log bias (`attention_bias`); None:
-        no bias, the attention runs without a mask."""
+        no bias, the attention runs without a mask. `video_marked`: (1, video tokens, 1) the tokens the keyframe
+        embedding marks besides the first latent frame (generated keyframe slots, `ConditionedStream.marked`),
+        joined here with the first frame's, once per run; ignored by a model without the embedding."""
         cache_text_kv = self.cache_text_kv if cache_text_kv is None else cache_text_kv
         cfg = self.config
         dtype = dtype or self.compute_dtype
@@ -112,7 +115,7 @@ class LTX2Transformer(nn.Module):
             video_context=video_context,
             audio_context=audio_context,
             text_kv=self._text_kv(video_context, audio_context) if cache_text_kv else None,
-            video_keyframes=first_frame_mask(video_positions, dtype) if cfg.keyframe_embedding else None,
+            video_keyframes=keyframe_marks(video_positions, video_marked, dtype) if cfg.keyframe_embedding else None,
             video_attention=None if video_attention is None else attention_bias(video_attention, dtype),
         )
 
@@ -193,6 +196,14 @@ def first_frame_mask(video_positions: torch.Tensor, dtype: torch.dtype) -> torch
     time = video_positions[:, 0]
     same = (time == time[:, :1]).all(dim=-1)
     return same.to(torch.int32).cumprod(dim=1).unsqueeze(-1).to(dtype)
+
+
+def keyframe_marks(video_positions: torch.Tensor, marked: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
+    """(1 or B, tokens, 1): the tokens the keyframe embedding marks, the first latent frame's (`first_frame_mask`)
+    or `marked` ones (1, tokens, 1) (generated keyframe slots), as the reference's per-token `keyframes_mask`.
+    Device work only, once per run."""
+    first = first_frame_mask(video_positions, dtype)
+    return first if marked is None else torch.maximum(first, marked.to(first))
 
 
 def to_x0(latent: torch.Tensor, velocity: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:

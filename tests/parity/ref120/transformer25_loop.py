@@ -60,7 +60,7 @@ for name, case in settings["cases"].items():
     if case["ancestral_seed"] is None:
         video, audio = euler_denoising_loop(sigmas, video, audio, EulerDiffusionStep(), transformer, denoiser)
     else:
-        video, audio = euler_ancestral_denoising_loop(sigmas, video, audio, EulerAncestralDiffusionStep(eta=1.0),
+        video, audio = euler_ancestral_denoising_loop(sigmas, video, audio, EulerAncestralDiffusionStep(eta=case["eta"]),
                                                       transformer, denoiser, noise_seed=case["ancestral_seed"],
                                                       model_dtype=f32)
     out[f"{name}.video"] = video_tools.unpatchify(video_tools.clear_conditioning(video)).latent
