@@ -86,6 +86,22 @@ class Transfer(enum.Enum):
         return acescg_to_rec709(acescct_to_linear(code)).clamp(min=0.0)
 
 
+class HDR(NamedTuple):
+    """An SDR video (a file or `video_io.VideoFrames`) to make HDR (`Request.hdr`): `strength` of its guiding
+    tokens (1: kept clean), `high_quality` (2N − 1 frames generated, every other kept: smoother, about twice the
+    time)."""
+
+    video: object
+    strength: float = 1.0
+    high_quality: bool = False
+
+    @property
+    def name(self) -> str:
+        from ltx2_core.video_io import video_name
+
+        return video_name(self.video)
+
+
 class HdrConfig(NamedTuple):
     """An HDR IC-LoRA's settings: its curve and the control video's downscale factor."""
 

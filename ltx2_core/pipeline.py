@@ -268,7 +268,8 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     the device's measured policy, `memory.pass_policy`; fewer need less activation memory). `distribution`
     spreads the run over processes (None is returned where it does not decode). `sampler` runs the stages
     elsewhere (e.g. on persistent workers; `models.transformer` may then be None). `tiling`: the video decoder's
-    tiles (a memory plan may choose smaller ones). Text to audio (`request.audio_only`) runs in one process on one
+    tiles (a memory plan may choose smaller ones). Mode "hdr" returns an `hdr_pipeline.HdrGeneration` (linear
+    light; `ltx2_core.hdr_pipeline`). Text to audio (`request.audio_only`) runs in one process on one
     device (ValueError otherwise) and returns a `Generation` without frames.
 
     With `request.video_input` (sound for a video) the frames returned are the frozen video latent decoded, i.e. the
@@ -277,6 +278,13 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     them (the kept parts through a VAE round trip)."""
     if request.audio_only and distribution != SINGLE_PROCESS:  # every rank of a parallel run refuses alike
         raise ValueError(ONE_GPU)
+    if request.mode == "hdr":  # the HDR IC-LoRA: an `HdrGeneration` (linear light), one process
+        from ltx2_core.hdr_pipeline import generate_hdr
+
+        if distribution != SINGLE_PROCESS:
+            raise ValueError("HDR runs in one process; load the model without parallelism for mode hdr")
+        return generate_hdr(request, models, tiling=tiling, sampler=sampler or LocalSampler(
+            models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward))
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner,
                                       one_gpu=distribution == SINGLE_PROCESS)
