@@ -20,12 +20,22 @@ MISSING = ("writing EXR files needs the OpenEXR package, which is not installed 
            "pip install OpenEXR (it is in the pack's requirements.txt)")
 
 
+class OpenEXRMissing(ValueError):
+    """The OpenEXR package is not installed (the message names `pip install OpenEXR`)."""
+
+
 def _openexr():
     try:
         import OpenEXR
     except ImportError:
-        raise RuntimeError(MISSING) from None
+        raise OpenEXRMissing(MISSING) from None
     return OpenEXR
+
+
+def check_openexr() -> None:
+    """OpenEXRMissing (a ValueError) naming `pip install OpenEXR` where the package is missing (before any model
+    work)."""
+    _openexr()
 
 
 def write_exr(frame: torch.Tensor, path: str | os.PathLike, *, half: bool = True, color_space: str = "sRGB",

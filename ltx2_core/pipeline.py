@@ -112,7 +112,7 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
     Text to audio: no video guidance, and the audio's modality scale 1 (no video: ltx-pipelines 1.2.0's T2A). A
     sound held exactly (audio-to-video at strength 1) is not sampled, so its default is no audio guidance, as the
     reference's audio-to-video pipeline (the video's modality guidance still pulls the picture to the sound)."""
-    if request.mode == "distilled":
+    if request.mode in ("distilled", "hdr"):
         return GuidanceParams(), GuidanceParams()
     video, audio = default_guidance(config.version, config.num_layers)
     if request.audio_only:

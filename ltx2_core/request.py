@@ -222,9 +222,9 @@ class Request:
 
     @property
     def two_stage(self) -> bool:
-        """Whether an upsampled second stage follows: two-stage, and distilled without `video_input` or `retake`
+        """Whether an upsampled second stage follows: two-stage, hdr, and distilled without `video_input` or `retake`
         (sound for a video and a retake run the distilled table in one stage, as the reference)."""
-        return self.mode == "two-stage" or (self.mode == "distilled" and not self.one_stage_input)
+        return self.mode in ("two-stage", "hdr") or (self.mode == "distilled" and not self.one_stage_input)
 
     @property
     def guide_tokens(self) -> int:

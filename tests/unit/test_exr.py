@@ -49,6 +49,6 @@ def test_bad_shapes_and_a_missing_package_are_refused(tmp_path, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_openexr)
-    with pytest.raises(RuntimeError, match="pip install OpenEXR"):
+    with pytest.raises(exr.OpenEXRMissing, match="pip install OpenEXR"):
         exr.write_exr_sequence(_frames(), tmp_path / "none")
     assert not (tmp_path / "none").exists()  # refused before anything is written
