@@ -54,6 +54,10 @@ EXAMPLES = {
     "ltx2_ic_lora_control": ([f"lora_name={TINY['ic_lora']}", "5.width=128", "5.height=64", "5.frames=9",
                               "7.steps=2"], (9, 128, 64)),
     "ltx2_retake": (["6.steps=2"], (49, 384, 256)),
+    # HDR from the shipped clip through a tiny HDR IC-LoRA (the IC-LoRA's layout plus hdr_transform metadata): the
+    # preview mp4 at the size asked for (generated at 128x64, cropped back), the EXR frames beside it
+    "ltx2_hdr": ([f"lora_name={TINY['hdr_lora']}", UPSAMPLER, "8.width=120", "8.height=64", "8.frames=9"],
+                 (9, 120, 64)),
     # a long clip with its sound: 2 s in windows of 25 frames sharing 8 (3 windows, distilled), decoded once; the
     # example's first three window prompts (more prompts than windows are refused)
     "ltx2_long_video_20s": ([UPSAMPLER, "4.width=128", "4.height=64", "4.duration=2.0", "4.window=25",
