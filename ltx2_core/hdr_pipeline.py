@@ -202,5 +202,17 @@ def generate_hdr(request, models, *, sampler=None, tiling: TilingConfig | None =
     return HdrGeneration(linear, request.fps)
 
 
+def hdr_job(request, tiling: TilingConfig | None, stages: tuple[str, ...]):
+    """The memory check's `Job` of an HDR request (`pipeline.request_job`): the generated clip, no guidance, two
+    stages, the video encoded at both sizes, stage 1's guiding tokens (1/downscale taken as 1: a bound)."""
+    from ltx2_core.geometry import video_tokens
+    from ltx2_core.memory.footprint import Job
+
+    frames = 2 * request.frames - 1 if request.hdr.high_quality else request.frames
+    gen_w, gen_h = generation_size(request.width, request.height)
+    return Job(frames, gen_h, gen_w, request.fps, stages, passes=1, two_stage=True, video_frames=2 * frames,
+               guide_tokens=video_tokens(frames, gen_h // 2, gen_w // 2), tiling=tiling)
+
+
 __all__ = ["ALIGN", "HDR", "HDR_STAGE2_SIGMAS", "HdrGeneration", "check_hdr", "check_hdr_models", "decode_hdr",
-           "encode_reference", "find_hdr_lora", "generate_hdr", "generation_size", "hdr_linear", "sample_hdr"]
+           "encode_reference", "find_hdr_lora", "generate_hdr", "generation_size", "hdr_job", "hdr_linear", "sample_hdr"]

@@ -125,7 +125,13 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
 def request_job(request: Request, config: TransformerConfig, tiling: TilingConfig | None = TilingConfig(),
                 stages: tuple[str, ...] = STAGES) -> Job:
     """What `request` allocates, as the memory check counts it (`memory.footprint`): its clip, the guidance passes
-    of stage 1, its stages (two-stage's ×2), window, frames for the video encoder and decode `tiling`."""
+    of stage 1, its stages (two-stage's ×2), window, frames for the video encoder and decode `tiling`. HDR: the
+    clip generated (aligned up to 64, 2N − 1 frames in high quality), its video encoded at both stages' sizes and
+    its guiding tokens; counted as a whole-size stage 2 with audio (more than one tile of video alone: a bound)."""
+    if request.mode == "hdr":
+        from ltx2_core.hdr_pipeline import hdr_job
+
+        return hdr_job(request, tiling, stages)
     return Job(request.frames, request.height, request.width, request.fps, stages,
                passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                window=request.windows.window if request.windows is not None else None, images=len(request.images),
