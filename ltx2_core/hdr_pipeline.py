@@ -129,15 +129,19 @@ def hdr_linear(frames: torch.Tensor, transfer: Transfer, size: tuple[int, int] |
 def decode_hdr(latent: AVLatent, decoders: Decoders, transfer: Transfer, size: tuple[int, int] | None,
                high_quality: bool, tiling: TilingConfig | None = TilingConfig(),
                generator: torch.Generator | None = None) -> torch.Tensor:
-    """The video latent decoded in fp32 (the decoder cast for the call and back), then `hdr_linear`."""
+    """The video latent decoded in fp32 (the decoder's floating tensors cast for the call and each put back in its
+    own dtype after it), then `hdr_linear`."""
     decoder = decoders.video
-    dtype = next(decoder.parameters()).dtype
-    decoder.float()
+    tensors = [t for t in (*decoder.parameters(), *decoder.buffers()) if t.is_floating_point()]
+    dtypes = [t.dtype for t in tensors]
     try:
+        for t in tensors:
+            t.data = t.data.float()
         video = decode_video(latent.video.float().to(next(decoder.parameters()).device), decoder, tiling,
                              generator=generator, output_device="cpu")
     finally:
-        decoder.to(dtype)
+        for t, dtype in zip(tensors, dtypes):
+            t.data = t.data.to(dtype)
     return hdr_linear(video_to_frames(video)[0], transfer, size, high_quality)
 
 

@@ -81,6 +81,8 @@ class LTX2HDR:
         config = find_hdr_lora(model.loras)  # before the model is touched: the LoRA's metadata
         check_hdr(hdr, request.width, request.height, frames, config.downscale)
         model = model.check_loaded()
+        if model.host.transformer is None:
+            raise ValueError("LTX-2 HDR runs the model in this process; load it without a multi-GPU layout")
         job = request_job(request, model.config, model.host.tiling())
         if problem := model.host.memory_problem(job, model.decoders, upsampler):
             raise MemoryPlanError(problem)

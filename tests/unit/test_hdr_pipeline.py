@@ -116,3 +116,28 @@ def test_a_video_only_latent_refuses_what_it_cannot_hold(setup):
                       torch.Generator())
     generation = stages.decode(latent, models.decoders, None)
     assert generation.frames.shape == (9, 64, 64, 3) and generation.waveform.numel() == 0
+
+
+def test_decoding_runs_in_fp32_and_puts_the_decoders_dtypes_back(setup, monkeypatch):
+    import ltx2_core.hdr_pipeline as hdr_pipeline
+    from ltx2_core.hdr import Transfer
+
+    models, _, _ = setup
+    decoder = models.decoders.video
+    before = {name: t.dtype for name, t in decoder.state_dict(keep_vars=True).items()}
+    first = next(t for t in decoder.parameters() if t.is_floating_point())
+    first.data = first.data.to(torch.bfloat16)  # a mixed-dtype decoder
+    seen = []
+
+    def fake_decode(latent, module, tiling, generator=None, output_device=None):
+        seen.append((latent.dtype, {t.dtype for t in module.parameters()}))
+        return torch.zeros(1, 3, 9, 64, 64)
+
+    monkeypatch.setattr(hdr_pipeline, "decode_video", fake_decode)
+    latent = stages.empty_video_latent(64, 64, 9, 24.0)
+    linear = hdr_pipeline.decode_hdr(latent._replace(video=latent.video.half()), models.decoders, Transfer.LOGC3,
+                                     (60, 50), False)
+    assert seen == [(torch.float32, {torch.float32})] and linear.shape == (9, 50, 60, 3)
+    assert first.dtype == torch.bfloat16  # put back in its own dtype
+    first.data = first.data.float()
+    assert {name: t.dtype for name, t in decoder.state_dict(keep_vars=True).items()} == before
