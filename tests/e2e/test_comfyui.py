@@ -169,7 +169,7 @@ def test_the_hdr_example_writes_exr_frames_and_an_srgb_preview(comfyui, tmp_path
         video = container.streams.video[0]
         assert (video.frames, video.width, video.height, video.average_rate) == (frames, width, height, 24)
         assert not container.streams.audio  # HDR is video only
-    folders = sorted((comfyui.base / "output" / "ltx2").glob("hdr_*"))
+    folders = sorted(p for p in (comfyui.base / "output" / "ltx2").glob("hdr_*") if p.is_dir())
     names = sorted(p.name for p in folders[-1].iterdir())
     assert names == [f"frame_{i:05d}.exr" for i in range(frames)] + ["preview.mp4"]
     import OpenEXR  # the pack's requirement, in ComfyUI's Python and here
