@@ -77,3 +77,17 @@ def test_other_refusals(files, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_openexr)
     assert main(["generate", *flags, "--lora", hdr, "--hdr", video, "--output", str(tmp_path / "o")]) == 2
     assert "pip install OpenEXR" in capsys.readouterr().err
+
+
+def test_text_embeddings_files_are_read_or_refused(tmp_path):
+    from safetensors.torch import save_file
+
+    from ltx2_core.__main__ import load_embeddings
+
+    video, audio = torch.randn(7, 16), torch.randn(7, 8)
+    save_file({"video_context": video, "audio_context": audio}, str(tmp_path / "e.safetensors"))
+    embeddings = load_embeddings(str(tmp_path / "e.safetensors"), "cpu")
+    assert torch.equal(embeddings.video, video[None]) and torch.equal(embeddings.audio, audio[None])  # a copy
+    save_file({"video_context": video}, str(tmp_path / "half.safetensors"))
+    with pytest.raises(ValueError, match="lacks audio_context"):
+        load_embeddings(str(tmp_path / "half.safetensors"), "cpu")
