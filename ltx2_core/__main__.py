@@ -159,7 +159,8 @@ def _hdr_request(args: argparse.Namespace) -> Request:
     try:
         strength = float(args.hdr[1]) if len(args.hdr) == 2 else 1.0
     except ValueError:
-        raise ValueError(f"--hdr VIDEO STRENGTH: the strength must be a number in [0, 1], got {args.hdr[1]!r}") from None
+        raise ValueError(f"--hdr VIDEO STRENGTH: the strength must be a number in [0, 1], got {args.hdr[1]!r}"
+                         ) from None
     taken = {"--image": args.image, "--audio": args.audio, "--control": args.control, "--video": args.video,
              "--retake": args.retake, "--audio-only": args.audio_only, "--duration": args.duration}
     if given := [flag for flag, value in taken.items() if value]:

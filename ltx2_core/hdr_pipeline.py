@@ -219,4 +219,5 @@ def hdr_job(request, tiling: TilingConfig | None, stages: tuple[str, ...]):
 
 
 __all__ = ["ALIGN", "HDR", "HDR_STAGE2_SIGMAS", "HdrGeneration", "check_hdr", "check_hdr_models", "decode_hdr",
-           "encode_reference", "find_hdr_lora", "generate_hdr", "generation_size", "hdr_job", "hdr_linear", "sample_hdr"]
+           "encode_reference", "find_hdr_lora", "generate_hdr", "generation_size", "hdr_job", "hdr_linear",
+           "sample_hdr"]

@@ -298,9 +298,9 @@ def denoise(
     """Runs len(sigmas) − 1 steps. `sigmas` is the (steps + 1,) fp32 schedule already on the device; indexing it
     is a view, so the loop never waits for the device. `step` may be a compiled or graph-captured guided_step.
     `observe` gets each step's (video, audio) latent tokens, on the device, before `progress` is called. `video`
-    None (audio only, set up without video positions): it stays None; so does `audio` None (video only). `should_stop` (a host flag, never a tensor)
-    is read before each step: True raises `Interrupted` (a step run eagerly also reads it between its blocks:
-    `guided_setup`)."""
+    None (audio only, set up without video positions): it stays None; so does `audio` None (video only).
+    `should_stop` (a host flag, never a tensor) is read before each step: True raises `Interrupted` (a step run
+    eagerly also reads it between its blocks: `guided_setup`)."""
     total = sigmas.shape[0] - 1
     for index in range(total):
         if should_stop is not None and should_stop():

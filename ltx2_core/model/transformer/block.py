@@ -102,8 +102,8 @@ class AVTransformerBlock(nn.Module):
         """vx (B, video_tokens, Dv), ax (B, audio_tokens, Da) -> updated (vx, ax); `skips`: this block's share of
         the batch's perturbations (`block_skips(perturbations, idx)`); `text_kv`: this block's text keys and
         values computed once per run (`text_keys_values`; LTX-2.0 and 2.5), or None. `vx` and `video` None: the
-        audio stream alone (self-attention, text cross-attention, feed-forward), vx stays None; `ax` and `audio` None: the
-        video stream alone in the same way (video only)."""
+        audio stream alone (self-attention, text cross-attention, feed-forward), vx stays None; `ax` and `audio`
+        None: the video stream alone in the same way (video only)."""
         video_modules, audio_modules = self._streams()
         video_kv, audio_kv = (None, None) if text_kv is None else (text_kv[:2], text_kv[2:])
         if vx is None:

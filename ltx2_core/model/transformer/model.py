@@ -156,8 +156,8 @@ class LTX2Transformer(nn.Module):
         perturbations: BatchPerturbations | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """-> velocities (B, video_tokens, out_channels), (B, audio_tokens, out_channels) in the latents' dtype;
-        `video` None (an audio-only run): the video velocity is None; `audio` None (video only): the audio's. `run.should_stop()` true before a block:
-        `Interrupted`."""
+        `video` None (an audio-only run): the video velocity is None; `audio` None (video only): the audio's.
+        `run.should_stop()` true before a block: `Interrupted`."""
         ax = audio_args = vx = video_args = None
         if audio is not None:
             audio_args, audio_embedded = self._stream_args(audio, video, run.audio_context, run.audio_rope,
