@@ -1,0 +1,55 @@
+"""Prompt enhancement's pieces (model.text.enhance / chat): clean_response, the padding to 8, the n-gram rule, the
+system prompt's sources and refusals."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltx2_core.model.text import enhance
+from ltx2_core.model.text.chat import ChatCodec, gemma_turns, split_special
+
+
+@pytest.mark.parametrize("raw, clean", [
+    ("\u201cA cat\u201d \u2014 walks", "A cat\" - walks"),
+    ("  1. **The scene:** it\u2019s 5\u2032 tall", "The scene:** it's 5' tall"),
+    ("\u00a0\u2212\u2013", " --"),  # no letter: all kept
+    ("", ""),
+])
+def test_clean_response(raw, clean):
+    assert enhance.clean_response(raw) == clean
+
+
+def test_chat_ids_left_pad_to_a_multiple_of_8():
+    codec = ChatCodec(render=lambda m: "x" * len(m[1]["content"]), encode=lambda t: [5] * len(t), decode=str)
+    for length in (1, 8, 9):
+        ids, mask = enhance.chat_ids(codec, [{"role": "system", "content": ""}, {"role": "user", "content": "a" *
+                                                                                  length}], pad_id=0)
+        assert ids.shape[1] % 8 == 0 and mask.sum() == length and mask[0, -1] == 1
+        assert torch.equal(ids[0, :ids.shape[1] - length], torch.zeros(ids.shape[1] - length, dtype=torch.int64))
+
+
+def test_no_repeat_ngram_bans_what_would_repeat():
+    assert enhance._banned([1, 2, 3, 4, 9, 1, 2, 3], 4) == [4]
+    assert enhance._banned([1, 2, 3], 5) == []
+    greedy = enhance.GEMMA4_DECODING._replace(no_repeat_ngram=2)
+    logits = torch.tensor([[0.0, 5.0, 4.0]])
+    assert enhance.next_token(logits, [1, 1], greedy, None).item() == 2  # 1 after 1 would repeat (1, 1)
+
+
+def test_split_special_and_turns():
+    specials = {"<bos>": 2, "<start_of_turn>": 9}
+    assert split_special("<bos>ab<start_of_turn>c", specials, lambda t: [ord(ch) for ch in t]) == [2, 97, 98, 9, 99]
+    text = gemma_turns(enhance.messages("hi ", "SYS"), "<bos>")
+    assert text == "<bos><start_of_turn>user\nSYS\n\nuser prompt: hi<end_of_turn>\n<start_of_turn>model\n"
+
+
+def test_system_prompt_sources(tmp_path, monkeypatch):
+    own = tmp_path / "mine.txt"
+    own.write_text("Be brief.")
+    assert enhance.system_prompt("gemma3", False, own) == "Be brief."
+    with pytest.raises(ValueError, match="does not exist"):
+        enhance.system_prompt("gemma3", False, tmp_path / "missing.txt")
+    monkeypatch.setattr(enhance, "_PROMPTS_PACKAGE", "no_such_package_ltx")
+    with pytest.raises(ValueError, match="ltx-core==1.0.0.*--system-prompt"):
+        enhance.system_prompt("gemma3", True)
