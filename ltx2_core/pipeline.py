@@ -330,8 +330,21 @@ def generator_on(generator: torch.Generator, seed: int, decoders: Decoders) -> t
     return torch.Generator(device).manual_seed(seed)
 
 
+def enhance_request(request: Request, encoder: PromptEncoder) -> Request:
+    """The request with its prompt enhanced by the encoder's Gemma (seeded by the request's seed) when it asks for
+    it (`enhance_prompt`, then cleared), else the request itself."""
+    if not request.enhance_prompt:
+        return request
+    from ltx2_core.model.text.enhance import enhance_prompt
+
+    text = enhance_prompt(encoder, request.prompt, seed=request.seed, system_prompt_file=request.system_prompt).text
+    return replace(request, prompt=text or request.prompt, enhance_prompt=False)
+
+
 def encode_request(request: Request, encoder: PromptEncoder, config: TransformerConfig) -> Prompts:
-    """The request's prompts in one batched pass; no negative when no modality uses CFG."""
+    """The request's prompts in one batched pass (the positive enhanced first when the request asks); no negative
+    when no modality uses CFG."""
+    request = enhance_request(request, encoder)
     video_guidance, audio_guidance = guidance_for(request, config)
     guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
     negative = RELEASES[config.version].negative_prompt if request.negative_prompt is None else request.negative_prompt

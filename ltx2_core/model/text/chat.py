@@ -117,12 +117,14 @@ def sentencepiece_codec(processor: Any, bos: int, eos: int, pad: int) -> ChatCod
         if piece != unknown:
             specials[token] = piece
     skipped = set(specials.values())
+    size = processor.get_piece_size()
 
     def encode(text: str) -> list[int]:
         return [bos] + split_special(text, specials, processor.encode)
 
     def decode(ids: Iterable[int]) -> str:
-        return processor.decode([i for i in ids if i not in skipped and not processor.is_control(i)])
+        # ids past the vocabulary (a model row no piece has) are dropped, as transformers decodes them to nothing
+        return processor.decode([i for i in ids if i < size and i not in skipped and not processor.is_control(i)])
 
     return ChatCodec(lambda messages: gemma_turns(messages, "<bos>"), encode, decode)
 
