@@ -235,6 +235,10 @@ class Request:
         if self.enhance_prompt and self.images:
             raise ValueError("prompt enhancement with an image (i2v) is not supported yet: enhance without images, "
                              "or leave enhance_prompt off")
+        if self.enhance_prompt:  # Lightricks' system prompt (or the named file) found before any model work
+            from ltx2_core.model.text.enhance import system_prompt
+
+            system_prompt("gemma3", False, self.system_prompt)
         if self.windows is not None:  # first: what windows cannot continue is named before a file is read
             self.check_windows()
         # a video input's or a retake's clip is the file's: its sizes are checked against the file, after it

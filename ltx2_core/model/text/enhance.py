@@ -94,7 +94,8 @@ def messages(prompt: str, system: str, image: bool = False) -> list[dict]:
     if not image:
         return [{"role": "system", "content": system}, {"role": "user", "content": f"user prompt: {prompt}"}]
     return [{"role": "system", "content": system},
-            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": f"User Raw Input Prompt: {prompt}."}]}]
+            {"role": "user", "content": [{"type": "image"},
+                                         {"type": "text", "text": f"User Raw Input Prompt: {prompt}."}]}]
 
 
 def chat_ids(codec: ChatCodec, chat: list[dict], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
