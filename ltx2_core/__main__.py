@@ -300,7 +300,8 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     return files.plan(args.device, frames=frames, height=request.height, width=request.width,
                       passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                       fps=request.fps, images=len(request.images) + request.video_frames, dtype=DTYPES[args.dtype] if args.dtype else None,
-                      memory=args.memory, budget=budget, source=None if budget else f"free on {args.device}")
+                      memory=args.memory, budget=budget, source=None if budget else f"free on {args.device}",
+                      enhance=request.enhance_prompt)
 
 
 def check_memory(args: argparse.Namespace, request: Request, sizes: ModelSizes, plan: MemoryPlan | None) -> None:

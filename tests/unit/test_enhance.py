@@ -53,3 +53,15 @@ def test_system_prompt_sources(tmp_path, monkeypatch):
     monkeypatch.setattr(enhance, "_PROMPTS_PACKAGE", "no_such_package_ltx")
     with pytest.raises(ValueError, match="ltx-core==1.0.0.*--system-prompt"):
         enhance.system_prompt("gemma3", True)
+
+
+def test_the_memory_plan_counts_enhancement_in_the_text_stage():
+    from ltx2_core.memory.sizes import SideBytes, enhance_activation_bytes
+    from ltx2_core.model.text.gemma3 import GEMMA3_12B_TEXT
+
+    kv = 48 * 2 * 8 * 256 * (2048 + 600) * 2  # Gemma 3 12B's KV cache for the chat and 600 new tokens, bf16
+    extra = enhance_activation_bytes(GEMMA3_12B_TEXT, torch.bfloat16)
+    assert kv < extra < kv + 400_000_000
+    side = SideBytes(gemma_rest=100, gemma_layer=10, projection=50, encode_activations=5)
+    assert side._replace(enhance_activations=extra).encoding == 120 + extra
+    assert side.encoding == 125  # unchanged without enhancement
