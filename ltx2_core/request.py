@@ -189,8 +189,9 @@ class Request:
     windows: Windows | None = None
     # step caching in every stage (ComfyUI's EasyCache decisions, `ltx2_core.sampling.cache`); None: every step runs
     cache: CacheSettings | None = None
-    # the prompt rewritten by the loaded Gemma first (seeded by `seed`; `ltx2_core.model.text.enhance`), with the
-    # system prompt of the file `system_prompt` (None: Lightricks' from an installed ltx-core)
+    # the prompt rewritten by the loaded Gemma first (seeded by `seed`, seeing the first image when there are images;
+    # `ltx2_core.model.text.enhance`), with the system prompt of the file `system_prompt` (None: Lightricks' from an
+    # installed ltx-core)
     enhance_prompt: bool = False
     system_prompt: str | None = None
 
@@ -232,13 +233,10 @@ class Request:
         """ValueError naming the fix for any bad value; costs nothing, so it runs before any model work."""
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise ValueError("the prompt is empty; describe the video (and its sound) to generate")
-        if self.enhance_prompt and self.images:
-            raise ValueError("prompt enhancement with an image (i2v) is not supported yet: enhance without images, "
-                             "or leave enhance_prompt off")
         if self.enhance_prompt:  # Lightricks' system prompt (or the named file) found before any model work
             from ltx2_core.model.text.enhance import system_prompt
 
-            system_prompt("gemma3", False, self.system_prompt)
+            system_prompt("gemma3", bool(self.images), self.system_prompt)
         if self.windows is not None:  # first: what windows cannot continue is named before a file is read
             self.check_windows()
         # a video input's or a retake's clip is the file's: its sizes are checked against the file, after it

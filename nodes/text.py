@@ -6,6 +6,7 @@ from ltx2_core import DEFAULT_NEGATIVE_PROMPT, PromptEncoder
 from ltx2_core.stages import encode
 
 from .handles import CONDITIONING, TEXT_ENCODER, Conditioning
+from .images import first_frame_uint8
 from .native_conditioning import to_native
 from .sampling import MAX_SEED
 from .validation import stated_limits
@@ -59,8 +60,9 @@ class LTX2TextEncode:
                                "ltx-core==1.0.0, or system_prompt)"}),
             "seed": ("INT", {"default": 0, "min": 0, "max": MAX_SEED, "control_after_generate": True,
                              "tooltip": "seed of the enhancement (Gemma 3 samples; Gemma 4 is greedy)"}),
-            "image": ("IMAGE", {"tooltip": "the first image of the video, for image-to-video enhancement (not "
-                                "supported yet: refused with enhance_prompt)"}),
+            "image": ("IMAGE", {"tooltip": "the video's first image (its first frame): the enhancer sees it and "
+                                "uses Lightricks' image-to-video system prompt (Gemma 3; LTX-2.5's Gemma 4 enhances "
+                                "from the text alone)"}),
             "system_prompt": ("STRING", {"default": "", "tooltip": "a text file holding the enhancer's system "
                                          "prompt; empty: Lightricks' from an installed ltx-core"}),
         }}
@@ -78,11 +80,15 @@ class LTX2TextEncode:
         if enhance_prompt:
             from ltx2_core.model.text.enhance import enhance_prompt as enhance, system_prompt as find_system
 
+            pixels = None
             if image is not None:
-                raise ValueError("image: prompt enhancement with an image (i2v) is not supported yet; disconnect "
-                                 "the image to enhance from the text alone")
-            find_system("gemma3", False, system_prompt or None)  # refused before Gemma runs
-            prompt = enhance(text_encoder, prompt, seed=seed, system_prompt_file=system_prompt or None).text or prompt
+                if image.ndim != 4 or not 1 <= image.shape[-1] <= 4:
+                    raise ValueError(f"image must be a ComfyUI IMAGE (batch, height, width, channels), got shape "
+                                     f"{tuple(image.shape)}")
+                pixels = first_frame_uint8(image)
+            find_system("gemma3", pixels is not None, system_prompt or None)  # refused before Gemma runs
+            prompt = enhance(text_encoder, prompt, seed=seed, image=pixels,
+                             system_prompt_file=system_prompt or None).text or prompt
         positive, negative = encode(text_encoder, prompt, negative_prompt or None)
         unconditional = negative if negative is not None else positive._replace(video=positive.video * 0,
                                                                                 audio=positive.audio * 0)

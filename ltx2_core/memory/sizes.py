@@ -181,16 +181,34 @@ def encode_activation_bytes(hidden_size: int, layers: int, dtype: torch.dtype) -
 ENHANCE_PROMPT_TOKENS, ENHANCE_NEW_TOKENS, PREFILL_WIDTHS, LOGIT_COPIES = 2048, 600, 4, 4
 
 
-def enhance_activation_bytes(config, dtype: torch.dtype) -> int:
+def vision_tower_bytes(dtype: torch.dtype) -> int:
+    """Gemma 3 12B's vision tower and projector (image-to-video enhancement) with its activations: weights of 27
+    SigLIP layers and the patch / position embeddings, the 4096 patches' widest tensors (PREFILL_WIDTHS hidden + the
+    MLP's intermediate) and the attention of one head."""
+    from ltx2_core.model.text.vision import GEMMA3_12B_VISION as v
+
+    hidden, inner, layers = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
+    patches = (v["image_size"] // v["patch_size"]) ** 2
+    weights = layers * (4 * hidden * hidden + 2 * hidden * inner) + patches * hidden + 3 * v["patch_size"] ** 2 * \
+        hidden + hidden * int(GEMMA3_TEXT_HIDDEN)
+    activations = patches * (PREFILL_WIDTHS * hidden + inner) + v["num_attention_heads"] * patches * patches
+    return (weights + activations) * _dtype_bytes(dtype)
+
+
+GEMMA3_TEXT_HIDDEN = 3840  # the projector's output width (Gemma 3 12B)
+
+
+def enhance_activation_bytes(config, dtype: torch.dtype, image: bool = False) -> int:
     """What enhancing a prompt adds on the device beside Gemma's weights (`model.text.enhance`): the KV cache of
-    every layer for the chat and the generated tokens, the prefill's activations, the last position's logits.
-    `config`: the text model's values (`GemmaSource.config`). The vision tower of i2v enhancement is not run yet."""
+    every layer for the chat and the generated tokens, the prefill's activations, the last position's logits, and
+    with an `image` the vision tower that sees it (`vision_tower_bytes`). `config`: the text model's values
+    (`GemmaSource.config`)."""
     size = _dtype_bytes(dtype)
     layers, hidden = int(config["num_hidden_layers"]), int(config["hidden_size"])
     kv_width = int(config["num_key_value_heads"]) * int(config.get("global_head_dim") or config["head_dim"])
     kv = layers * 2 * kv_width * (ENHANCE_PROMPT_TOKENS + ENHANCE_NEW_TOKENS) * size
     prefill = ENHANCE_PROMPT_TOKENS * (PREFILL_WIDTHS * hidden + 3 * int(config["intermediate_size"])) * size
-    return kv + prefill + LOGIT_COPIES * int(config["vocab_size"]) * 4
+    return kv + prefill + LOGIT_COPIES * int(config["vocab_size"]) * 4 + (vision_tower_bytes(dtype) if image else 0)
 
 
 def image_activation_bytes(images: int, height: int, width: int, dtype: torch.dtype) -> int:
@@ -322,7 +340,7 @@ def side_bytes(checkpoint, text_encoder, upsampler, dtype: torch.dtype, *, image
                      projection_part=projection_part_bytes(checkpoint, dtype),
                      encode_activations=encode_activation_bytes(int(config["hidden_size"]),
                                                                 int(config["num_hidden_layers"]), dtype),
-                     enhance_activations=enhance_activation_bytes(config, dtype) if enhance else 0)
+                     enhance_activations=enhance_activation_bytes(config, dtype, image=images > 0) if enhance else 0)
     if images:
         side = side._replace(video_encoder=encoder,
                              image_activations=image_activation_bytes(images, height, width, dtype))

@@ -104,3 +104,55 @@ def test_our_gemma_turns_equal_transformers_chat_template(tmp_path, image):
     templated = find_gemma(tmp_path / "g").tokenizer().chat
     assert plain.template is None and templated.template is not None
     assert plain.encode(plain.render(chat)) == templated.encode(templated.render(chat))
+
+
+def test_gemma3_image_to_video_enhancement_matches_ltx_pipelines_120(tmp_path):
+    """The i2v chat with a 40x30 picture: the reference's resize (long side 896) and Gemma 3's processor, the
+    vision tower from the folder's own weights, the image features in place of the image tokens; sampled ids equal
+    exactly."""
+    import numpy as np
+    from PIL import Image
+
+    from ltx2_core.model.text.vision import VisionSettings, pixel_values, resized_image
+
+    folder = write_chat_folder(tmp_path / "gemma3")
+    _write_vision_weights(folder)
+    picture = np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8)
+    Image.fromarray(picture).save(tmp_path / "picture.png")
+    system = enhance.system_prompt("gemma3", image=True)
+    settings = {"gemma": str(folder), "family": "gemma3", "max_new_tokens": MAX_NEW, "seeds": [5], "prompt": PROMPT,
+                "system_prompt": system, "image": str(tmp_path / "picture.png")}
+    want = run_reference("enhance.py", {"unused": torch.zeros(1)}, settings, tmp_path=tmp_path)
+    encoder = _Encoder(folder)
+    encoder.gemma_source = find_gemma(folder)
+    torch.testing.assert_close(pixel_values(resized_image(picture), VisionSettings.of(encoder.gemma_source)),
+                               want["pixels.5"], atol=0, rtol=0)  # the same ops on the same uint8 image
+    result = enhance.enhance_prompt(encoder, PROMPT, seed=5, image=picture, max_new_tokens=MAX_NEW)
+    assert result.token_ids == want["ids.5"].tolist()  # integer ids: exact
+    assert result.text == _text(want["text.5"])
+    plain = enhance.enhance_prompt(encoder, PROMPT, seed=5, max_new_tokens=MAX_NEW)
+    assert plain.token_ids != result.token_ids  # the image is seen
+
+
+def _write_vision_weights(folder):
+    """Random weights of the tiny vision tower and projector, in the folder's shard as google/gemma-3-12b-it keeps
+    them (`vision_tower.vision_model.*`, `multi_modal_projector.*`), replacing `support.gemma`'s stand-ins."""
+    import json
+
+    from transformers import Gemma3Config, SiglipVisionModel
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3MultiModalProjector
+
+    config = Gemma3Config(**{k: v for k, v in json.loads((folder / "config.json").read_text()).items()
+                             if k not in ("architectures", "model_type")})
+    torch.manual_seed(3)
+    tower, projector = SiglipVisionModel(config.vision_config), Gemma3MultiModalProjector(config)
+    tensors = {"vision_tower.vision_model." + k.removeprefix("vision_model."): v for k, v in tower.state_dict().items()}
+    tensors |= {"multi_modal_projector." + k: 0.5 * torch.randn_like(v) for k, v in projector.state_dict().items()}
+    shard = folder / "model-00002-of-00002.safetensors"
+    with safe_open(str(shard), "pt") as f:
+        kept = {k: f.get_tensor(k) for k in f.keys() if not k.startswith(("vision_tower.", "multi_modal_projector."))}
+    save_file({k: v.contiguous() for k, v in (kept | tensors).items()}, str(shard))
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    index["weight_map"] = {k: v for k, v in index["weight_map"].items() if not k.startswith("vision_tower.")}
+    index["weight_map"] |= dict.fromkeys(tensors, shard.name)
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))

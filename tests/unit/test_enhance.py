@@ -65,3 +65,13 @@ def test_the_memory_plan_counts_enhancement_in_the_text_stage():
     side = SideBytes(gemma_rest=100, gemma_layer=10, projection=50, encode_activations=5)
     assert side._replace(enhance_activations=extra).encoding == 120 + extra
     assert side.encoding == 125  # unchanged without enhancement
+
+
+def test_the_memory_plan_counts_the_vision_tower_with_an_image():
+    from ltx2_core.memory.sizes import enhance_activation_bytes, vision_tower_bytes
+    from ltx2_core.model.text.gemma3 import GEMMA3_12B_TEXT
+
+    tower = vision_tower_bytes(torch.bfloat16)
+    assert 800_000_000 < tower < 2_000_000_000  # SigLIP so400m in bf16 (~0.83 GB) with its activations
+    assert enhance_activation_bytes(GEMMA3_12B_TEXT, torch.bfloat16, image=True) == \
+        enhance_activation_bytes(GEMMA3_12B_TEXT, torch.bfloat16) + tower

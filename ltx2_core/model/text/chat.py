@@ -19,6 +19,7 @@ Messages = Sequence[Mapping[str, Any]]
 # google/gemma-3-12b-it's config.json `eos_token_id` (<eos>, <end_of_turn>): generation stops at either; ComfyUI's
 # single file has no config, so this is what it stops at
 GEMMA3_EOS = (1, 106)
+GEMMA3_IMAGE_TOKEN_ID = 262144  # <image_soft_token>: an added token of tokenizer.json, not in the SentencePiece model
 
 
 def gemma_turns(messages: Messages, bos_token: str, add_generation_prompt: bool = True) -> str:
@@ -116,6 +117,7 @@ def sentencepiece_codec(processor: Any, bos: int, eos: int, pad: int) -> ChatCod
         piece = processor.piece_to_id(token)
         if piece != unknown:
             specials[token] = piece
+    specials.setdefault("<image_soft_token>", GEMMA3_IMAGE_TOKEN_ID)
     skipped = set(specials.values())
     size = processor.get_piece_size()
 

@@ -98,9 +98,10 @@ def messages(prompt: str, system: str, image: bool = False) -> list[dict]:
                                          {"type": "text", "text": f"User Raw Input Prompt: {prompt}."}]}]
 
 
-def chat_ids(codec: ChatCodec, chat: list[dict], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The chat's ids (1, T) and mask, left-padded with `pad_id` (mask 0) to a multiple of 8."""
-    ids = codec.encode(codec.render(chat))
+def chat_ids(codec: ChatCodec, chat: list[dict] | str, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chat's ids (1, T) and mask (messages, or their rendered text), left-padded with `pad_id` (mask 0) to a
+    multiple of 8."""
+    ids = codec.encode(chat if isinstance(chat, str) else codec.render(chat))
     pad = -len(ids) % PAD_MULTIPLE
     return (torch.tensor([[pad_id] * pad + ids], dtype=torch.int64),
             torch.tensor([[0] * pad + [1] * len(ids)], dtype=torch.int64))
@@ -133,9 +134,11 @@ def next_token(logits: torch.Tensor, sequence: list[int], decoding: Decoding,
 
 @torch.no_grad()
 def generate_ids(backbone, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, decoding: Decoding,
-                 eos_ids: tuple[int, ...], generator: torch.Generator | None = None) -> list[int]:
+                 eos_ids: tuple[int, ...], generator: torch.Generator | None = None,
+                 embeds: torch.Tensor | None = None) -> list[int]:
     """KV-cached generation on `model` (the backbone's text model) from a left-padded batch of 1; returns the new ids.
-    One host read per token (the stop test and the n-gram rule); this is not the denoising loop."""
+    `embeds`: the prompt's input embeddings (an image's features in place of its tokens'). One host read per token
+    (the stop test and the n-gram rule); this is not the denoising loop."""
     device = input_ids.device
     weight = model.embed_tokens.weight
     softcap = backbone.final_softcap(model)
@@ -144,7 +147,11 @@ def generate_ids(backbone, model, input_ids: torch.Tensor, attention_mask: torch
     sequence, new = input_ids[0].tolist(), []
     step_ids, mask = input_ids, attention_mask
     for _ in range(decoding.max_new_tokens):
-        hidden = backbone.decode(model, step_ids, mask, positions, cache)
+        if embeds is not None:
+            hidden = backbone.decode(model, step_ids, mask, positions, cache, embeds)
+            embeds = None
+        else:
+            hidden = backbone.decode(model, step_ids, mask, positions, cache)
         logits = F.linear(hidden, weight)
         if softcap is not None:
             logits = torch.tanh(logits / softcap) * softcap
@@ -163,7 +170,8 @@ def generate_ids(backbone, model, input_ids: torch.Tensor, attention_mask: torch
 def enhance_prompt(encoder, prompt: str, *, seed: int = 42, image=None, system_prompt_file: str | Path | None = None,
                    max_new_tokens: int | None = None) -> Enhanced:
     """`prompt` enhanced by the encoder's own text model (a `PromptEncoder`), seeded (Gemma 3 samples; Gemma 4 is
-    greedy). `image` (i2v) is not supported yet: refused, naming the fix."""
+    greedy). `image` (RGB uint8 (H, W, 3)): image-to-video enhancement, Gemma 3 only; its vision tower is read from
+    the text encoder's file for this call and dropped after it."""
     if encoder.gemma is None:
         raise RuntimeError("this prompt encoder was released; load it again to enhance a prompt")
     codec = encoder.tokenizer.chat
@@ -172,17 +180,55 @@ def enhance_prompt(encoder, prompt: str, *, seed: int = 42, image=None, system_p
                          "needs Gemma's tokenizer (ComfyUI's gemma_3_12B_it*.safetensors, a Gemma folder or the "
                          "LTX-2.5 text encoder)")
     kind = family(encoder.backbone)
-    if image is not None:
-        raise ValueError("prompt enhancement with an image is not supported yet: leave the image input empty to "
-                         "enhance from the text alone")
+    if image is not None and kind == "gemma4":
+        raise ValueError("LTX-2.5's Gemma 4 enhances prompts from the text alone (ltx-core 1.2.0 has no image path "
+                         "for it): leave the image out")
+    if image is not None and getattr(encoder, "gemma_source", None) is None:
+        raise ValueError("image-to-video enhancement needs a text encoder loaded from its file (its vision tower); "
+                         "this one was built in memory: enhance without the image")
     decoding = GEMMA4_DECODING if kind == "gemma4" else GEMMA3_DECODING
     if max_new_tokens is not None:
         decoding = decoding._replace(max_new_tokens=max_new_tokens)
     system = system_prompt(kind, image is not None, system_prompt_file)
-    ids, mask = chat_ids(codec, messages(prompt, system), encoder.tokenizer.pad_id)
     device = encoder.device
+    if image is None:
+        ids, mask = chat_ids(codec, messages(prompt, system), encoder.tokenizer.pad_id)
+        embeds = None
+    else:
+        ids, mask, embeds = _image_chat(encoder, codec, prompt, system, image)
     generator = torch.Generator(device=device).manual_seed(seed) if decoding.sample else None
     with encoder._visiting(encoder.gemma):
+        if embeds is not None:
+            embeds = _with_image(encoder.gemma, ids.to(device), *embeds)
         new = generate_ids(encoder.backbone, encoder.gemma, ids.to(device), mask.to(device), decoding,
-                           codec.eos_ids, generator)
+                           codec.eos_ids, generator, embeds)
     return Enhanced(clean_response(codec.decode(new)), new)
+
+
+def _image_chat(encoder, codec: ChatCodec, prompt: str, system: str, image):
+    """The i2v chat's ids and mask (the image placeholder expanded as Gemma 3's processor does) and what replaces
+    the image tokens' embeddings: (image token id, features (1, tokens, D) on the encoder's device)."""
+    from ltx2_core.model.text.vision import BOI, VisionSettings, load_vision_tower, pixel_values, resized_image
+
+    source = encoder.gemma_source
+    settings = VisionSettings.of(source)
+    text = codec.render(messages(prompt, system, image=True)).replace(BOI, settings.image_sequence())
+    ids, mask = chat_ids(codec, text, encoder.tokenizer.pad_id)
+    weight = encoder.gemma.embed_tokens.weight
+    pixels = pixel_values(resized_image(image), settings)
+    tower = load_vision_tower(source, weight.shape[1], encoder.device, weight.dtype)
+    with torch.no_grad():
+        features = tower(pixels.to(encoder.device, weight.dtype))
+    del tower
+    return ids, mask, (settings.image_token_id, features)
+
+
+def _with_image(model, ids: torch.Tensor, image_token_id: int, features: torch.Tensor) -> torch.Tensor:
+    """The prompt's embeddings with the image tokens' replaced by the features, in order (as Gemma 3 does)."""
+    where = ids == image_token_id
+    with torch.no_grad():  # an image token past the vocabulary is looked up as 0, then replaced (as transformers)
+        embeds = model.embed_tokens(ids.masked_fill(where, 0) if image_token_id >= model.config.vocab_size else ids)
+    if int(where.sum()) != features.shape[0] * features.shape[1]:
+        raise ValueError(f"the chat holds {int(where.sum())} image tokens for {features.shape[1]} image features; "
+                         "the text encoder's tokenizer and vision settings do not belong together")
+    return embeds.masked_scatter(where.unsqueeze(-1), features.to(embeds.dtype))

@@ -120,13 +120,13 @@ def new_cache(model: nn.Module):
 
 
 def decode(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor,
-           cache) -> torch.Tensor:
+           cache, embeds: torch.Tensor | None = None) -> torch.Tensor:
     """One cached forward as `generate` runs it: the new tokens input_ids (B, t) at `positions` (B, t), the mask
     (B, past + t) of everything so far, the cache extended in place; returns the last token's final hidden state
-    (B, D)."""
+    (B, D). `embeds`: the input embeddings in place of the ids' (an image's features at its tokens)."""
     name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"  # 5.x / 4.x
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=True,
-                **{name: cache})
+    inputs = {"input_ids": input_ids} if embeds is None else {"inputs_embeds": embeds}
+    out = model(**inputs, attention_mask=attention_mask, position_ids=positions, use_cache=True, **{name: cache})
     return out.last_hidden_state[:, -1]
 
 
@@ -193,8 +193,8 @@ class Gemma3:
         return new_cache(model)
 
     def decode(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor,
-               cache) -> torch.Tensor:
-        return decode(model, input_ids, attention_mask, positions, cache)
+               cache, embeds: torch.Tensor | None = None) -> torch.Tensor:
+        return decode(model, input_ids, attention_mask, positions, cache, embeds)
 
     def final_softcap(self, model: nn.Module) -> float | None:
         return getattr(model.config, "final_logit_softcapping", None)

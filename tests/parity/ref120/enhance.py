@@ -40,6 +40,14 @@ if settings["family"] == "gemma3":
     language = {k.removeprefix("language_model.model."): v for k, v in state.items()
                 if k.startswith("language_model.model.")}
     model.model.language_model.load_state_dict(language, strict=True)
+    nested = any(k.startswith("vision_model.") for k in model.model.vision_tower.state_dict())
+    vision = {("vision_model." if nested else "") + k.removeprefix("vision_tower.vision_model."): v
+              for k, v in state.items() if k.startswith("vision_tower.vision_model.")}
+    projector = {k.removeprefix("multi_modal_projector."): v for k, v in state.items()
+                 if k.startswith("multi_modal_projector.")}
+    if settings.get("image"):  # the folder's own tower (the i2v case writes it whole)
+        model.model.vision_tower.load_state_dict(vision, strict=True)
+        model.model.multi_modal_projector.load_state_dict(projector, strict=True)
     tokenizer = build_gemma_tokenizer(assets)
     processor = build_gemma_processor(assets, tokenizer.tokenizer)
 else:
@@ -68,15 +76,19 @@ _generate = model.generate
 
 def _recording_generate(**kwargs):
     result = _generate(**kwargs)
-    recorded.append((kwargs["input_ids"][0].clone(), result[0].clone()))
+    recorded.append((kwargs["input_ids"][0].clone(), result[0].clone(), kwargs.get("pixel_values"),
+                     kwargs.get("token_type_ids")))
     return result
 
 
 model.generate = _recording_generate
 out = {}
 for seed in settings["seeds"]:
-    text = generate_enhanced_prompt(encoder, settings["prompt"], None, seed=seed)
-    prompt_ids, all_ids = recorded[-1]
+    text = generate_enhanced_prompt(encoder, settings["prompt"], settings.get("image"), seed=seed)
+    prompt_ids, all_ids, pixels, types = recorded[-1]
+    if pixels is not None:
+        out[f"pixels.{seed}"] = pixels
+        out[f"token_types.{seed}"] = types[0]
     out[f"prompt_ids.{seed}"] = prompt_ids
     out[f"ids.{seed}"] = all_ids[len(prompt_ids):]
     out[f"text.{seed}"] = torch.tensor(list(text.encode()), dtype=torch.uint8)
