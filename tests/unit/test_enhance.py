@@ -75,3 +75,14 @@ def test_the_memory_plan_counts_the_vision_tower_with_an_image():
     assert 800_000_000 < tower < 2_000_000_000  # SigLIP so400m in bf16 (~0.83 GB) with its activations
     assert enhance_activation_bytes(GEMMA3_12B_TEXT, torch.bfloat16, image=True) == \
         enhance_activation_bytes(GEMMA3_12B_TEXT, torch.bfloat16) + tower
+
+
+def test_the_command_line_refuses_before_loading(tmp_path, capsys):
+    from ltx2_core.__main__ import main
+
+    assert main(["--system-prompt", str(tmp_path / "s.txt"), "--output", str(tmp_path / "a.mp4")]) == 2
+    assert "--system-prompt goes with --enhance-prompt" in capsys.readouterr().err
+    assert main(["--enhance-prompt", "--system-prompt", str(tmp_path / "s.txt"),
+                 "--output", str(tmp_path / "a.mp4")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
