@@ -259,7 +259,9 @@ class Gemma4:
         return {}
 
     def decode(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor,
-               cache: dict) -> torch.Tensor:
+               cache: dict, embeds: torch.Tensor | None = None) -> torch.Tensor:
+        if embeds is not None:
+            raise ValueError("Gemma 4 decodes from token ids only (no image path)")
         return model.decode(input_ids, attention_mask, positions, cache)
 
     def final_softcap(self, model: nn.Module) -> float | None:
