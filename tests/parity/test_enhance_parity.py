@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from ltx2_core.loader.gemma_files import find_gemma, load_gemma
 from ltx2_core.model.text import enhance
 from support.gemma4 import write_gemma4_file
-from support.gemma_chat import GEMMA3_CHAT_TEMPLATE, write_chat_folder
+from support.gemma_chat import GEMMA3_CHAT_TEMPLATE, write_chat_folder, write_vision_weights
 from support.reference120 import run_reference
 
 PROMPT = "A cat walks along the beach at sunset"
@@ -116,7 +116,7 @@ def test_gemma3_image_to_video_enhancement_matches_ltx_pipelines_120(tmp_path):
     from ltx2_core.model.text.vision import VisionSettings, pixel_values, resized_image
 
     folder = write_chat_folder(tmp_path / "gemma3")
-    _write_vision_weights(folder)
+    write_vision_weights(folder)
     picture = np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8)
     Image.fromarray(picture).save(tmp_path / "picture.png")
     system = enhance.system_prompt("gemma3", image=True)
@@ -132,27 +132,3 @@ def test_gemma3_image_to_video_enhancement_matches_ltx_pipelines_120(tmp_path):
     assert result.text == _text(want["text.5"])
     plain = enhance.enhance_prompt(encoder, PROMPT, seed=5, max_new_tokens=MAX_NEW)
     assert plain.token_ids != result.token_ids  # the image is seen
-
-
-def _write_vision_weights(folder):
-    """Random weights of the tiny vision tower and projector, in the folder's shard as google/gemma-3-12b-it keeps
-    them (`vision_tower.vision_model.*`, `multi_modal_projector.*`), replacing `support.gemma`'s stand-ins."""
-    import json
-
-    from transformers import Gemma3Config, SiglipVisionModel
-    from transformers.models.gemma3.modeling_gemma3 import Gemma3MultiModalProjector
-
-    config = Gemma3Config(**{k: v for k, v in json.loads((folder / "config.json").read_text()).items()
-                             if k not in ("architectures", "model_type")})
-    torch.manual_seed(3)
-    tower, projector = SiglipVisionModel(config.vision_config), Gemma3MultiModalProjector(config)
-    tensors = {"vision_tower.vision_model." + k.removeprefix("vision_model."): v for k, v in tower.state_dict().items()}
-    tensors |= {"multi_modal_projector." + k: 0.5 * torch.randn_like(v) for k, v in projector.state_dict().items()}
-    shard = folder / "model-00002-of-00002.safetensors"
-    with safe_open(str(shard), "pt") as f:
-        kept = {k: f.get_tensor(k) for k in f.keys() if not k.startswith(("vision_tower.", "multi_modal_projector."))}
-    save_file({k: v.contiguous() for k, v in (kept | tensors).items()}, str(shard))
-    index = json.loads((folder / "model.safetensors.index.json").read_text())
-    index["weight_map"] = {k: v for k, v in index["weight_map"].items() if not k.startswith("vision_tower.")}
-    index["weight_map"] |= dict.fromkeys(tensors, shard.name)
-    (folder / "model.safetensors.index.json").write_text(json.dumps(index))

@@ -95,3 +95,29 @@ def write_chat_folder(folder: Path, *, template: bool = True) -> Path:
                                                               "image_seq_length": IMAGE_TOKENS}))
     (folder / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR))
     return folder
+
+
+def write_vision_weights(folder: Path) -> Path:
+    """Random weights of the tiny vision tower and projector, in the folder's shard as google/gemma-3-12b-it keeps
+    them (`vision_tower.vision_model.*`, `multi_modal_projector.*`), replacing `support.gemma`'s stand-ins."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    from transformers import Gemma3Config, SiglipVisionModel
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3MultiModalProjector
+
+    config = Gemma3Config(**{k: v for k, v in json.loads((folder / "config.json").read_text()).items()
+                             if k not in ("architectures", "model_type")})
+    torch.manual_seed(3)
+    tower, projector = SiglipVisionModel(config.vision_config), Gemma3MultiModalProjector(config)
+    tensors = {"vision_tower.vision_model." + k.removeprefix("vision_model."): v for k, v in tower.state_dict().items()}
+    tensors |= {"multi_modal_projector." + k: 0.5 * torch.randn_like(v) for k, v in projector.state_dict().items()}
+    shard = folder / "model-00002-of-00002.safetensors"
+    with safe_open(str(shard), "pt") as f:
+        kept = {k: f.get_tensor(k) for k in f.keys() if not k.startswith(("vision_tower.", "multi_modal_projector."))}
+    save_file({k: v.contiguous() for k, v in (kept | tensors).items()}, str(shard))
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    index["weight_map"] = {k: v for k, v in index["weight_map"].items() if not k.startswith("vision_tower.")}
+    index["weight_map"] |= dict.fromkeys(tensors, shard.name)
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    return folder

@@ -86,3 +86,15 @@ def test_the_command_line_refuses_before_loading(tmp_path, capsys):
                  "--output", str(tmp_path / "a.mp4")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_the_vision_tower_leaves_nothing_on_meta(tmp_path):
+    from ltx2_core.loader.gemma_files import find_gemma
+    from ltx2_core.model.text.vision import load_vision_tower
+    from support.gemma_chat import write_chat_folder, write_vision_weights
+
+    folder = write_vision_weights(write_chat_folder(tmp_path / "g"))
+    tower = load_vision_tower(find_gemma(folder), 32, "cpu", torch.float32)
+    assert not [n for n, t in (*tower.named_parameters(), *tower.named_buffers()) if t.is_meta]
+    first = tower(torch.rand(1, 3, 28, 28, generator=torch.Generator().manual_seed(0)))
+    assert first.shape == (1, 4, 32) and torch.isfinite(first).all()

@@ -116,6 +116,13 @@ def load_vision_tower(source, text_hidden: int, device: torch.device | str, dtyp
                               "its vision part (ComfyUI's gemma_3_12B_it.safetensors or the google/gemma-3-12b-it "
                               "folder), or enhance without the image")
     tower.load_state_dict({k: state[k] for k in expected}, strict=True, assign=True)
+    for module in tower.modules():  # the non-persistent buffers a meta build leaves empty: SigLIP's patch positions
+        for name, buffer in list(module.named_buffers(recurse=False)):
+            if buffer.is_meta:
+                if name != "position_ids":
+                    raise RuntimeError(f"vision tower buffer {name} left unloaded")
+                module.register_buffer(name, torch.arange(buffer.shape[-1], device=device).expand(buffer.shape),
+                                       persistent=False)
     return tower.eval().requires_grad_(False)
 
 
