@@ -65,10 +65,12 @@ from ltx2_core.media import VIDEO_SUFFIXES, aac_sample_rates, check_target
 from ltx2_core.memory.footprint import ModelSizes
 from ltx2_core.memory.plan import GB, MemoryPlan, MemoryPlanError
 from ltx2_core.memory.request_check import request_problem
+from ltx2_core.model.text.enhance import system_prompt
 from ltx2_core.model.transformer.attention_select import check_attention, device_table, set_attention
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
-from ltx2_core.pipeline import Distribution, Generation, check_stg_blocks, generate, guidance_for, request_job
+from ltx2_core.pipeline import Distribution, Generation, check_stg_blocks, enhance_request, generate, guidance_for, \
+    request_job
 from ltx2_core.request import ONE_GPU, Request
 from ltx2_core.sampling.cache import CacheSettings, print_record
 from ltx2_core.sampling.guidance import active_passes
@@ -114,7 +116,13 @@ def cache_settings(args: argparse.Namespace) -> CacheSettings | None:
 
 
 def build_request(args: argparse.Namespace) -> Request:
-    request = replace(_one_request(args), cache=cache_settings(args))
+    if args.system_prompt is not None and not args.enhance_prompt:
+        raise ValueError("--system-prompt goes with --enhance-prompt (the prompt enhancer's instructions); drop it "
+                         "or add --enhance-prompt")
+    if args.enhance_prompt:  # the system prompt is found (or refused) before any model work
+        system_prompt("gemma3", False, args.system_prompt)
+    request = replace(_one_request(args), cache=cache_settings(args), enhance_prompt=args.enhance_prompt,
+                      system_prompt=args.system_prompt)
     if args.duration is None:
         if args.window is not None or args.overlap is not None or args.window_prompt:
             raise ValueError("--window, --overlap and --window-prompt cut a long clip: give its length with "
@@ -394,7 +402,8 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     return files.plan(args.device, frames=frames, height=request.height, width=request.width,
                       passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                       fps=request.fps, images=len(request.images) + request.video_frames, dtype=DTYPES[args.dtype] if args.dtype else None,
-                      memory=args.memory, budget=budget, source=None if budget else f"free on {args.device}")
+                      memory=args.memory, budget=budget, source=None if budget else f"free on {args.device}",
+                      enhance=request.enhance_prompt)
 
 
 def check_memory(args: argparse.Namespace, request: Request, sizes: ModelSizes, plan: MemoryPlan | None) -> None:
@@ -485,6 +494,9 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
         what += (f" in {request.windows.count(request.frames)} windows of {request.windows.window} frames sharing "
                  f"{request.windows.overlap}")
     say(f"loaded in {time.perf_counter() - start:.1f} s; {what}, seed {request.seed}")
+    if request.enhance_prompt and not parallel:  # shown before sampling (under torchrun: enhanced where encoded)
+        request = enhance_request(request, models.prompt_encoder)
+        say(f"enhanced prompt: {request.prompt}")
     if not parallel:
         dtype = models.transformer.scale_shift_table.dtype  # never quantised: the compute dtype
         check_memory(args, request, ModelSizes.of(files.transformer_config(), dtype, models.decoders,

@@ -83,6 +83,12 @@ def parser() -> argparse.ArgumentParser:
                                              "--mode distilled, whose 8-step schedule is fixed")
     p.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0): the same seed, files and "
                                                        "options give the same result on the same device")
+    p.add_argument("--enhance-prompt", action="store_true",
+                   help="rewrite the prompt with the loaded Gemma first (Lightricks' prompt enhancement, seeded by "
+                        "--seed; printed as \"enhanced prompt: ...\"); its system prompt comes from an installed "
+                        "ltx-core (pip install --no-deps ltx-core==1.0.0) or --system-prompt")
+    p.add_argument("--system-prompt", metavar="FILE",
+                   help="with --enhance-prompt: a text file holding the system prompt (default: Lightricks')")
     g = p.add_argument_group("guidance (default: the release's values; cfg/modality 1 and stg/rescale 0 switch off)")
     for flag, help_text in (("cfg", "classifier-free guidance scale"), ("stg", "spatio-temporal guidance scale"),
                             ("rescale", "rescale of the guided prediction (0..1)"),

@@ -358,7 +358,8 @@ class ModelFiles:
 
     def plan(self, device: torch.device | str, *, frames: int, height: int, width: int, passes: int,
              two_stage: bool = False, fps: float = 24.0, images: int = 0, dtype: torch.dtype | None = None,
-             memory: str = "auto", budget: int | None = None, source: str | None = None) -> MemoryPlan | None:
+             memory: str = "auto", budget: int | None = None, source: str | None = None,
+             enhance: bool = False) -> MemoryPlan | None:
         """What stays on `device` for a request of this size (`passes` guidance passes; `two_stage` samples at half
         size first), made from the files' headers before any model loads; None when everything stays: `memory`
         "resident", or "auto" on the CPU without a `budget`. `memory` "stream" streams every block. `budget`
@@ -367,7 +368,8 @@ class ModelFiles:
         beside the transformer are counted from their files when the text encoder is known, else (a loader
         node, before the text encoder is chosen) with Gemma 3 12B's sizes on a GPU and not at all on the CPU,
         where they share the RAM the plan streams from (LTX-2.5's files: the decoders from the VAE files, the
-        text projection from the text encoder file). MemoryPlanError names the smallest change when nothing fits."""
+        text projection from the text encoder file). `enhance`: the prompt is enhanced first (Gemma's KV cache and
+        logits counted in the text stage). MemoryPlanError names the smallest change when nothing fits."""
         device = torch.device(device)
         cuda = device.type == "cuda"
         if memory == "resident" or (memory == "auto" and budget is None and not cuda):
@@ -385,7 +387,7 @@ class ModelFiles:
             sources = files.sources()
             if files.text_encoder is not None:
                 side = side_bytes(sources, files.text_encoder, files.upsampler, weights_dtype, images=images,
-                                  frames=frames, height=height, width=width)
+                                  frames=frames, height=height, width=width, enhance=enhance)
             else:
                 side = text_and_image_bytes(sources, dtype, frames, height, width) if cuda else SideBytes()
             options |= dict(decoders=decoder_bytes(sources), tile_bytes_512=TILE_BYTES_512, side=side)

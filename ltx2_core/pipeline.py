@@ -60,6 +60,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import NamedTuple, Protocol
 
+import numpy as np
 import torch
 
 from ltx2_core.compile import CudaGraphStep, GraphSetting, graph_setting, use_graphs
@@ -369,8 +370,28 @@ def generator_on(generator: torch.Generator, seed: int, decoders: Decoders) -> t
     return torch.Generator(device).manual_seed(seed)
 
 
+def enhance_request(request: Request, encoder: PromptEncoder) -> Request:
+    """The request with its prompt enhanced by the encoder's Gemma (seeded by the request's seed, seeing the first
+    image, as the reference's pipelines pass `images[0]`) when it asks for it (`enhance_prompt`, then cleared), else
+    the request itself."""
+    if not request.enhance_prompt:
+        return request
+    from ltx2_core.conditioning.images import read_image
+    from ltx2_core.model.text.enhance import enhance_prompt
+
+    image = None
+    if request.images:
+        first = request.images[0].image
+        image = first if isinstance(first, np.ndarray) else read_image(first)
+    text = enhance_prompt(encoder, request.prompt, seed=request.seed, image=image,
+                          system_prompt_file=request.system_prompt).text
+    return replace(request, prompt=text or request.prompt, enhance_prompt=False)
+
+
 def encode_request(request: Request, encoder: PromptEncoder, config: TransformerConfig) -> Prompts:
-    """The request's prompts in one batched pass; no negative when no modality uses CFG."""
+    """The request's prompts in one batched pass (the positive enhanced first when the request asks); no negative
+    when no modality uses CFG."""
+    request = enhance_request(request, encoder)
     video_guidance, audio_guidance = guidance_for(request, config)
     guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
     negative = RELEASES[config.version].negative_prompt if request.negative_prompt is None else request.negative_prompt

@@ -243,6 +243,11 @@ class Request:
     dub: Dub | None = None
     # mode "hdr": the SDR video made HDR by the HDR IC-LoRA (`ltx2_core.hdr_pipeline`); any width and height ≥ 64
     hdr: HDR | None = None
+    # the prompt rewritten by the loaded Gemma first (seeded by `seed`, seeing the first image when there are images;
+    # `ltx2_core.model.text.enhance`), with the system prompt of the file `system_prompt` (None: Lightricks' from an
+    # installed ltx-core)
+    enhance_prompt: bool = False
+    system_prompt: str | None = None
 
     @property
     def seconds(self) -> float:
@@ -300,6 +305,10 @@ class Request:
         """ValueError naming the fix for any bad value; costs nothing, so it runs before any model work."""
         if not isinstance(self.prompt, str) or not self.prompt.strip():
             raise ValueError("the prompt is empty; describe the video (and its sound) to generate")
+        if self.enhance_prompt:  # Lightricks' system prompt (or the named file) found before any model work
+            from ltx2_core.model.text.enhance import system_prompt
+
+            system_prompt("gemma3", bool(self.images), self.system_prompt)
         if self.windows is not None:  # first: what windows cannot continue is named before a file is read
             self.check_windows()
         # a video input's or a retake's clip is the file's: its sizes are checked against the file, after it

@@ -84,6 +84,9 @@ class LTX2Generate:
                 "retake": (RETAKE, {"tooltip": "regenerate a span of a clip (LTX-2 Retake): the clip's size, "
                                     "frames and fps are used (width, height, frames and fps here are ignored); one "
                                     "stage: mode one-stage or distilled"}),
+                "enhance_prompt": ("BOOLEAN", {"default": False, "tooltip": "rewrite the prompt with the loaded "
+                                   "Gemma first (Lightricks' prompt enhancement, seeded by seed; needs an installed "
+                                   "ltx-core for its system prompt: pip install --no-deps ltx-core==1.0.0)"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -109,7 +112,7 @@ class LTX2Generate:
                  upsampler: LatentUpsampler | None = None, distilled_lora: str = NO_LORA,
                  images: tuple[ImageCondition, ...] = (), audio: AudioCondition | None = None,
                  audio_only: bool = False, guides: tuple[Guide, ...] = (), retake: Retake | None = None,
-                 unique_id: str | None = None):
+                 unique_id: str | None = None, enhance_prompt: bool = False):
         linked = given_inputs(images=images, audio=audio, guides=guides, retake=retake, upsampler=upsampler)
         if retake is not None:  # the clip is the retaken one
             info = retake.info()
@@ -118,9 +121,10 @@ class LTX2Generate:
                                 images, linked, audio_only)
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
                           images=images, audio=audio, audio_only=bool(audio_only),
-                          controls=control_conditions(guides, model, fps), retake=retake)
-        if audio_only or guides or retake is not None:
-            request.check()  # text to audio, controls, a retake: refused here, before the model is touched
+                          controls=control_conditions(guides, model, fps), retake=retake,
+                          enhance_prompt=bool(enhance_prompt))
+        if audio_only or guides or retake is not None or enhance_prompt:
+            request.check()  # text to audio, controls, a retake, enhancement: refused here, before the model is touched
         if audio is not None:
             audio.check(frames / fps)  # a sound shorter than the clip, too
         model = model.check_loaded()

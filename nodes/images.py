@@ -53,10 +53,15 @@ class LTX2ImageCondition:
         if image.ndim != 4 or not 1 <= image.shape[-1] <= 4:
             raise ValueError(f"image must be a ComfyUI IMAGE (batch, height, width, channels) with 1 to 4 channels, "
                              f"got shape {tuple(image.shape)}")
-        rgb = image[0, ..., :3] if image.shape[-1] >= 3 else image[0, ..., :1].expand(-1, -1, 3)  # gray (+ alpha)
-        pixels = (rgb.clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()  # ComfyUI IMAGE: 0..1
+        pixels = first_frame_uint8(image)
         crf = None if crf == RELEASE_CRF else int(crf)  # None: the release's, resolved by the sampler
         return (tuple(images) + (ImageCondition(pixels, int(frame), float(strength), crf, bool(keyframe)),),)
+
+
+def first_frame_uint8(image: torch.Tensor):
+    """A ComfyUI IMAGE's first frame as RGB uint8 (H, W, 3) (gray expanded, alpha dropped; IMAGE values are 0..1)."""
+    rgb = image[0, ..., :3] if image.shape[-1] >= 3 else image[0, ..., :1].expand(-1, -1, 3)  # gray (+ alpha)
+    return (rgb.clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()
 
 
 def at_frames(images: tuple[ImageCondition, ...], frames: int) -> tuple[ImageCondition, ...]:

@@ -17,6 +17,7 @@ projector stay on disk.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ from ltx2_core.loader.checkpoint import check_tensors
 from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 from ltx2_core.loader.safetensors_file import SafetensorsFile, folder_listing, read_header, read_tensors
 from ltx2_core.model.text.backbone import DEFAULT, TextBackbone, backbone_for, backbone_for_keys, registered
+from ltx2_core.model.text.chat import eos_ids
 from ltx2_core.model.text.tokenizer import PromptTokenizer, tokenizer_config_json
 
 # where the language model sits in each layout, most specific first
@@ -39,6 +41,7 @@ TOKENIZER_KEY = "spiece_model"
 CONFIG_METADATA = "gemma_config"  # LTX-2.5's file: the Hugging Face config.json as JSON metadata
 TOKENIZER_JSON_KEY = "tokenizer_json"  # … and tokenizer.json as a uint8 tensor
 TOKENIZER_CONFIG_KEY = "hf_asset__tokenizer_config.json"  # … tokenizer_config.json likewise (metadata: fallback)
+CHAT_TEMPLATE_KEY = "hf_asset__chat_template.jinja"  # … and Gemma's chat template, when the file has one
 # what sits under the bare "model." prefix beside the language model: vision/audio parts, an LTX model's tensors
 _NOT_LM = ("vision_tower.", "multi_modal_projector.", "language_model.", "diffusion_model.", "vision_embedder.",
            "embed_vision.", "embed_audio.", "audio_tower.")
@@ -54,6 +57,7 @@ class GemmaSource:
     config: Mapping[str, Any]
     shards: tuple[tuple[SafetensorsFile, Mapping[str, str]], ...] = field(repr=False)
     backbone: TextBackbone = DEFAULT
+    eos_ids: tuple[int, ...] | None = None  # the config's eos_token_id (None: no config, Gemma 3's released ids)
 
     @property
     def gemma_version(self) -> str | None:
@@ -70,6 +74,12 @@ class GemmaSource:
         return int(self.config["num_hidden_layers"]) + 1
 
     def tokenizer(self, max_length: int | None = None) -> PromptTokenizer:
+        tokenizer = self._tokenizer(max_length)
+        if tokenizer.chat is not None and self.eos_ids is not None:
+            tokenizer.chat = dataclasses.replace(tokenizer.chat, eos_ids=self.eos_ids)
+        return tokenizer
+
+    def _tokenizer(self, max_length: int | None) -> PromptTokenizer:
         kwargs = {} if max_length is None else {"max_length": max_length}
         if self.layout == "huggingface":
             return PromptTokenizer.from_folder(self.path, **kwargs)
@@ -176,7 +186,7 @@ def _from_lightricks_file(file: SafetensorsFile, path: Path) -> GemmaSource:
         raise CheckpointError(f"{path}: no embedded tokenizer_config.json (the uint8 tensor "
                               f"'{TOKENIZER_CONFIG_KEY}'); the released LTX-2.5 text encoder has it")
     prefix = _lm_prefix(file, path)
-    return GemmaSource(path, "lightricks", config, ((file, _lm_keys(file, prefix)),), backbone)
+    return GemmaSource(path, "lightricks", config, ((file, _lm_keys(file, prefix)),), backbone, eos_ids(raw))
 
 
 def _json_tokenizer(file: SafetensorsFile, path: Path, kwargs: Mapping[str, Any]) -> PromptTokenizer:
@@ -184,10 +194,15 @@ def _json_tokenizer(file: SafetensorsFile, path: Path, kwargs: Mapping[str, Any]
     names = {"json": TOKENIZER_JSON_KEY}
     if TOKENIZER_CONFIG_KEY in file.tensors:
         names["config"] = TOKENIZER_CONFIG_KEY
+    if CHAT_TEMPLATE_KEY in file.tensors:
+        names["template"] = CHAT_TEMPLATE_KEY
     blobs = read_tensors(file, names)
     raw_config = blobs["config"].numpy().tobytes() if "config" in blobs else file.metadata["tokenizer_config.json"]
     config = tokenizer_config_json(raw_config, str(path))
-    return PromptTokenizer.from_tokenizer_json(blobs["json"].numpy().tobytes(), config, str(path), **kwargs)
+    template = blobs["template"].numpy().tobytes().decode() if "template" in blobs else \
+        file.metadata.get("chat_template.jinja")
+    return PromptTokenizer.from_tokenizer_json(blobs["json"].numpy().tobytes(), config, str(path),
+                                               chat_template=template, **kwargs)
 
 
 def _from_folder(folder: Path) -> GemmaSource:
@@ -219,7 +234,7 @@ def _from_folder(folder: Path) -> GemmaSource:
     if not shards:
         raise CheckpointError(f"{folder}: its safetensors files hold no Gemma language-model tensors "
                               f"(expected keys under one of {LM_PREFIXES})")
-    return GemmaSource(folder, "huggingface", config, tuple(shards), backbone)
+    return GemmaSource(folder, "huggingface", config, tuple(shards), backbone, eos_ids(raw))
 
 
 def _check_dtypes(file: SafetensorsFile, keys: Mapping[str, str]) -> None:

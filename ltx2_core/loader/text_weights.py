@@ -246,8 +246,10 @@ def load_prompt_encoder(
     check_prompt_length(tokenizer.max_length, projection.model.config)
     home = offload_device if offload_device is not None else device
     model = load_gemma(gemma, device=home, dtype=dtype)
-    return PromptEncoder(tokenizer, model, _fill(projection, home, dtype), backbone=gemma.backbone, device=device,
-                         offload_device=offload_device)
+    encoder = PromptEncoder(tokenizer, model, _fill(projection, home, dtype), backbone=gemma.backbone, device=device,
+                            offload_device=offload_device)
+    encoder.gemma_source = gemma
+    return encoder
 
 
 def _sources(sources: Sources | str | os.PathLike) -> Sources:

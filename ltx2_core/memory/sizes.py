@@ -41,13 +41,16 @@ class SideBytes(NamedTuple):
     image_activations: int = 0
     upsample_activations: int = 0
     projection_part: int = 0  # the largest part of the projection (they visit one at a time); 0: not known
+    enhance_activations: int = 0  # prompt enhancement's KV cache, prefill and logits (`enhance_activation_bytes`)
 
     @property
     def encoding(self) -> int:
-        """On the device while the prompts are encoded: Gemma (its embeddings and norms, two streamed layers), then
-        each part of the projection (Gemma has left), with the hidden states alive throughout."""
-        return max(self.gemma_rest + 2 * self.gemma_layer, self.projection_part or self.projection) + \
-            self.encode_activations
+        """On the device while the prompts are enhanced (Gemma with its KV cache) and encoded: Gemma (its embeddings
+        and norms, two streamed layers), then each part of the projection (Gemma has left), with the hidden states
+        alive throughout."""
+        gemma = self.gemma_rest + 2 * self.gemma_layer
+        return max(gemma + max(self.encode_activations, self.enhance_activations),
+                   (self.projection_part or self.projection) + self.encode_activations)
 
     @property
     def conditioning(self) -> int:
@@ -172,6 +175,42 @@ def encode_activation_bytes(hidden_size: int, layers: int, dtype: torch.dtype) -
     return HIDDEN_COPIES * (layers + 1) * PROMPTS * PROMPT_TOKENS * hidden_size * _dtype_bytes(dtype)
 
 
+# prompt enhancement: the chat's tokens (Lightricks' system prompts are 3.8-4.7 kB, ~1.2k Gemma tokens, and the
+# prompt) and the most it generates (Gemma 4: 600); the prefill's live values per token and hidden/intermediate
+# width; fp32 logit copies of the last position (logits, scaled, masked, probabilities)
+ENHANCE_PROMPT_TOKENS, ENHANCE_NEW_TOKENS, PREFILL_WIDTHS, LOGIT_COPIES = 2048, 600, 4, 4
+
+
+def vision_tower_bytes(dtype: torch.dtype) -> int:
+    """Gemma 3 12B's vision tower and projector (image-to-video enhancement) with its activations: weights of 27
+    SigLIP layers and the patch / position embeddings, the 4096 patches' widest tensors (PREFILL_WIDTHS hidden + the
+    MLP's intermediate) and the attention of one head."""
+    from ltx2_core.model.text.vision import GEMMA3_12B_VISION as v
+
+    hidden, inner, layers = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
+    patches = (v["image_size"] // v["patch_size"]) ** 2
+    weights = layers * (4 * hidden * hidden + 2 * hidden * inner) + patches * hidden + 3 * v["patch_size"] ** 2 * \
+        hidden + hidden * int(GEMMA3_TEXT_HIDDEN)
+    activations = patches * (PREFILL_WIDTHS * hidden + inner) + v["num_attention_heads"] * patches * patches
+    return (weights + activations) * _dtype_bytes(dtype)
+
+
+GEMMA3_TEXT_HIDDEN = 3840  # the projector's output width (Gemma 3 12B)
+
+
+def enhance_activation_bytes(config, dtype: torch.dtype, image: bool = False) -> int:
+    """What enhancing a prompt adds on the device beside Gemma's weights (`model.text.enhance`): the KV cache of
+    every layer for the chat and the generated tokens, the prefill's activations, the last position's logits, and
+    with an `image` the vision tower that sees it (`vision_tower_bytes`). `config`: the text model's values
+    (`GemmaSource.config`)."""
+    size = _dtype_bytes(dtype)
+    layers, hidden = int(config["num_hidden_layers"]), int(config["hidden_size"])
+    kv_width = int(config["num_key_value_heads"]) * int(config.get("global_head_dim") or config["head_dim"])
+    kv = layers * 2 * kv_width * (ENHANCE_PROMPT_TOKENS + ENHANCE_NEW_TOKENS) * size
+    prefill = ENHANCE_PROMPT_TOKENS * (PREFILL_WIDTHS * hidden + 3 * int(config["intermediate_size"])) * size
+    return kv + prefill + LOGIT_COPIES * int(config["vocab_size"]) * 4 + (vision_tower_bytes(dtype) if image else 0)
+
+
 def image_activation_bytes(images: int, height: int, width: int, dtype: torch.dtype) -> int:
     return images * IMAGE_WIDTHS * 3 * height * width * _dtype_bytes(dtype)
 
@@ -290,7 +329,7 @@ def _gb(count: int) -> str:
 
 
 def side_bytes(checkpoint, text_encoder, upsampler, dtype: torch.dtype, *, images: int, frames: int, height: int,
-               width: int) -> SideBytes:
+               width: int, enhance: bool = False) -> SideBytes:
     """What a run of these files holds beside the transformer (headers only): the text side always, the video
     encoder with `images`, the upsampler when given (two-stage), at the full size height × width. `checkpoint`: a
     bundle's path or the model's `Sources`."""
@@ -300,7 +339,8 @@ def side_bytes(checkpoint, text_encoder, upsampler, dtype: torch.dtype, *, image
     side = SideBytes(gemma_rest=rest, gemma_layer=layer, gemma_layers=layers, projection=projection,
                      projection_part=projection_part_bytes(checkpoint, dtype),
                      encode_activations=encode_activation_bytes(int(config["hidden_size"]),
-                                                                int(config["num_hidden_layers"]), dtype))
+                                                                int(config["num_hidden_layers"]), dtype),
+                     enhance_activations=enhance_activation_bytes(config, dtype, image=images > 0) if enhance else 0)
     if images:
         side = side._replace(video_encoder=encoder,
                              image_activations=image_activation_bytes(images, height, width, dtype))

@@ -29,6 +29,11 @@ EXAMPLES = {
     "ltx2_t2v_one_stage": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"], (9, 96, 64)),
     # with LTX-2 Step Cache: 8 steps, so that the cache decides some (its log line says how many it skipped)
     "ltx2_t2v_one_stage_cached": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=8"], (9, 96, 64)),
+    # the prompt enhanced by the tiny Gemma first (a test-owned system prompt file: the ComfyUI under test may have no
+    # ltx-core holding Lightricks' prompts)
+    "ltx2_t2v_enhanced_prompt": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2",
+                                  f"3.system_prompt={Path(__file__).parent / 'enhance_system_prompt.txt'}"],
+                                 (9, 96, 64)),
     "ltx2_t2v_two_stage": ([UPSAMPLER, f"lora_name={TINY['lora']}", "5.width=64", "5.height=32", "5.frames=9"],
                            (9, 128, 64)),
     "ltx2_t2v_distilled": ([UPSAMPLER, "4.width=64", "4.height=32", "4.frames=17"], (17, 128, 64)),

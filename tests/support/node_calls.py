@@ -6,6 +6,8 @@ from nodes import NODE_CLASS_MAPPINGS
 
 
 def node(name: str, *args, **kwargs):
-    """An instance's FUNCTION with the inputs, as ComfyUI's executor does."""
+    """An instance's FUNCTION with the inputs, as ComfyUI's executor does: its outputs (a node that also shows
+    something returns {"ui": ..., "result": outputs}; the executor takes the result)."""
     cls = NODE_CLASS_MAPPINGS[name]
-    return getattr(cls(), cls.FUNCTION)(*args, **kwargs)
+    out = getattr(cls(), cls.FUNCTION)(*args, **kwargs)
+    return out["result"] if isinstance(out, dict) and "result" in out else out

@@ -52,6 +52,21 @@ class TextBackbone(Protocol):
         each layer's output (the last after the final norm)."""
         ...
 
+    # prompt enhancement (`model.text.enhance`): KV-cached decoding on the same model
+    def new_cache(self, model: nn.Module) -> Any:
+        """An empty KV cache for `decode`."""
+        ...
+
+    def decode(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+               positions: torch.Tensor, cache: Any, embeds: torch.Tensor | None = None) -> torch.Tensor:
+        """The new tokens (B, t) at `positions`, the mask of everything so far (B, past + t), the cache extended in
+        place -> the last token's final hidden state (B, D). `embeds`: input embeddings in place of the ids'."""
+        ...
+
+    def final_softcap(self, model: nn.Module) -> float | None:
+        """The logits' tanh cap (None: none)."""
+        ...
+
 
 # LTX-2 was trained on Gemma 3 12B: it answers for files nothing recognises, so their errors name what to use.
 DEFAULT: TextBackbone = GEMMA3

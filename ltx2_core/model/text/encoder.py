@@ -57,6 +57,7 @@ class PromptEncoder:
         self.projection: TextProjection | None = projection
         self.device = torch.device(device)
         self.offload_device = None if offload_device is None else torch.device(offload_device)
+        self.gemma_source = None  # the loader's GemmaSource: where image-to-video enhancement finds the vision tower
 
     def encode(self, positive: str, negative: str | None = None) -> tuple[TextEmbeddings, TextEmbeddings | None]:
         """Both prompts in one batched pass; returns (positive, negative or None), each with batch 1."""

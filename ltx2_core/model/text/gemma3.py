@@ -3,7 +3,8 @@
 
 Only `Gemma3TextModel` is built: no vision tower, no multimodal projector, no `lm_head` (24 GB of bf16 weights
 for the 12B text model alone, so nothing else is allocated). Encoding returns the hidden states of every layer,
-which is all the LTX-2 text path uses.
+which is all the LTX-2 text path uses; prompt enhancement (`model.text.enhance`) decodes with transformers' KV cache
+on the same model, its logits from the tied embeddings.
 """
 
 from __future__ import annotations
@@ -108,6 +109,27 @@ def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
     return tuple(out.hidden_states)
 
 
+def new_cache(model: nn.Module):
+    """An empty transformers `DynamicCache` for `model` (sliding layers keep their window, as `generate` builds it)."""
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:  # transformers 4.x: no config argument
+        return DynamicCache()
+
+
+def decode(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor,
+           cache, embeds: torch.Tensor | None = None) -> torch.Tensor:
+    """One cached forward as `generate` runs it: the new tokens input_ids (B, t) at `positions` (B, t), the mask
+    (B, past + t) of everything so far, the cache extended in place; returns the last token's final hidden state
+    (B, D). `embeds`: the input embeddings in place of the ids' (an image's features at its tokens)."""
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"  # 5.x / 4.x
+    inputs = {"input_ids": input_ids} if embeds is None else {"inputs_embeds": embeds}
+    out = model(**inputs, attention_mask=attention_mask, position_ids=positions, use_cache=True, **{name: cache})
+    return out.last_hidden_state[:, -1]
+
+
 _LAYER = re.compile(r"^layers\.(\d+)\.")
 # weights only Gemma 3 has among the decoders users confuse it with (Gemma 1/2 and Llama lack q/k norms and the
 # pre-feed-forward norm)
@@ -166,6 +188,16 @@ class Gemma3:
     def hidden_states(self, model: nn.Module, input_ids: torch.Tensor,
                       attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return hidden_states(model, input_ids, attention_mask)
+
+    def new_cache(self, model: nn.Module):
+        return new_cache(model)
+
+    def decode(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor,
+               cache, embeds: torch.Tensor | None = None) -> torch.Tensor:
+        return decode(model, input_ids, attention_mask, positions, cache, embeds)
+
+    def final_softcap(self, model: nn.Module) -> float | None:
+        return getattr(model.config, "final_logit_softcapping", None)
 
 
 GEMMA3 = Gemma3()

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ltx2_core.errors import CheckpointError
-from ltx2_core.model.text.gemma4_config import Gemma4Config, text_values
+from ltx2_core.model.text.gemma4_config import FULL, SLIDING, Gemma4Config, text_values
 
 
 def _rms_norm(x: torch.Tensor, eps: float, weight: torch.Tensor | None) -> torch.Tensor:
@@ -63,7 +63,7 @@ class Attention(nn.Module):
 
     def __init__(self, config: Gemma4Config, layer: int) -> None:
         super().__init__()
-        self.head_dim = config.head_dims[layer]
+        self.index, self.head_dim = layer, config.head_dims[layer]
         self.heads, self.kv_heads = config.num_attention_heads, config.kv_heads[layer]
         self.layer_type, self.kv_mode = config.layer_types[layer], config.kv_modes[layer]
         bias, width, eps = config.attention_bias, self.kv_heads * self.head_dim, config.rms_norm_eps
@@ -78,7 +78,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.heads * self.head_dim, config.hidden_size, bias=bias)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor,
-                shared: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+                shared: dict[str, tuple[torch.Tensor, torch.Tensor]], cache: dict | None = None) -> torch.Tensor:
         shape = (*x.shape[:-1], -1, self.head_dim)
         cos, sin = rope
         q = _rotate(self.q_norm(self.q_proj(x).view(shape)), cos, sin).transpose(1, 2)
@@ -88,6 +88,10 @@ class Attention(nn.Module):
             k_raw = self.k_proj(x).view(shape)
             v = self.v_norm(k_raw if self.v_proj is None else self.v_proj(x).view(shape)).transpose(1, 2)
             k = _rotate(self.k_norm(k_raw), cos, sin).transpose(1, 2)
+            if cache is not None:  # decoding: this layer's earlier keys/values first (all of them; the mask windows)
+                if self.index in cache:
+                    k, v = torch.cat((cache[self.index][0], k), 2), torch.cat((cache[self.index][1], v), 2)
+                cache[self.index] = k, v
         if self.kv_mode == "store":
             shared[self.layer_type] = k, v
         if self.kv_heads != self.heads:  # each K/V head serves heads / kv_heads query heads, in order
@@ -125,8 +129,9 @@ class DecoderLayer(nn.Module):
         self.register_buffer("layer_scalar", torch.ones(1))  # persistent: the file stores each layer's
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                shared: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        h = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), (cos, sin), mask, shared))
+                shared: dict[str, tuple[torch.Tensor, torch.Tensor]], cache: dict | None = None) -> torch.Tensor:
+        h = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), (cos, sin), mask, shared,
+                                                             cache))
         h = h + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(h)))
         return h * self.layer_scalar
 
@@ -190,6 +195,28 @@ class Gemma4TextModel(nn.Module):
         states[-1] = self.norm(x)
         return tuple(states)
 
+    def decode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor,
+               cache: dict) -> torch.Tensor:
+        """One cached forward (prompt enhancement): the new tokens input_ids (B, t) at `positions` (B, t), the mask
+        (B, past + t) of everything so far; `cache` (layer -> keys, values; {} to start) is extended in place.
+        Returns the last token's final hidden state (B, D). Masks as `generate` builds them: causal over the
+        sequence index, never a pad key, sliding layers within the window."""
+        if not self.config.causal:
+            raise ValueError("this Gemma 4 config attends bidirectionally (use_bidirectional_attention='all'): it "
+                             "cannot generate text; prompt enhancement needs a causal Gemma")
+        x = self.embed_tokens(input_ids)
+        total, new = attention_mask.shape[1], input_ids.shape[1]
+        q = torch.arange(total - new, total, device=x.device)[:, None]
+        k = torch.arange(total, device=x.device)[None, :]
+        keys = attention_mask.bool()[:, None, None, :]
+        full = keys & (k <= q)
+        masks = {FULL: full, SLIDING: full & (k > q - self.config.sliding_window)}
+        shared: dict = {}
+        for layer_type, layer in zip(self.config.layer_types, self.layers):
+            cos, sin = self.rotary_emb(layer_type, positions, x.dtype)
+            x = layer(x, cos, sin, masks[layer_type], shared, cache)
+        return self.norm(x[:, -1])
+
 
 _LAYER = re.compile(r"^layers\.(\d+)\.")
 
@@ -227,6 +254,18 @@ class Gemma4:
     def hidden_states(self, model: nn.Module, input_ids: torch.Tensor,
                       attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return model(input_ids, attention_mask)
+
+    def new_cache(self, model: nn.Module) -> dict:
+        return {}
+
+    def decode(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor,
+               cache: dict, embeds: torch.Tensor | None = None) -> torch.Tensor:
+        if embeds is not None:
+            raise ValueError("Gemma 4 decodes from token ids only (no image path)")
+        return model.decode(input_ids, attention_mask, positions, cache)
+
+    def final_softcap(self, model: nn.Module) -> float | None:
+        return model.config.final_logit_softcapping
 
 
 GEMMA4 = Gemma4()

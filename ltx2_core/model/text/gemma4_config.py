@@ -24,7 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "num_global_key_value_heads": None, "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
     "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2, "attention_bias": False, "sliding_window": 1024,
     "layer_types": None, "use_bidirectional_attention": "vision", "attention_k_eq_v": False,
-    "num_kv_shared_layers": 0, "use_double_wide_mlp": False,
+    "num_kv_shared_layers": 0, "use_double_wide_mlp": False, "final_logit_softcapping": None,
     "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
                         "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                                            "rope_theta": 1_000_000.0}},
@@ -80,6 +80,7 @@ class Gemma4Config:
     sliding_window: int  # as the masks use it (already halved + 1 for bidirectional attention)
     causal: bool
     attention_bias: bool
+    final_logit_softcapping: float | None = None  # the logits' tanh cap when generating (prompt enhancement)
     model_type: str = "gemma4_unified_text"
 
     @classmethod
@@ -115,6 +116,7 @@ class Gemma4Config:
             rms_norm_eps=float(values["rms_norm_eps"]),
             sliding_window=window // 2 + 1 if bidirectional else window,
             causal=not bidirectional, attention_bias=bool(values["attention_bias"]),
+            final_logit_softcapping=values.get("final_logit_softcapping"),
         )
 
     @property

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ltx2_core.errors import CheckpointError
+from ltx2_core.model.text.chat import ChatCodec, sentencepiece_codec, template_codec
 
 MAX_TOKENS = 1024
 
@@ -32,7 +33,7 @@ class PromptTokenizer:
     """`tokenizer(["a cat", "blurry"])` -> TokenBatch of width `max_length`, BOS first, padding on the left."""
 
     def __init__(self, encode: Callable[[str], list[int]], *, bos_id: int, pad_id: int, source: str,
-                 max_length: int = MAX_TOKENS, bos_if_absent: bool = False) -> None:
+                 max_length: int = MAX_TOKENS, bos_if_absent: bool = False, chat: ChatCodec | None = None) -> None:
         if max_length < 2:
             raise ValueError(f"max_length={max_length} must leave room for BOS and at least one token")
         self._encode = encode
@@ -41,6 +42,7 @@ class PromptTokenizer:
         self.source = source
         self.max_length = max_length
         self.bos_if_absent = bos_if_absent
+        self.chat = chat  # chat turns for prompt enhancement (model.text.chat); None: this source cannot chat
 
     def __call__(self, prompts: Sequence[str]) -> TokenBatch:
         if isinstance(prompts, str) or not prompts:
@@ -60,7 +62,7 @@ class PromptTokenizer:
 
     def with_max_length(self, max_length: int) -> PromptTokenizer:
         return PromptTokenizer(self._encode, bos_id=self.bos_id, pad_id=self.pad_id, source=self.source,
-                               max_length=max_length, bos_if_absent=self.bos_if_absent)
+                               max_length=max_length, bos_if_absent=self.bos_if_absent, chat=self.chat)
 
     @classmethod
     def from_sentencepiece(cls, model: bytes, source: str, max_length: int = MAX_TOKENS) -> PromptTokenizer:
@@ -76,8 +78,9 @@ class PromptTokenizer:
         bos, eos, pad = processor.bos_id(), processor.eos_id(), processor.pad_id()
         if bos < 0:
             raise CheckpointError(f"{source}: the SentencePiece tokenizer has no BOS token; not a Gemma tokenizer")
-        return cls(lambda text: processor.encode(text), bos_id=bos, pad_id=pad if pad >= 0 else eos, source=source,
-                   max_length=max_length)
+        pad = pad if pad >= 0 else eos
+        return cls(lambda text: processor.encode(text), bos_id=bos, pad_id=pad, source=source,
+                   max_length=max_length, chat=sentencepiece_codec(processor, bos, eos, pad))
 
     @classmethod
     def from_folder(cls, folder: str | os.PathLike, max_length: int = MAX_TOKENS) -> PromptTokenizer:
@@ -92,12 +95,16 @@ class PromptTokenizer:
         if tokenizer.bos_token_id is None:
             raise CheckpointError(f"{folder}: the tokenizer has no BOS token; not a Gemma tokenizer")
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        # chat text is tokenized as the reference's processor does: special tokens on (Gemma 3 adds BOS)
+        chat = template_codec(getattr(tokenizer, "chat_template", None), _special_strings(tokenizer.special_tokens_map),
+                              lambda text: tokenizer(text)["input_ids"],
+                              lambda ids: tokenizer.decode(ids, skip_special_tokens=True))
         return cls(lambda text: tokenizer(text, add_special_tokens=False)["input_ids"], bos_id=tokenizer.bos_token_id,
-                   pad_id=pad, source=str(folder), max_length=max_length)
+                   pad_id=pad, source=str(folder), max_length=max_length, chat=chat)
 
     @classmethod
     def from_tokenizer_json(cls, tokenizer_json: bytes, tokenizer_config: Mapping[str, Any], source: str,
-                            max_length: int = MAX_TOKENS) -> PromptTokenizer:
+                            max_length: int = MAX_TOKENS, chat_template: str | None = None) -> PromptTokenizer:
         """From tokenizer.json bytes and its tokenizer_config.json (LTX-2.5's Gemma 4 file), as ltx-core 1.2.0 builds
         its `PreTrainedTokenizerFast`: the special tokens named by the config, its `add_bos_token` / `add_eos_token`
         (when given) replacing the file's post-processor, BOS prepended only when absent, pad = pad token else EOS."""
@@ -137,8 +144,18 @@ class PromptTokenizer:
             raise CheckpointError(f"{source}: the tokenizer config names neither a pad_token nor an eos_token")
         # truncated with the rest in __call__ (1.2.0 truncates before adding BOS: the same ids unless the
         # post-processor appends EOS to a prompt longer than max_length)
+        template = chat_template or tokenizer_config.get("chat_template")
+        strings = {f"{role}_token": name for role, name in names.items() if name is not None}
+        chat = template_codec(template if isinstance(template, str) else None, strings,
+                              lambda text: backend.encode(text).ids,
+                              lambda ids: backend.decode(ids, skip_special_tokens=True))
         return cls(lambda text: backend.encode(text).ids, bos_id=ids["bos"], pad_id=pad, source=source,
-                   max_length=max_length, bos_if_absent=True)
+                   max_length=max_length, bos_if_absent=True, chat=chat)
+
+
+def _special_strings(tokens: Mapping[str, Any]) -> dict[str, str]:
+    """A tokenizer's special tokens as the strings a chat template reads (bos_token, eos_token, ...)."""
+    return {k: v for k, v in tokens.items() if isinstance(v, str)}
 
 def _token_name(token: Any) -> str | None:
     """A special token of tokenizer_config.json: a string, or an AddedToken dict with its `content`."""
