@@ -10,7 +10,7 @@ import torch
 from ltx2_core import Models, Request
 from ltx2_core.exr import check_openexr, write_exr_sequence
 from ltx2_core.hdr import HDR, srgb_preview
-from ltx2_core.hdr_pipeline import HdrGeneration, check_hdr, find_hdr_lora, generate_hdr
+from ltx2_core.hdr_pipeline import HdrGeneration, check_hdr, check_hdr_models, find_hdr_lora, generate_hdr
 from ltx2_core.media import write_mp4
 from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.model.upsampler import LatentUpsampler
@@ -81,13 +81,12 @@ class LTX2HDR:
         config = find_hdr_lora(model.loras)  # before the model is touched: the LoRA's metadata
         check_hdr(hdr, request.width, request.height, frames, config.downscale)
         model = model.check_loaded()
-        if model.host.transformer is None:
-            raise ValueError("LTX-2 HDR runs the model in this process; load it without a multi-GPU layout")
+        models = Models(model.host.transformer, None, model.decoders, upsampler, None, model.video_encoder,
+                        None, tuple(model.loras))
+        check_hdr_models(models)  # one process (no multi-GPU layout), the upsampler, the video encoder
         job = request_job(request, model.config, model.host.tiling())
         if problem := model.host.memory_problem(job, model.decoders, upsampler):
             raise MemoryPlanError(problem)
-        models = Models(model.host.transformer, None, model.decoders, upsampler, None, model.video_encoder,
-                        None, tuple(model.loras))
         with model.host.sampler((), should_stop=bridge.interrupt_requested) as (sampler, ready), bridge.interrupts():
             result = generate_hdr(request, models, sampler=_Progress(sampler, unique_id, ready),
                                   tiling=model.host.tiling(), positive=conditioning.positive)
