@@ -137,8 +137,8 @@ class ModelFiles:
                              "or a Hugging Face folder)")
         if mode != "one-stage" and self.upsampler is None:
             raise ValueError(f"mode {mode} needs --upsampler ltx-2-spatial-upscaler-x2-*.safetensors")
-        if mode == "two-stage" and self.distilled_lora is None:
-            raise ValueError("mode two-stage needs --distilled-lora ltx-2-19b-distilled-lora-*.safetensors")
+        if mode in ("two-stage", "two-stage-hq") and self.distilled_lora is None:
+            raise ValueError(f"mode {mode} needs --distilled-lora ltx-2-19b-distilled-lora-*.safetensors")
         paths = [("--checkpoint", self.checkpoint), ("--text-encoder", self.text_encoder),
                  ("--upsampler", self.upsampler), ("--distilled-lora", self.distilled_lora)]
         paths += [("--lora", path) for path, _ in self.loras]
@@ -187,8 +187,8 @@ class ModelFiles:
                                  "pass the folder holding the release's files as --checkpoint)")
         if mode != "one-stage" and self.upsampler is None:
             raise ValueError(f"mode {mode} needs --upsampler {RELEASE_FILES['upsampler']}")
-        if mode == "two-stage" and self.distilled_lora is None:
-            raise ValueError(f"mode two-stage needs --distilled-lora {RELEASE_FILES['distilled_lora']}")
+        if mode in ("two-stage", "two-stage-hq") and self.distilled_lora is None:
+            raise ValueError(f"mode {mode} needs --distilled-lora {RELEASE_FILES['distilled_lora']}")
         paths = [("--checkpoint", self.checkpoint), ("--text-encoder", self.text_encoder), ("--vae", self.vae),
                  ("--audio-vae", self.audio_vae), ("--upsampler", self.upsampler),
                  ("--distilled-lora", self.distilled_lora), ("--text-projection", self.text_projection)]

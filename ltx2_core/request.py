@@ -23,10 +23,12 @@ from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
 from ltx2_core.sampling import DISTILLED_SIGMAS, GuidanceParams
 from ltx2_core.sampling.cache import CacheSettings
+from ltx2_core.sampling.stage import SAMPLERS
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
 from ltx2_core.windows import Windows
 
-MODES = ("one-stage", "two-stage", "distilled")
+MODES = ("one-stage", "two-stage", "distilled", "two-stage-hq")
+REFINED = ("two-stage", "two-stage-hq")  # the modes whose refinement fuses the distilled LoRA
 DEFAULT_NEGATIVE_PROMPT = RELEASES[DEFAULT_VERSION].negative_prompt  # 2.0's and 2.3's; 2.5 adds five tags
 ONE_GPU = "text to audio runs on one GPU; load the model without parallelism (no multi-GPU layout) for audio_only"
 
@@ -44,7 +46,7 @@ class Given(NamedTuple):
 
 def check_settings(mode: str, width: int, height: int, frames: int, fps: float, steps: int | None = None,
                    seed: int = 0, *, audio_only: bool = False, given: Given = Given(),
-                   unknown: frozenset[str] = frozenset()) -> None:
+                   unknown: frozenset[str] = frozenset(), sampler: str | None = None) -> None:
     """SettingError naming the setting at fault and the fix, for a mode, size, frame count, step count, rate or seed
     that cannot run with the conditions `given`; needs no model and no file. `unknown`: settings not known yet (a
     linked input when a workflow is queued), whose checks are skipped."""
@@ -64,20 +66,36 @@ def check_settings(mode: str, width: int, height: int, frames: int, fps: float, 
         raise SettingError("controls", "control videos guide a generated video; drop them for text to audio, sound "
                                        "for a video or a retake")
     mode = known.get("mode")
-    _check_sizes(known, audio_only, two_stage=mode == "two-stage" or (mode == "distilled" and clip is None))
+    _check_sizes(known, audio_only, two_stage=mode in REFINED or (mode == "distilled" and clip is None))
     _check_numbers(known)
+    check_request_sampler(known.get("mode"), sampler)
 
 
 def check_stage_models(mode: str, *, upsampler: bool, distilled_lora: bool, one_stage_input: bool = False) -> None:
     """SettingError when the mode's pipeline lacks a model it runs (given or not, known before it loads): the x2
     upsampler (two-stage, and distilled unless the clip is an input's), the distilled LoRA (two-stage)."""
-    if not upsampler and (mode == "two-stage" or (mode == "distilled" and not one_stage_input)):
+    if not upsampler and (mode in REFINED or (mode == "distilled" and not one_stage_input)):
         raise SettingError("upsampler", f"the {mode} pipeline needs the x2 spatial latent upsampler "
                                         "(ltx-2-spatial-upscaler-x2-*.safetensors); pass it, or use mode one-stage")
-    if not distilled_lora and mode == "two-stage":
-        raise SettingError("distilled_lora", "the two-stage pipeline needs the distilled LoRA for its refinement "
+    if not distilled_lora and mode in REFINED:
+        raise SettingError("distilled_lora", f"the {mode} pipeline needs the distilled LoRA for its refinement "
                                              "stage (ltx-2-19b-distilled-lora-*.safetensors); pass it, or use mode "
                                              "one-stage")
+
+
+def check_request_sampler(mode: str | None, sampler: str | None, cache: bool = False) -> None:
+    """SettingError for a sampler the mode cannot take: an unknown one, res_2s on distilled (its reference has
+    none) or with step caching (two predictions per step)."""
+    if sampler is None:
+        return
+    if sampler not in SAMPLERS:
+        raise SettingError("sampler", f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+    if sampler == "res_2s" and mode == "distilled":
+        raise SettingError("sampler", "the distilled pipeline steps with its own 8-step table (euler); res_2s is for "
+                                      "one-stage, two-stage and two-stage-hq: set sampler to euler, or change the mode")
+    if sampler == "res_2s" and cache:
+        raise SettingError("cache", "step caching skips whole steps of one prediction; res_2s predicts twice per "
+                                    "step: run it without the cache (or use the euler sampler with the cache)")
 
 
 def _audio_only_settings(known: dict, given: Given) -> None:
@@ -102,7 +120,7 @@ def _audio_only_settings(known: dict, given: Given) -> None:
 
 def _clip_settings(clip: str, mode: str | None, given: Given) -> None:
     """Sound for a video and a retake: one stage at the file's size, no other condition of the video."""
-    if mode == "two-stage":
+    if mode in REFINED:
         raise SettingError("mode", f"{clip} runs one stage at the video's own size, as the reference; use mode "
                                    "one-stage (guided) or distilled (8 steps, a distilled model), not two-stage")
     retake_only = ("a retake holds its own file's video and sound, so it takes no image, audio or video_input "
@@ -189,6 +207,8 @@ class Request:
     windows: Windows | None = None
     # step caching in every stage (ComfyUI's EasyCache decisions, `ltx2_core.sampling.cache`); None: every step runs
     cache: CacheSettings | None = None
+    # "euler" or "res_2s" (`ltx2_core.sampling.res2s`) in every stage; None: the mode's (res_2s for two-stage-hq)
+    sampler: str | None = None
 
     @property
     def seconds(self) -> float:
@@ -199,7 +219,12 @@ class Request:
     def two_stage(self) -> bool:
         """Whether an upsampled second stage follows: two-stage, and distilled without `video_input` or `retake`
         (sound for a video and a retake run the distilled table in one stage, as the reference)."""
-        return self.mode == "two-stage" or (self.mode == "distilled" and not self.one_stage_input)
+        return self.mode in REFINED or (self.mode == "distilled" and not self.one_stage_input)
+
+    @property
+    def stage_sampler(self) -> str:
+        """The sampler of every stage: the request's, else res_2s for two-stage-hq and euler for the others."""
+        return self.sampler or ("res_2s" if self.mode == "two-stage-hq" else "euler")
 
     @property
     def guide_tokens(self) -> int:
@@ -234,6 +259,7 @@ class Request:
         clip_sizes = frozenset({"width", "height", "frames", "fps"}) if self.one_stage_input else frozenset()
         check_settings(self.mode, self.width, self.height, self.frames, self.fps, self.steps, self.seed,
                        audio_only=self.audio_only, given=self.given, unknown=clip_sizes)
+        check_request_sampler(self.mode, self.stage_sampler, cache=self.cache is not None)
         if self.video_input is not None:
             self.check_video_input()
         if self.retake is not None:

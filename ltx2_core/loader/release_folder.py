@@ -51,7 +51,7 @@ def find_release_files(folder: str | os.PathLike, mode: str, given: Mapping[str,
     found: dict[str, str] = {}
     needed = ["checkpoint", "text_encoder", "vae", "audio_vae"]
     needed += ["upsampler"] if mode != "one-stage" else []
-    needed += ["distilled_lora"] if mode == "two-stage" else []
+    needed += ["distilled_lora"] if mode in ("two-stage", "two-stage-hq") else []
     release = None
     for field in needed:
         if given.get(field) is not None:

@@ -22,6 +22,21 @@ L = TypeVar("L")  # a LoRA: a loaded `ltx2_core.loader.lora.Lora` in this proces
 T = TypeVar("T")
 
 
+SAMPLERS = ("euler", "res_2s")
+
+
+def check_sampler(sampler: str, *, ancestral: bool = False, cache: bool = False, name: str = "denoise") -> None:
+    """ValueError naming the fix for an unknown sampler, or res_2s with ancestral steps or a step cache."""
+    if sampler not in SAMPLERS:
+        raise ValueError(f"{name}: sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+    if sampler == "res_2s" and ancestral:
+        raise ValueError(f"{name}: res_2s draws its own SDE noise; ancestral Euler steps are another sampler: pick "
+                         "euler_ancestral or res_2s, not both")
+    if sampler == "res_2s" and cache:
+        raise ValueError(f"{name}: step caching skips whole steps of one prediction; res_2s predicts twice per step: "
+                         "run it without the cache (or use the euler sampler with the cache)")
+
+
 @dataclasses.dataclass(frozen=True, eq=False)  # identity equality: comparing tensors has no single truth value
 class Stage(Generic[L]):
     """One sampling stage.
@@ -41,6 +56,8 @@ class Stage(Generic[L]):
                     attends to it) but returns the one it was given (LTX-2.5's two-stage refinement, which returns
                     stage 1's sound, `Release.two_stage_keeps_stage1_audio`)
     cache:          step caching (`ltx2_core.sampling.cache`: ComfyUI's EasyCache decisions); None: every step runs
+    sampler:        "euler" (first order; ancestral with an `ancestral_seed`) or "res_2s" (the HQ pipeline's second
+                    order SDE sampler, `ltx2_core.sampling.res2s`: two predictions per step, its own fixed noise)
     """
 
     sigmas: torch.Tensor
@@ -53,11 +70,15 @@ class Stage(Generic[L]):
     ancestral_seed: int | None = None
     keep_audio: bool = False
     cache: CacheSettings | None = None
+    sampler: str = "euler"
 
     def __post_init__(self) -> None:
         # callers pass lists (the handle's LoRAs, encode_conditions' result); the record holds tuples
         object.__setattr__(self, "loras", tuple(self.loras))
         object.__setattr__(self, "conditions", tuple(self.conditions))
+        check_sampler(self.sampler, ancestral=self.ancestral_seed is not None, cache=self.cache is not None,
+                      name=self.name)
+
 
     def cpu(self) -> Stage[L]:
         """This stage with its sigmas and every tensor its conditions hold on the CPU (to send it elsewhere)."""
