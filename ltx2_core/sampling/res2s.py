@@ -171,7 +171,7 @@ class _Midpoint(NamedTuple):
 def _midpoint(state: StreamState, x0: torch.Tensor, row: torch.Tensor, noise: torch.Tensor, bong: bool) -> _Midpoint:
     """The substep of one stream: x_mid from the first prediction, re-noised to σ_sub and kept; the anchor moved."""
     anchor = state.latent.to(torch.float64)
-    d1 = keep_clean(x0, state, torch.float64)
+    d1 = x0.to(torch.float64)  # `guided_prediction` kept its conditioned tokens (once: a blend at strength < 1)
     eps = d1 - anchor
     mid = keep_clean(sde_step(anchor, anchor + row[C] * eps, row, SUB_DEN, noise), state, torch.float64)
     if bong:  # the fixed point of x = x_mid − c·(d1 − x), c = h·a21
@@ -183,7 +183,7 @@ def _midpoint(state: StreamState, x0: torch.Tensor, row: torch.Tensor, noise: to
 def _combined(state: StreamState, mid: _Midpoint, x0: torch.Tensor, row: torch.Tensor, noise: torch.Tensor,
               sde: bool) -> torch.Tensor:
     """x' = x + h·(b1·ε1 + b2·(d2 − x)), re-noised to σ' (where the plan says so), kept, in the state's dtype."""
-    d2 = keep_clean(x0, state, torch.float64)
+    d2 = x0.to(torch.float64)
     following = mid.anchor + row[H] * (row[B1] * mid.eps + row[B2] * (d2 - mid.anchor))
     if sde:
         following = sde_step(mid.anchor, following, row, DEN, noise)

@@ -48,6 +48,7 @@ def _case(schedule: str, masked: bool, audio_only: bool = False) -> dict[str, to
         mask = torch.ones(1, tokens, 1)
         if masked and name == "video":
             mask[:, :4] = 0.0  # the first latent frame is an image condition
+            mask[:, 4:6] = 0.4  # tokens held at strength 0.6: the blend must be applied once per prediction
             tensors[f"{name}_latent"][:, :4] = tensors[f"{name}_clean"][:, :4]
         tensors[f"{name}_mask"] = mask
         tensors[f"{name}_a"] = torch.rand(CHANNELS, generator=g) + 0.5
