@@ -80,6 +80,13 @@ class Stage(Generic[L]):
                       name=self.name)
 
 
+    @property
+    def loop_steps(self) -> int:
+        """Steps the denoising loop reports: one per interval, and for res_2s a final prediction where the schedule
+        falls to 0 (`ltx2_core.sampling.res2s`). A host read of the (CPU) sigmas."""
+        final = self.sampler == "res_2s" and float(self.sigmas[-1]) == 0
+        return self.sigmas.shape[0] - 1 + int(final)
+
     def cpu(self) -> Stage[L]:
         """This stage with its sigmas and every tensor its conditions hold on the CPU (to send it elsewhere)."""
         return dataclasses.replace(self, sigmas=self.sigmas.cpu(), conditions=on_cpu(self.conditions))
