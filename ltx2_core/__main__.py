@@ -99,7 +99,10 @@ def cache_settings(args: argparse.Namespace) -> CacheSettings | None:
 
 
 def build_request(args: argparse.Namespace) -> Request:
-    request = replace(_one_request(args), cache=cache_settings(args))
+    request = replace(_one_request(args), cache=cache_settings(args), sampler=args.sampler)
+    if request.stage_sampler == "res_2s" and args.cuda_graphs == "on":
+        raise ValueError("res_2s steps are not captured as CUDA graphs: drop --cuda-graphs on (auto runs them "
+                         "eagerly), or add --sampler euler")
     if args.duration is None:
         if args.window is not None or args.overlap is not None or args.window_prompt:
             raise ValueError("--window, --overlap and --window-prompt cut a long clip: give its length with "
