@@ -133,7 +133,7 @@ def request_job(request: Request, config: TransformerConfig, tiling: TilingConfi
                passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                window=request.windows.window if request.windows is not None else None, images=len(request.images),
                video_frames=request.video_frames, guide_tokens=request.guide_tokens, tiling=tiling,
-               video=not request.audio_only)
+               video=not request.audio_only, sampler=request.stage_sampler)
 
 
 def check_request(request: Request, models: Models, config: TransformerConfig | None = None) -> None:

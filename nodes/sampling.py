@@ -274,7 +274,8 @@ class LTX2Sampler:
         passes = len(active_passes(*guidance)) if guidance is not None else 1
         job = Job.of_latent(latent.video, latent.audio, latent.fps, ("encoding", "sampling"), passes=passes,
                             images=len(images), video_frames=frames * len(controls),
-                            guide_tokens=sum(video_tokens(frames, *c.size(height, width)) for c in controls))
+                            guide_tokens=sum(video_tokens(frames, *c.size(height, width)) for c in controls),
+                            sampler=sampler)
         if problem := model.host.memory_problem(job, model.decoders):
             raise MemoryPlanError(problem)
         conditions = held + encode_conditions(images, model.video_encoder, height, width,
