@@ -3,7 +3,8 @@ through its `__call__` (tests/parity/ref100/pipelines.py: its noise, its stage o
 decoders), on tiny single-file checkpoints, fp32. 2.0 and 2.3 follow 1.0.0 where it and 1.2.0 differ
 (docs/references.md): the run returns stage 2's audio, a keyframe spans a latent frame's 8 pixel frames, and held
 tokens are noised from their clean values; the 2.3 case holds images at frames 0 (strength 0.8), 8 and 16 (0.6), so
-each of those rules shows in it.
+each of those rules shows in it. The HQ case (`TI2VidTwoStagesHQPipeline`, 2.3 with the same images): res_2s in
+both stages, the distilled LoRA at 0.25 and 0.5, stage 2's audio returned (1.2.0's HQ returns stage 1's).
 
 Our side runs `pipeline.generate` on the same files, loaded by `ModelFiles` as the command line loads them, and
 records the latent handed to the decoder; the reference's prompt encoding returns our contexts (the text path's
@@ -23,7 +24,7 @@ from support.reference120 import run_reference
 import ltx2_core.pipeline as pipeline_module
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.model_files import ModelFiles
-from ltx2_core.pipeline import encode_request, generate
+from ltx2_core.pipeline import encode_request, generate, guidance_for
 from ltx2_core.request import Request
 from ltx2_core.sampling.guidance import default_guidance
 
@@ -31,6 +32,7 @@ TOL = {"atol": 1e-4, "rtol": 1e-4}
 SIZE, FRAMES, FPS, SEED, STEPS = 128, 17, 24.0, 7, 3
 PROMPT, NEGATIVE = "a red car in the rain at night", "blurry, static"
 IMAGES = {"2.0": (), "2.3": ((0, 0.8), (8, 1.0), (16, 0.6))}  # (frame, strength)
+HQ = "2.3-hq"  # 1.0.0's TI2VidTwoStagesHQPipeline on 2.3 with its images: res_2s, stage 2's audio returned
 
 
 def _guidance(params) -> dict:
@@ -40,20 +42,22 @@ def _guidance(params) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_checkpoints, gemma_files):
-    """version -> (our decoded latent, the reference's outputs)."""
+    """version (and HQ) -> (our decoded latent, the reference's outputs)."""
     folder = tmp_path_factory.mktemp("pipelines100")
     rng = np.random.default_rng(3)
     tensors, cases, ours = {}, {}, {}
-    for version, images in IMAGES.items():
+    for version, images in (*IMAGES.items(), (HQ, IMAGES["2.3"])):
+        hq, version = version == HQ, version.removesuffix("-hq")
+        name = HQ if hq else version
         upsampler = write_upsampler(folder / f"upsampler-{version}.safetensors", version=version)
         lora = write_lora(folder / f"distilled-lora-{version}.safetensors", seed=1, version=version)
         paths = []
         for frame, _ in images:
-            paths.append(folder / f"image{frame}.png")
+            paths.append(folder / f"image{frame}-{name}.png")
             Image.fromarray(rng.integers(0, 256, (96, 160, 3), dtype=np.uint8)).save(paths[-1])
         conditions = tuple(ImageCondition(str(p), f, s, crf=0) for p, (f, s) in zip(paths, images))
         request = Request(PROMPT, negative_prompt=NEGATIVE, width=SIZE, height=SIZE, frames=FRAMES, fps=FPS,
-                          seed=SEED, steps=STEPS, mode="two-stage", images=conditions)
+                          seed=SEED, steps=STEPS, mode="two-stage-hq" if hq else "two-stage", images=conditions)
         files = ModelFiles(checkpoint=str(tiny_checkpoints[version]), text_encoder=str(gemma_files[0]),
                            upsampler=str(upsampler), distilled_lora=str(lora))
         models = files.load("cpu", torch.float32)
@@ -62,11 +66,12 @@ def runs(tmp_path_factory, tiny_checkpoints, gemma_files):
         with pytest.MonkeyPatch.context() as monkeypatch:
             monkeypatch.setattr(pipeline_module, "decode", lambda latent, *a, **k: decoded.append(latent))
             generate(request, models)
-        ours[version] = decoded[0]
-        tensors |= {f"{version}.{name}.{stream}": getattr(text, stream) for name, text in
+        ours[name] = decoded[0]
+        tensors |= {f"{name}.{which}.{stream}": getattr(text, stream) for which, text in
                     (("positive", positive), ("negative", negative)) for stream in ("video", "audio")}
-        video, audio = default_guidance(version, models.transformer.config.num_layers)
-        cases[version] = {
+        video, audio = guidance_for(request, models.transformer.config)
+        cases[name] = {
+            "pipeline": "two_stage_hq" if hq else "two_stage",
             "checkpoint": str(tiny_checkpoints[version]), "upsampler": str(upsampler), "distilled_lora": str(lora),
             "call": {"prompt": PROMPT, "negative_prompt": NEGATIVE, "seed": SEED, "height": SIZE, "width": SIZE,
                      "num_frames": FRAMES, "frame_rate": FPS, "num_inference_steps": STEPS,
@@ -76,7 +81,7 @@ def runs(tmp_path_factory, tiny_checkpoints, gemma_files):
     return ours, reference
 
 
-@pytest.mark.parametrize("version", sorted(IMAGES))
+@pytest.mark.parametrize("version", [*sorted(IMAGES), HQ])
 def test_the_two_stage_pipeline_matches_the_100_call(runs, version):
     ours, reference = runs
     latent = ours[version]

@@ -115,3 +115,27 @@ def test_res2s_is_refused_where_it_cannot_run():
     with pytest.raises(SettingError, match="run it without the cache"):
         Request("a red car", mode="two-stage-hq", cache=CacheSettings()).check()
     Request("a red car", mode="two-stage-hq", cache=CacheSettings(), sampler="euler").check()
+
+
+def test_res2s_steps_run_eagerly_where_graphs_are_auto_and_a_captured_step_is_refused():
+    """CUDA graphs are not captured for res_2s (two predictions per step and a final one): `auto` samples it
+    eagerly (`LocalSampler`), a captured step is refused naming the fix."""
+    from ltx2_core.compile import CudaGraphStep, EagerReplay
+    from ltx2_core.demo import demo_transformer
+    from ltx2_core.pipeline import LocalSampler
+    from ltx2_core.stages import empty_latent
+    from ltx2_core.types import TextEmbeddings
+
+    model = demo_transformer(TransformerConfig.tiny("2.3"), seed=4)
+    g = torch.Generator().manual_seed(0)
+    cfg = model.config
+    prompt = TextEmbeddings(torch.randn(1, 5, cfg.video.context_dim, generator=g),
+                            torch.randn(1, 5, cfg.audio.context_dim, generator=g))
+    latent = empty_latent(64, 64, 9, 24.0)
+    stage = Stage(ltx2_sigmas(2), sampler="res_2s")
+    steps = []
+    out = LocalSampler(model, cuda_graphs="auto")(prompt, None, latent, stage, torch.Generator().manual_seed(1),
+                                                  progress=lambda done, total: steps.append((done, total)))
+    assert torch.isfinite(out.video).all() and steps[-1] == (3, 3) == (stage.loop_steps, stage.loop_steps)
+    with pytest.raises(ValueError, match="set cuda_graphs to auto"):
+        sample(model, prompt, None, latent, stage, torch.Generator(), step=CudaGraphStep(backend=EagerReplay()))
