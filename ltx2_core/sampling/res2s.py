@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import torch
 
+from ltx2_core.sampling.denoise import StepSetup, guided_prediction
 from ltx2_core.sampling.steps import StreamState, keep_clean
 
 # ltx_pipelines/utils/samplers.py: the loop's default noise_seed (-1: torch's seed 2^64 − 1) and noise_seed + 10000;
@@ -132,10 +133,8 @@ class Res2sStep:
         self.plan, self.step_generator, self.substep_generator = plan, step_generator, substep_generator
         self.index = 0
 
-    def __call__(self, setup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
+    def __call__(self, setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
                  sigma_next: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
-        from ltx2_core.sampling.denoise import guided_prediction  # denoise imports the steps
-
         index, self.index = self.index, self.index + 1
         if index >= len(self.plan.bong):  # the last prediction, at 0.0011: its x0 is the result
             x0 = guided_prediction(setup, video, audio, sigma)
@@ -147,11 +146,9 @@ class Res2sStep:
         return tuple(None if state is None else res2s_noise(state.latent, generator)
                      for generator in (self.substep_generator, self.step_generator) for state in (video, audio))
 
-    def advance(self, setup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor, index: int,
-                *noises: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor]:
+    def advance(self, setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
+                index: int, *noises: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor]:
         """Interval `index` from σ (`sigma`, a 0-d device tensor) with its noise given (`draw`)."""
-        from ltx2_core.sampling.denoise import guided_prediction
-
         row, states = self.plan.rows[index], (video, audio)
         first = guided_prediction(setup, video, audio, sigma)
         mids = [None if s is None else _midpoint(s, x0, row, noise, self.plan.bong[index])
