@@ -122,7 +122,10 @@ def build_request(args: argparse.Namespace) -> Request:
     if args.enhance_prompt:  # the system prompt is found (or refused) before any model work
         system_prompt("gemma3", False, args.system_prompt)
     request = replace(_one_request(args), cache=cache_settings(args), enhance_prompt=args.enhance_prompt,
-                      system_prompt=args.system_prompt)
+                      system_prompt=args.system_prompt, sampler=args.sampler)
+    if request.stage_sampler == "res_2s" and args.cuda_graphs == "on":
+        raise ValueError("res_2s steps are not captured as CUDA graphs: drop --cuda-graphs on (auto runs them "
+                         "eagerly), or add --sampler euler")
     if args.duration is None:
         if args.window is not None or args.overlap is not None or args.window_prompt:
             raise ValueError("--window, --overlap and --window-prompt cut a long clip: give its length with "

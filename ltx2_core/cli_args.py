@@ -14,6 +14,7 @@ from ltx2_core.model.transformer.attention_select import MODES as ATTENTION_MODE
 from ltx2_core.quant.policy import FP8_MODES
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, MODES
+from ltx2_core.sampling.stage import SAMPLERS
 from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -72,8 +73,14 @@ def parser() -> argparse.ArgumentParser:
                    help="one-stage (default): the full size sampled with the full guidance; two-stage: half size "
                         "first, then x2 upsampling and 3 refinement steps with the distilled LoRA (needs --upsampler "
                         "and --distilled-lora); distilled: a distilled checkpoint, 8 + 3 steps, no guidance (needs "
-                        "--upsampler); keyframes: two-stage interpolating between two or more --image keyframes, "
-                        "each appended at its frame, frame 0 too (Lightricks' KeyframeInterpolationPipeline)")
+                        "--upsampler); two-stage-hq: two-stage with the res_2s sampler, 15 steps, the HQ guidance "
+                        "and the distilled LoRA in both stages (0.25, 0.5; needs --upsampler and --distilled-lora); "
+                        "keyframes: two-stage interpolating between two or more --image keyframes, each appended at "
+                        "its frame, frame 0 too (Lightricks' KeyframeInterpolationPipeline)")
+    p.add_argument("--sampler", choices=SAMPLERS,
+                   help="euler or res_2s (second order, two predictions per step; not with --mode distilled, "
+                        "--cache or --cuda-graphs on) in every stage (default: res_2s for --mode two-stage-hq, euler "
+                        "otherwise)")
     p.add_argument("--width", type=int, help=_size_help(0, "pixels, a multiple of 32 (64 for two-stage and distilled)"))
     p.add_argument("--height", type=int, help=_size_help(1, "pixels, a multiple of 32 (64 for two-stage and "
                                                             "distilled)"))

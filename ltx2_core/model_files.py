@@ -140,7 +140,7 @@ class ModelFiles:
                              "or a Hugging Face folder)")
         if mode != "one-stage" and self.upsampler is None:
             raise ValueError(f"mode {mode} needs --upsampler ltx-2-spatial-upscaler-x2-*.safetensors")
-        if mode in GUIDED_TWO_STAGE and self.distilled_lora is None:
+        if mode in (*GUIDED_TWO_STAGE, "two-stage-hq") and self.distilled_lora is None:
             raise ValueError(f"mode {mode} needs --distilled-lora ltx-2-19b-distilled-lora-*.safetensors")
         paths = [("--checkpoint", self.checkpoint), ("--text-encoder", self.text_encoder),
                  ("--upsampler", self.upsampler), ("--distilled-lora", self.distilled_lora)]
@@ -191,7 +191,7 @@ class ModelFiles:
                                  "pass the folder holding the release's files as --checkpoint)")
         if mode != "one-stage" and self.upsampler is None:
             raise ValueError(f"mode {mode} needs --upsampler {RELEASE_FILES['upsampler']}")
-        if mode in GUIDED_TWO_STAGE and self.distilled_lora is None:
+        if mode in (*GUIDED_TWO_STAGE, "two-stage-hq") and self.distilled_lora is None:
             raise ValueError(f"mode {mode} needs --distilled-lora {RELEASE_FILES['distilled_lora']}")
         paths = [("--checkpoint", self.checkpoint), ("--text-encoder", self.text_encoder), ("--vae", self.vae),
                  ("--audio-vae", self.audio_vae), ("--upsampler", self.upsampler),

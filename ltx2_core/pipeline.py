@@ -77,7 +77,7 @@ from ltx2_core.conditioning import (
 from ltx2_core.conditioning.audio_reference import EncodedAudioReference
 from ltx2_core.conditioning.dub import encode_dub_sound
 from ltx2_core.conditioning.retake import encode_retake
-from ltx2_core.geometry import audio_latent_length
+from ltx2_core.geometry import audio_latent_length, video_tokens
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader.lora import Lora, check_distilled_lora, check_lora, fused_loras
 from ltx2_core.memory.footprint import STAGES, Job
@@ -95,7 +95,7 @@ from ltx2_core.stages import AVLatent, Generation, decode, empty_audio_latent, e
 from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
-from ltx2_core.releases import RELEASES
+from ltx2_core.releases import HQ_PRESET, RELEASES
 from ltx2_core.request import GUIDED_TWO_STAGE, ONE_GPU, Request, check_stage_models
 from ltx2_core.types import TextEmbeddings
 
@@ -126,6 +126,9 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
     if request.mode in ("distilled", "hdr"):
         return GuidanceParams(), GuidanceParams()
     video, audio = default_guidance(config.version, config.num_layers)
+    if request.mode == "two-stage-hq":  # the HQ preset's, for every release (no STG: no blocks)
+        video, audio = (GuidanceParams(**scales._asdict()) for scales in (HQ_PRESET.video_guidance,
+                                                                           HQ_PRESET.audio_guidance))
     if request.audio_only:
         return GuidanceParams(), replace(request.audio_guidance or audio, modality=1.0)
     audio = request.audio_guidance or audio
@@ -148,7 +151,8 @@ def request_job(request: Request, config: TransformerConfig, tiling: TilingConfi
                passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                window=request.windows.window if request.windows is not None else None, images=len(request.images),
                video_frames=request.video_frames, guide_tokens=request.guide_tokens + request.image_tokens,
-               tiling=tiling, video=not request.audio_only, reference_seconds=request.reference_seconds)
+               tiling=tiling, video=not request.audio_only, reference_seconds=request.reference_seconds,
+               sampler=request.stage_sampler)
 
 
 def check_request(request: Request, models: Models, config: TransformerConfig | None = None) -> None:
@@ -261,7 +265,11 @@ class LocalSampler:
         if stage.cache is not None and self.cuda_graphs is True:
             raise ValueError("step caching decides on the host between steps and a captured CUDA graph replays whole "
                              "steps: set cuda_graphs to auto (eager steps under the cache) or off")
-        graphs = stage.cache is None and use_graphs(self.cuda_graphs, self.model, one_gpu=self.one_gpu)
+        if stage.sampler == "res_2s" and self.cuda_graphs is True:
+            raise ValueError("res_2s steps are not captured as CUDA graphs: set cuda_graphs to auto (eager res_2s "
+                             "steps) or off")
+        graphs = (stage.cache is None and stage.sampler == "euler"
+                  and use_graphs(self.cuda_graphs, self.model, one_gpu=self.one_gpu))
         tokens = 0 if latent.video is None else latent.video[0, 0].numel()
         policy = policy_cap(device_capability(self.device), tokens) if self.one_gpu else None
         passes_per_forward = self.passes_per_forward or policy
@@ -441,10 +449,14 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
                     for control in request.controls),  # appended after the images, as the reference
                   *dub_conditions(request, models, request.height // scale, request.width // scale),
                   *(held[0] if held else ())]
-    parts = StageParts("distilled" if request.mode == "distilled" else "ltx2", request.steps,
+    hq = request.mode == "two-stage-hq"
+    first_loras = (*models.ic_loras, *(((models.distilled_lora, HQ_PRESET.lora_strengths[0]),) if hq else ()))
+    parts = StageParts("distilled" if request.mode == "distilled" else "ltx2",
+                       request.steps or (HQ_PRESET.steps if hq else None),
                        video_guidance=None if request.audio_only else video_guidance, audio_guidance=audio_guidance,
-                       conditions=conditions, loras=models.ic_loras, seed=request.seed,
-                       name="stage 1" if scale == 2 else "denoise", cache=request.cache)
+                       conditions=conditions, loras=first_loras, seed=request.seed,
+                       name="stage 1" if scale == 2 else "denoise", cache=request.cache,
+                       sampler=request.stage_sampler, tokens=hq_tokens(request) if hq else None)
     first = build_stage(sampler.config.version, parts, positive, negative)
     latent = sampler(positive, first.negative, latent, first.stage, generator,
                      progress=_stage(progress, first.stage.name))
@@ -452,7 +464,8 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
         stage_latents.append(latent)
     if request.two_stage:
         latent = upsample(latent, models.upsampler, models.decoders)
-        loras = ((models.distilled_lora, 1.0),) if request.mode in GUIDED_TWO_STAGE else ()
+        strength = HQ_PRESET.lora_strengths[1] if hq else 1.0
+        loras = ((models.distilled_lora, strength),) if request.mode in GUIDED_TWO_STAGE else ()
         conditions = [*encode_images(request.images, models.video_encoder, request.height, request.width, crf,
                                      keyframes), *kept, *(held[1] if len(held) > 1 else ())]
         if request.dub is not None:  # the IC-LoRA again, the clip at full size, the audio held at stage 1's
@@ -460,7 +473,8 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
             conditions += [*dub_conditions(request, models, request.height, request.width, sound=False),
                            EncodedAudio(latent.audio, 1.0), EncodedAudioReference(latent.audio)]
         parts = StageParts("stage-2 refine", loras=loras, conditions=conditions, seed=request.seed,
-                           after_guided=guided(first.stage), name="stage 2", cache=request.cache)
+                           after_guided=guided(first.stage), name="stage 2", cache=request.cache,
+                           sampler=request.stage_sampler)
         second = build_stage(sampler.config.version, parts, positive, None)
         if request.dub is not None:  # the reference returns stage 1's audio latent itself
             second = second._replace(stage=replace(second.stage, keep_audio=True))
@@ -478,6 +492,12 @@ def dub_conditions(request: Request, models: Models, height: int, width: int,
         return []
     control = encode_control(request.dub.control(), models.video_encoder, request.frames, height, width)
     return [control, encode_dub_sound(request.dub, models.audio_encoder)] if sound else [control]
+
+
+def hq_tokens(request: Request) -> int:
+    """The HQ stage 1 schedule's token count: its half-size latent's F'·H'·W' (`TI2VidTwoStagesHQPipeline` shifts
+    the LTX2 schedule by its empty latent, where the other pipelines use 4096)."""
+    return video_tokens(request.frames, request.height // 2, request.width // 2)
 
 
 def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], None] | None:

@@ -158,6 +158,24 @@ RELEASES: Mapping[ModelVersion, Release] = MappingProxyType({
         stg_blocks=(28,), video_guidance=_VIDEO, audio_guidance=_AUDIO, sizes=_SIZES, demo_sizes=_DEMO_SIZES),
 })
 
+
+
+class HqPreset(NamedTuple):
+    """The HQ two-stage pipeline's settings (`--mode two-stage-hq`): ltx-pipelines 1.2.0's LTX_2_3_HQ_PARAMS and
+    `hq_2_stage_arg_parser`, one constant for every release, as the reference ("it overrides every knob"): res_2s
+    steps, guidance without STG (3 passes), the distilled LoRA at one strength per stage. The clip size stays the
+    user's (the reference's preset asks 1920x1088)."""
+
+    steps: int
+    video_guidance: GuidanceScales
+    audio_guidance: GuidanceScales
+    lora_strengths: tuple[float, float]  # the distilled LoRA's, (stage 1, stage 2)
+
+
+HQ_PRESET = HqPreset(steps=15, video_guidance=GuidanceScales(cfg=3.0, stg=0.0, rescale=0.45, modality=3.0),
+                     audio_guidance=GuidanceScales(cfg=7.0, stg=0.0, rescale=1.0, modality=3.0),
+                     lora_strengths=(0.25, 0.5))
+
 # the released text connectors' head width and RoPE maximum position (every release; the `transformer` section's
 # `connector_attention_head_dim` and `connector_positional_embedding_max_pos`), for files that do not say them
 RELEASED_CONNECTOR_HEAD_DIM = 128

@@ -26,13 +26,16 @@ from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
 from ltx2_core.hdr import HDR
 from ltx2_core.sampling import DISTILLED_SIGMAS, GuidanceParams
 from ltx2_core.sampling.cache import CacheSettings
+from ltx2_core.sampling.stage import SAMPLERS
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
 from ltx2_core.windows import Windows
 
-MODES = ("one-stage", "two-stage", "distilled", "keyframes", "hdr")
+MODES = ("one-stage", "two-stage", "distilled", "two-stage-hq", "keyframes", "hdr")
 # the modes whose stage 1 is guided and refined with the distilled LoRA: two-stage (Lightricks' TI2Vid two-stage
-# pipeline) and keyframes (its KeyframeInterpolationPipeline: the same stages, every image appended as a keyframe)
-GUIDED_TWO_STAGE = ("two-stage", "keyframes")
+# pipeline), two-stage-hq (its TI2VidTwoStagesHQPipeline: res_2s, the LoRA in both stages) and keyframes (its
+# KeyframeInterpolationPipeline: the same stages, every image appended as a keyframe)
+GUIDED_TWO_STAGE = ("two-stage", "two-stage-hq", "keyframes")
+REFINED = GUIDED_TWO_STAGE  # the modes whose refinement fuses the distilled LoRA
 KEYFRAMES_NEED_TWO = ("keyframe interpolation (mode keyframes) interpolates between at least two images; add another "
                       "image (LTX-2 Image Condition, --image PATH:FRAME:STRENGTH), or use mode two-stage for one image")
 DEFAULT_NEGATIVE_PROMPT = RELEASES[DEFAULT_VERSION].negative_prompt  # 2.0's and 2.3's; 2.5 adds five tags
@@ -53,7 +56,7 @@ class Given(NamedTuple):
 
 def check_settings(mode: str, width: int, height: int, frames: int, fps: float, steps: int | None = None,
                    seed: int = 0, *, audio_only: bool = False, given: Given = Given(),
-                   unknown: frozenset[str] = frozenset()) -> None:
+                   unknown: frozenset[str] = frozenset(), sampler: str | None = None) -> None:
     """SettingError naming the setting at fault and the fix, for a mode, size, frame count, step count, rate or seed
     that cannot run with the conditions `given`; needs no model and no file. `unknown`: settings not known yet (a
     linked input when a workflow is queued), whose checks are skipped."""
@@ -82,6 +85,7 @@ def check_settings(mode: str, width: int, height: int, frames: int, fps: float, 
     else:
         _check_sizes(known, audio_only, two_stage=mode in GUIDED_TWO_STAGE or (mode == "distilled" and clip is None))
     _check_numbers(known)
+    check_request_sampler(known.get("mode"), sampler)
 
 
 def _hdr_settings(known: dict, audio_only: bool, given: Given) -> None:
@@ -113,6 +117,21 @@ def check_stage_models(mode: str, *, upsampler: bool, distilled_lora: bool, one_
         raise SettingError("distilled_lora", f"the {mode} pipeline needs the distilled LoRA for its refinement "
                                              "stage (ltx-2-19b-distilled-lora-*.safetensors); pass it, or use mode "
                                              "one-stage")
+
+
+def check_request_sampler(mode: str | None, sampler: str | None, cache: bool = False) -> None:
+    """SettingError for a sampler the mode cannot take: an unknown one, res_2s on distilled (its reference has
+    none) or with step caching (two predictions per step)."""
+    if sampler is None:
+        return
+    if sampler not in SAMPLERS:
+        raise SettingError("sampler", f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+    if sampler == "res_2s" and mode == "distilled":
+        raise SettingError("sampler", "the distilled pipeline steps with its own 8-step table (euler); res_2s is for "
+                                      "one-stage, two-stage and two-stage-hq: set sampler to euler, or change the mode")
+    if sampler == "res_2s" and cache:
+        raise SettingError("cache", "step caching skips whole steps of one prediction; res_2s predicts twice per "
+                                    "step: run it without the cache (or use the euler sampler with the cache)")
 
 
 def _audio_only_settings(known: dict, given: Given) -> None:
@@ -248,6 +267,8 @@ class Request:
     # installed ltx-core)
     enhance_prompt: bool = False
     system_prompt: str | None = None
+    # "euler" or "res_2s" (`ltx2_core.sampling.res2s`) in every stage; None: the mode's (res_2s for two-stage-hq)
+    sampler: str | None = None
 
     @property
     def seconds(self) -> float:
@@ -259,6 +280,11 @@ class Request:
         """Whether an upsampled second stage follows: two-stage, hdr, and distilled without `video_input` or `retake`
         (sound for a video and a retake run the distilled table in one stage, as the reference)."""
         return self.mode in (*GUIDED_TWO_STAGE, "hdr") or (self.mode == "distilled" and not self.one_stage_input)
+
+    @property
+    def stage_sampler(self) -> str:
+        """The sampler of every stage: the request's, else res_2s for two-stage-hq and euler for the others."""
+        return self.sampler or ("res_2s" if self.mode == "two-stage-hq" else "euler")
 
     @property
     def guide_tokens(self) -> int:
@@ -320,6 +346,7 @@ class Request:
                                else f"an HDR video was given with mode {self.mode}; set mode to hdr")
         if self.hdr is not None and self.cache is not None:
             raise SettingError("cache", "step caching is not available for HDR; drop it")
+        check_request_sampler(self.mode, self.stage_sampler, cache=self.cache is not None)
         if self.video_input is not None:
             self.check_video_input()
         if self.retake is not None:

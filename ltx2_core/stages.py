@@ -48,6 +48,7 @@ from ltx2_core.sampling import denoise, guided_setup, guided_step, noised_state
 from ltx2_core.sampling.cache import cached_runner
 from ltx2_core.sampling.steps import StreamState, noised_from
 from ltx2_core.sampling.denoise import AncestralStep, Observer, Progress, RunnerFactory, Step
+from ltx2_core.sampling.res2s import RES2S_STEP_SEED, RES2S_SUBSTEP_SEED, Res2sStep, res2s_plan
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
 from ltx2_core.releases import RELEASES, Release
@@ -151,7 +152,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
     """Noises `latent` to `stage.noise_scale` (1: pure noise; the first sigma when refining) and denoises it over
     `stage.sigmas` with the stage's guidance and conditions (each applied to the state of its stream,
     `ltx2_core.conditioning`) in the guided loop (`progress` and `observe` as in `denoise`; `runner` builds the
-    pass runner, e.g. CFG-parallel); a stage with an `ancestral_seed` takes ancestral steps instead of `step`.
+    pass runner, e.g. CFG-parallel); a stage with an `ancestral_seed` takes ancestral steps instead of `step`, one
+    with sampler res_2s res_2s steps (`res2s_step`).
     An audio-only latent (video None) samples the audio alone: only its noise is drawn, the video guidance is
     unused, and `observe` is not called (previews draw the video).
     The video stream's attention weights (a weighted IC-LoRA control's) become the video self-attention's log
@@ -198,6 +200,9 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         ancestral = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed),
                                   stage.ancestral_eta)
         step = step.around(ancestral) if isinstance(step, CudaGraphStep) else ancestral
+    sigmas = stage.sigmas
+    if stage.sampler == "res_2s":
+        step, sigmas = res2s_step(stage, step, param.device)
     setup = guided_setup(model, positive, negative, None if video is None else video.positions,
                          None if audio is None else audio.positions,
                          stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
@@ -211,7 +216,7 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         grid = None if latent.video is None else tuple(latent.video.shape[2:])
         setup = setup._replace(runner=cached_runner(setup.runner, stage.cache, stage.sigmas, grid))
     observe = observe if video is not None else None  # previews draw the video; audio alone has none
-    video_state, audio_state = denoise(setup, *states, stage.sigmas.to(param.device), step=step, progress=progress,
+    video_state, audio_state = denoise(setup, *states, sigmas.to(param.device), step=step, progress=progress,
                                        observe=observe, should_stop=should_stop)
     if stage.cache is not None:
         setup.runner.finish(stage.name)
@@ -254,6 +259,17 @@ def check_video_only(latent: AVLatent, stage: Stage) -> None:
                          "to hold it in); drop it, or sample a latent with audio")
     if stage.cache is not None:
         raise ValueError(f"{stage.name}: step caching is not available for a video-only latent; run without it")
+
+
+def res2s_step(stage: Stage, step: Step, device: torch.device) -> tuple[Res2sStep, torch.Tensor]:
+    """The res_2s step of a stage and the schedule it runs over (0.0011 inserted before a final 0), its generators
+    seeded with the reference's fixed seeds on `device`. Its steps run eagerly: a captured one is refused."""
+    if isinstance(step, CudaGraphStep):
+        raise ValueError(f"{stage.name}: res_2s steps are not captured as CUDA graphs (two predictions and a final "
+                         "one per stage); set cuda_graphs to auto (eager res_2s steps) or off")
+    plan = res2s_plan(stage.sigmas).to(device)
+    generators = (torch.Generator(device).manual_seed(seed) for seed in (RES2S_STEP_SEED, RES2S_SUBSTEP_SEED))
+    return Res2sStep(plan, *generators), plan.sigmas
 
 
 def noised_stream(stream: ConditionedStream, own: torch.Tensor, noise: torch.Tensor, scale: float,

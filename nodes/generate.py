@@ -49,11 +49,13 @@ class LTX2Generate:
                 "prompt": ("STRING", {"multiline": True, "default": "", "tooltip": "what to see and hear"}),
                 "negative_prompt": ("STRING", {"multiline": True, "default": DEFAULT_NEGATIVE_PROMPT,
                                                "tooltip": "what to avoid (used by CFG)"}),
-                "mode": (list(MODES), {"default": "one-stage", "tooltip": "one-stage: full size with guidance; "
+                "mode": ([m for m in MODES if m != "hdr"], {"default": "one-stage", "tooltip": "one-stage: full size with guidance; "
                          "two-stage: half size, x2 upsample, 3 refinement steps (upsampler + distilled LoRA; with "
                          "images: Lightricks' TI2Vid pipeline); distilled: a distilled checkpoint, 8 + 3 steps "
-                         "(upsampler); keyframes: two-stage interpolating between two or more images, each appended "
-                         "at its frame, frame 0 too (Lightricks' KeyframeInterpolation pipeline)"}),
+                         "(upsampler); two-stage-hq: two-stage with the res_2s sampler, 15 steps, the HQ guidance and "
+                         "the distilled LoRA in both stages (0.25, 0.5); keyframes: two-stage interpolating between "
+                         "two or more images, each appended at its frame, frame 0 too (Lightricks' "
+                         "KeyframeInterpolation pipeline)"}),
                 "width": ("INT", {"default": 768, "min": 32, "max": 8192, "step": 32, "tooltip": "pixels, a multiple "
                                   "of 32 (64 for two-stage and distilled)"}),
                 "height": ("INT", {"default": 512, "min": 32, "max": 8192, "step": 32, "tooltip": "pixels, a "
@@ -87,6 +89,9 @@ class LTX2Generate:
                 "enhance_prompt": ("BOOLEAN", {"default": False, "tooltip": "rewrite the prompt with the loaded "
                                    "Gemma first (Lightricks' prompt enhancement, seeded by seed; needs an installed "
                                    "ltx-core for its system prompt: pip install --no-deps ltx-core==1.0.0)"}),
+                "sampler": (list(GENERATE_SAMPLERS), {"default": "auto", "tooltip": "auto: the mode's (res_2s for "
+                            "two-stage-hq, euler otherwise); euler; res_2s: second order, two predictions per step "
+                            "(not with distilled)"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -95,7 +100,8 @@ class LTX2Generate:
     def VALIDATE_INPUTS(cls, prompt: str | None = None, negative_prompt: str | None = None, mode: str | None = None,
                         width: int | None = None, height: int | None = None, frames: int | None = None,
                         fps: float | None = None, steps: int | None = None, distilled_lora: str | None = NO_LORA,
-                        audio_only: bool | None = False, input_types: dict | None = None):
+                        audio_only: bool | None = False, sampler: str | None = "auto",
+                        input_types: dict | None = None):
         """Everything that needs no file's content, when queued: the stated limits (NaN too), the prompts, the mode's
         sizes and steps and the models it needs, what a retake or text to audio allows (input_types: which inputs are
         linked), the distilled LoRA's kind. Known only when the node runs: image frames, the clip of a retake."""
@@ -104,7 +110,8 @@ class LTX2Generate:
                       frames=frames, fps=fps, steps=steps, audio_only=audio_only)  # distilled_lora: a file
         return (limits_problem(cls, values, links) or link_problem(cls, links) or prompt_problem(prompt)
                 or text_problem("negative_prompt", negative_prompt)
-                or request_problem(mode, width, height, frames, fps, steps, audio_only, distilled_lora, links)
+                or request_problem(mode, width, height, frames, fps, steps, audio_only, distilled_lora, links,
+                                   sampler)
                 or distilled_lora_problem(distilled_lora, links) or True)
 
     def generate(self, model: ModelHandle, text_encoder: PromptEncoder, prompt: str, negative_prompt: str,
@@ -112,17 +119,17 @@ class LTX2Generate:
                  upsampler: LatentUpsampler | None = None, distilled_lora: str = NO_LORA,
                  images: tuple[ImageCondition, ...] = (), audio: AudioCondition | None = None,
                  audio_only: bool = False, guides: tuple[Guide, ...] = (), retake: Retake | None = None,
-                 unique_id: str | None = None, enhance_prompt: bool = False):
+                 unique_id: str | None = None, enhance_prompt: bool = False, sampler: str = "auto"):
         linked = given_inputs(images=images, audio=audio, guides=guides, retake=retake, upsampler=upsampler)
         if retake is not None:  # the clip is the retaken one
             info = retake.info()
             width, height, frames, fps = info.width, info.height, info.frames, info.fps
         images = _check_request(prompt, negative_prompt, mode, width, height, frames, fps, steps, distilled_lora,
-                                images, linked, audio_only)
+                                images, linked, audio_only, sampler)
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
                           images=images, audio=audio, audio_only=bool(audio_only),
                           controls=control_conditions(guides, model, fps), retake=retake,
-                          enhance_prompt=bool(enhance_prompt))
+                          enhance_prompt=bool(enhance_prompt), sampler=None if sampler == "auto" else sampler)
         if audio_only or guides or retake is not None or enhance_prompt:
             request.check()  # text to audio, controls, a retake, enhancement: refused here, before the model is touched
         if audio is not None:
@@ -141,8 +148,8 @@ class LTX2Generate:
         previews = (StagePreviews(rgb_projection(model.decoders.video), frames, height, width)
                     if bridge.IN_COMFYUI and not audio_only else None)
         with model.host.sampler(every_stage, previews=previews, should_stop=bridge.interrupt_requested) as \
-                (sampler, ready), bridge.interrupts():
-            return comfy_outputs(generate(request, models, StageBars(unique_id, ready), sampler=sampler,
+                (stage_sampler, ready), bridge.interrupts():
+            return comfy_outputs(generate(request, models, StageBars(unique_id, ready), sampler=stage_sampler,
                                           tiling=model.host.tiling()))
 
 
@@ -160,13 +167,14 @@ class StageBars:
 
 # the generate nodes' inputs that are conditions of the request (ltx2_core's `Given`: input -> its field), and
 # ltx2_core's settings these nodes call otherwise
+GENERATE_SAMPLERS = ("auto", "euler", "res_2s")  # auto: the mode's (`Request.stage_sampler`)
 CONDITION_INPUTS = {"images": "images", "audio": "audio", "guides": "controls", "retake": "retake"}
 SETTING_INPUTS = {"controls": "guides", "prompts": "window_prompts"}
 
 
 def request_problem(mode: str | None, width: int | None, height: int | None, frames: int | None, fps: float | None,
                     steps: int | None, audio_only: bool | None, distilled_lora: str | None,
-                    linked: Collection[str] | None) -> str | None:
+                    linked: Collection[str] | None, sampler: str | None = "auto") -> str | None:
     """Why the generate nodes' settings cannot run with the inputs `linked` (the names of those given), by
     ltx2_core's own model-free checks (`check_settings`, `check_stage_models`); None when they can. None is a value
     not known yet (linked), and a retake's clip sets width, height, frames and fps when the node runs."""
@@ -181,7 +189,7 @@ def request_problem(mode: str | None, width: int | None, height: int | None, fra
 
     def check() -> None:
         check_settings(mode, width, height, frames, fps, steps or None, audio_only=bool(audio_only), given=given,
-                       unknown=frozenset(unknown))
+                       unknown=frozenset(unknown), sampler=None if sampler in ("auto", None) else sampler)
         if mode is not None and distilled_lora is not None:
             check_stage_models(mode, upsampler="upsampler" in linked, distilled_lora=distilled_lora != NO_LORA,
                                one_stage_input=given.retake)
@@ -205,12 +213,13 @@ def distilled_lora_problem(name: str | None, links: Mapping[str, object] | None 
 
 def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int, fps: float,
                    steps: int, distilled_lora: str, images: tuple[ImageCondition, ...], linked: Collection[str],
-                   audio_only: bool = False) -> tuple[ImageCondition, ...]:
+                   audio_only: bool = False, sampler: str = "auto") -> tuple[ImageCondition, ...]:
     """First thing when the node runs, before any model work, the queue-time checks again (an API caller may skip
     none of them: ValueError naming the fix), then the images resolved for the clip. `linked`: the names of the
     condition and model inputs given (a retake's clip: its size, frames and fps are the values here)."""
     if problem := (prompt_problem(prompt) or text_problem("negative_prompt", negative_prompt)
-                   or request_problem(mode, width, height, frames, fps, steps, audio_only, distilled_lora, linked)
+                   or request_problem(mode, width, height, frames, fps, steps, audio_only, distilled_lora, linked,
+                                      sampler)
                    or distilled_lora_problem(distilled_lora)):
         raise ValueError(problem)
     return at_frames(images, frames)

@@ -20,6 +20,7 @@ from ltx2_core.preview import LatentPreview, rgb_projection
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
 from ltx2_core.request import check_settings
 from ltx2_core.sampling.cache import CacheSettings
+from ltx2_core.sampling.stage import SAMPLERS, check_sampler
 from ltx2_core.sampling.guidance import active_passes, default_guidance
 from ltx2_core.sampling.recipe import SCHEDULES, StageParts, build_stage, guided
 from ltx2_core.stages import empty_latent
@@ -158,6 +159,18 @@ class LTX2Guidance:
         return (tuple(params),)
 
 
+def check_node_sampler(sampler: str, schedule: str, cache: CacheSettings | None, cuda_graphs: str | bool) -> None:
+    """ValueError naming the fix for a sampler the stage cannot take: res_2s on the distilled table (its reference
+    steps it with euler), with the step cache, or with cuda_graphs on (its steps run eagerly)."""
+    check_sampler(sampler, cache=cache is not None)
+    if sampler == "res_2s" and schedule == "distilled":
+        raise ValueError("sampler res_2s: the distilled table is stepped with euler (LTX-2.5: ancestral), as its "
+                         "reference; set sampler to euler, or use the ltx2 or stage-2 refine schedule")
+    if sampler == "res_2s" and graph_setting(cuda_graphs) is True:
+        raise ValueError("sampler res_2s: its steps are not captured as CUDA graphs; set cuda_graphs to auto "
+                         "(eager res_2s steps) or off")
+
+
 def parse_sigmas(text: str) -> tuple[float, ...]:
     """Explicit sigmas: finite, strictly falling from at most 1 to 0, at most MAX_SIGMAS (ValueError naming the fix)."""
     try:
@@ -219,6 +232,9 @@ class LTX2Sampler:
                                     "chain only"}),
                 "cache": (STEP_CACHE, {"tooltip": "step caching (LTX-2 Step Cache: ComfyUI's EasyCache decisions); "
                                        "without it every step runs the transformer"}),
+                "sampler": (list(SAMPLERS), {"default": "euler", "tooltip": "euler (first order; ancestral on "
+                            "LTX-2.5's distilled table); res_2s: the HQ pipeline's second-order SDE sampler, two "
+                            "predictions per step (ltx2 and stage-2 refine schedules; not with the cache)"}),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -242,7 +258,8 @@ class LTX2Sampler:
                schedule: str, guidance: tuple[GuidanceParams, GuidanceParams] | None = None, sigmas: str = "",
                compile: bool = False, cuda_graphs: str | bool = "auto", images: tuple[ImageCondition, ...] = (),
                audio: AudioCondition | None = None, guides: tuple[Guide, ...] = (), cache: CacheSettings | None = None,
-               unique_id: str | None = None):
+               sampler: str = "euler", unique_id: str | None = None):
+        check_node_sampler(sampler, schedule, cache, cuda_graphs)  # before any work
         given = latent  # ComfyUI's LATENT: ours or a native node's (nodes/interop.py)
         held = mask_conditions(given) if isinstance(given, dict) else []  # LTXVImgToVideo's frames
         latent = from_comfy(given)
@@ -259,7 +276,7 @@ class LTX2Sampler:
         job = Job.of_latent(latent.video, latent.audio, latent.fps, ("encoding", "sampling"), passes=passes,
                             images=len(images), video_frames=frames * len(controls),
                             guide_tokens=sum(video_tokens(frames, *c.size(height, width)) for c in controls)
-                            + appended_image_tokens(images, height, width))
+                            + appended_image_tokens(images, height, width), sampler=sampler)
         if problem := model.host.memory_problem(job, model.decoders):
             raise MemoryPlanError(problem)
         conditions = held + encode_images(images, model.video_encoder, height, width,
@@ -276,14 +293,15 @@ class LTX2Sampler:
             raise ValueError("compile and cuda_graphs are CUDA options; switch them off for a model on the CPU")
         video_guidance, audio_guidance = guidance or (None, None)
         parts = StageParts(schedule, steps, parse_sigmas(sigmas) if sigmas.strip() else None, video_guidance,
-                           audio_guidance, conditions, seed=seed, after_guided=guided_audio(given), cache=cache)
+                           audio_guidance, conditions, seed=seed, after_guided=guided_audio(given), cache=cache,
+                           sampler=sampler)
         stage, negative = build_stage(model.config.version, parts, conditioning.positive, conditioning.negative)
         previews = (LatentPreview(rgb_projection(model.decoders.video), *latent.video.shape[2:])
                     if bridge.IN_COMFYUI else None)
         with model.host.sampler(model.loras, previews=previews, compile=compile, cuda_graphs=cuda_graphs,
-                                should_stop=bridge.interrupt_requested) as (sampler, ready), bridge.interrupts():
-            generator = torch.Generator(sampler.device).manual_seed(seed)
-            result = sampler(conditioning.positive, negative, latent, stage, generator,
-                             progress=bridge.progress_bar(len(stage.sigmas) - 1, unique_id, ready))
+                                should_stop=bridge.interrupt_requested) as (stage_sampler, ready), bridge.interrupts():
+            generator = torch.Generator(stage_sampler.device).manual_seed(seed)
+            result = stage_sampler(conditioning.positive, negative, latent, stage, generator,
+                                   progress=bridge.progress_bar(stage.loop_steps, unique_id, ready))
         out = to_comfy(result, like=given if isinstance(given, dict) else None)
         return (mark_guided(out, guided(stage) or stage.keep_audio),)  # kept: a guided stage's audio

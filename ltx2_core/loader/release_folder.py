@@ -55,7 +55,7 @@ def find_release_files(folder: str | os.PathLike, mode: str, given: Mapping[str,
     found: dict[str, str] = {}
     needed = ["checkpoint", "text_encoder", "vae", "audio_vae"]
     needed += ["upsampler"] if mode != "one-stage" else []
-    needed += ["distilled_lora"] if mode in ("two-stage", "keyframes") else []  # request.GUIDED_TWO_STAGE
+    needed += ["distilled_lora"] if mode in ("two-stage", "keyframes", "two-stage-hq") else []  # GUIDED_TWO_STAGE, HQ
     needed += OPTIONAL.get(mode, ())
     release = None
     for field in needed:

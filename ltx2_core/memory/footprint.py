@@ -12,7 +12,8 @@ and the command line all):
 * sampling: one forward's activations for the passes it batches (`plan.activation_bytes`, which holds the text
   contexts and their keys and values; the tokens controls append at LIVE_WIDTHS too), the loop's token state (STATE_VALUES float32 values per token and channel:
   clean, noise, noisy latent, its float32 mix, denoised, the passes' velocities) and the sampled latent; two-stage
-  samples at half size, then at full size;
+  samples at half size, then at full size; the res_2s sampler (`sampling.res2s`) adds its float64 working tensors
+  (RES2S_VALUES per token and channel: the anchor, both predictions, ε, the midpoint, the step, four SDE noises);
 * upsampling: the upsampler's activations (`sizes.upsample_activation_bytes`) and the ×2 latent;
 * decoding: one tile's activations (the largest tile `tiling.tile_axes` cuts, DECODE_FIXED + DECODE_PER_CHANNEL ×
   the decoder's base width bytes per pixel frame of the tile; LTX-2.5's diffusion decoder: `sizes.
@@ -62,6 +63,7 @@ KEPT = STAGES[-1]  # a part held to the job's end
 LATENT_CHANNELS, AUDIO_VALUES = 128, 8 * 16  # a video latent cell's values; an audio latent's
 VIDEO_ENCODE_VALUES = 34  # the video encoder's values per pixel frame of a video
 STATE_VALUES = 8  # float32 values per token and channel the sampling loop keeps beside the activations
+RES2S_VALUES = 10  # float64 values per token and channel a res_2s step holds at its peak (both streams' share)
 # a decode tile's peak per pixel frame of the tile: the float32 tile and its blend (DECODE_FIXED) and the decoder's
 # activations, which scale with its base width (bytes per channel of it): fake-tensor accounting of the released
 # decoders (base 128) measures 55-79 B in bf16 and 134 B in float32, the demo's (base 8) 28 B in float32
@@ -101,6 +103,7 @@ class Job(NamedTuple):
     tiling: TilingConfig | None = TilingConfig()
     video: bool = True
     reference_seconds: float = 0.0
+    sampler: str = "euler"  # res_2s: its float64 working tensors too
 
     @classmethod
     def of_latent(cls, video: torch.Tensor | None, audio: torch.Tensor, fps: float, stages: tuple[str, ...],
@@ -240,8 +243,11 @@ def _sampling(job: Job, model: ModelSizes) -> list[Part]:
                                 model.dtype, job.fps) for h, w in sizes)
     acts += batch * job.guide_tokens * model.config.video.width * LIVE_WIDTHS * model.value_bytes  # appended
     acts += batch * reference * model.config.audio.width * LIVE_WIDTHS * model.value_bytes
-    return parts + [Part(f"activations of {batch} pass{'es' if batch > 1 else ''}", acts, True),
-                    Part("the sampling state", STATE_VALUES * 4 * LATENT_CHANNELS * tokens, True)]
+    parts += [Part(f"activations of {batch} pass{'es' if batch > 1 else ''}", acts, True),
+              Part("the sampling state", STATE_VALUES * 4 * LATENT_CHANNELS * tokens, True)]
+    if job.sampler == "res_2s":
+        parts.append(Part("res_2s's float64 working tensors", RES2S_VALUES * 8 * LATENT_CHANNELS * tokens, True))
+    return parts
 
 
 def _upsampling(job: Job, model: ModelSizes) -> list[Part]:

@@ -1,4 +1,5 @@
-"""Sampling: the Stage record, sigma schedules, batched multimodal guidance, and the sync-free Euler denoising loop."""
+"""Sampling: the Stage record, sigma schedules, batched multimodal guidance, and the sync-free denoising loop (Euler
+steps, ancestral steps, and the second-order res_2s steps of `ltx2_core.sampling.res2s`)."""
 
 from ltx2_core.sampling.denoise import (
     BatchedPasses,

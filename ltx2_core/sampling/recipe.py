@@ -11,7 +11,7 @@ whether the latent it refines came from a guided stage. What the rules add (`bui
   unconditional pass keeps the positive prompt on the audio stream (that guider has no negative context, and those
   audio tokens still reach the video through the audio->video cross-attention);
 * ancestral steps (fresh noise from seed + 10000) for a distilled-table stage where the release's distilled
-  pipeline takes them (`Release.ancestral_distilled`: LTX-2.5), except where the conditions belong to a pipeline
+  pipeline takes them (`Release.ancestral_distilled`: LTX-2.5), unless the stage samples with res_2s, and except where the conditions belong to a pipeline
   whose reference takes plain Euler steps: an IC-LoRA control (`ICLoraPipeline`), a held video (`RetakePipeline`:
   sound for a video, a retake);
 * which audio a refinement returns: that of the guided stage it refines, where the release's two-stage pipeline
@@ -67,6 +67,9 @@ class StageParts(NamedTuple):
     ancestral_seed: the caller's own choice of ancestral steps and their seed (ComfyUI's KSamplerSelect
                     euler_ancestral in LTX-2 SamplerCustomAdvanced); None: the release's rule
     cache:          step caching settings (`ltx2_core.sampling.cache`); None: every step runs
+    sampler:        "euler" or "res_2s" (`Stage.sampler`); res_2s takes no ancestral steps
+    tokens:         the LTX2 schedule's token count (its shift); None: 4096, as every pipeline but HQ, whose stage 1
+                    shifts by its latent's F'·H'·W' (`TI2VidTwoStagesHQPipeline`)
     """
 
     schedule: str = "ltx2"
@@ -81,6 +84,8 @@ class StageParts(NamedTuple):
     name: str = "denoise"
     ancestral_seed: int | None = None
     cache: CacheSettings | None = None
+    sampler: str = "euler"
+    tokens: int | None = None
 
 
 class BuiltStage(NamedTuple):
@@ -101,13 +106,13 @@ def build_stage(version: ModelVersion | str, parts: StageParts, positive: TextEm
     if sound is not None and sound.span is None:
         audio_guidance = held_audio_guidance(sound.strength, audio_guidance)
     ancestral = (parts.schedule == "distilled" and parts.sigmas is None and release.ancestral_distilled
-                 and not any(isinstance(c, EULER_ONLY) for c in parts.conditions))
+                 and parts.sampler == "euler" and not any(isinstance(c, EULER_ONLY) for c in parts.conditions))
     seed = parts.seed + ANCESTRAL_SEED_OFFSET if ancestral else parts.ancestral_seed
     stage = Stage(sigmas, parts.name, noise_scale=noise_scale, video_guidance=parts.video_guidance,
                   audio_guidance=audio_guidance, loras=parts.loras, conditions=parts.conditions, ancestral_seed=seed,
                   keep_audio=noise_scale < 1 and parts.after_guided and release.two_stage_keeps_stage1_audio
                   and not any(isinstance(c, EncodedKeyframe) for c in parts.conditions),
-                  cache=parts.cache)
+                  cache=parts.cache, sampler=parts.sampler)
     return BuiltStage(stage, uncond_contexts(positive, negative, audio_guidance, held=sound is not None))
 
 
@@ -120,7 +125,7 @@ def schedule_sigmas(version: ModelVersion | str, parts: StageParts):
     if parts.schedule == "stage-2 refine":
         return sigma_table(STAGE2_SIGMAS), STAGE2_SIGMAS[0]
     if parts.schedule == "ltx2":
-        return ltx2_sigmas(parts.steps or default_steps(version)), 1.0
+        return ltx2_sigmas(parts.steps or default_steps(version), parts.tokens), 1.0
     raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {parts.schedule!r}")
 
 

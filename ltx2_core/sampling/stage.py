@@ -22,6 +22,21 @@ L = TypeVar("L")  # a LoRA: a loaded `ltx2_core.loader.lora.Lora` in this proces
 T = TypeVar("T")
 
 
+SAMPLERS = ("euler", "res_2s")
+
+
+def check_sampler(sampler: str, *, ancestral: bool = False, cache: bool = False, name: str = "denoise") -> None:
+    """ValueError naming the fix for an unknown sampler, or res_2s with ancestral steps or a step cache."""
+    if sampler not in SAMPLERS:
+        raise ValueError(f"{name}: sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+    if sampler == "res_2s" and ancestral:
+        raise ValueError(f"{name}: res_2s draws its own SDE noise; ancestral Euler steps are another sampler: pick "
+                         "euler_ancestral or res_2s, not both")
+    if sampler == "res_2s" and cache:
+        raise ValueError(f"{name}: step caching skips whole steps of one prediction; res_2s predicts twice per step: "
+                         "run it without the cache (or use the euler sampler with the cache)")
+
+
 @dataclasses.dataclass(frozen=True, eq=False)  # identity equality: comparing tensors has no single truth value
 class Stage(Generic[L]):
     """One sampling stage.
@@ -43,6 +58,8 @@ class Stage(Generic[L]):
                     attends to it) but returns the one it was given (LTX-2.5's two-stage refinement, which returns
                     stage 1's sound, `Release.two_stage_keeps_stage1_audio`)
     cache:          step caching (`ltx2_core.sampling.cache`: ComfyUI's EasyCache decisions); None: every step runs
+    sampler:        "euler" (first order; ancestral with an `ancestral_seed`) or "res_2s" (the HQ pipeline's second
+                    order SDE sampler, `ltx2_core.sampling.res2s`: two predictions per step, its own fixed noise)
     """
 
     sigmas: torch.Tensor
@@ -56,6 +73,7 @@ class Stage(Generic[L]):
     ancestral_eta: float = 1.0
     keep_audio: bool = False
     cache: CacheSettings | None = None
+    sampler: str = "euler"
 
     def __post_init__(self) -> None:
         # callers pass lists (the handle's LoRAs, encode_conditions' result); the record holds tuples
@@ -63,6 +81,15 @@ class Stage(Generic[L]):
         object.__setattr__(self, "conditions", tuple(self.conditions))
         if not 0.0 <= self.ancestral_eta <= 1.0:
             raise ValueError(f"{self.name}: ancestral_eta must lie in [0, 1] (got {self.ancestral_eta})")
+        check_sampler(self.sampler, ancestral=self.ancestral_seed is not None, cache=self.cache is not None,
+                      name=self.name)
+
+    @property
+    def loop_steps(self) -> int:
+        """Steps the denoising loop reports: one per interval, and for res_2s a final prediction where the schedule
+        falls to 0 (`ltx2_core.sampling.res2s`). A host read of the (CPU) sigmas."""
+        final = self.sampler == "res_2s" and float(self.sigmas[-1]) == 0
+        return self.sigmas.shape[0] - 1 + int(final)
 
     def cpu(self) -> Stage[L]:
         """This stage with its sigmas and every tensor its conditions hold on the CPU (to send it elsewhere)."""

@@ -60,9 +60,10 @@ def stream_sigmas(state: StreamState, sigmas: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(sigmas) if state.frozen else sigmas
 
 
-def keep_clean(x0: torch.Tensor, state: StreamState) -> torch.Tensor:
-    """x0·m + clean·(1 − m) in fp32: conditioned tokens are denoised to their clean values."""
-    x0 = x0.float()
+def keep_clean(x0: torch.Tensor, state: StreamState, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """x0·m + clean·(1 − m) in fp32 (or `dtype`: res_2s works in float64): conditioned tokens are denoised to their
+    clean values."""
+    x0 = x0.to(dtype)
     if state.mask is None:
         return x0
     return x0 * state.mask + state.clean.float() * (1 - state.mask)

@@ -39,6 +39,9 @@ EXAMPLES = {
     "ltx2_t2v_distilled": ([UPSAMPLER, "4.width=64", "4.height=32", "4.frames=17"], (17, 128, 64)),
     "ltx2_generate_two_stage": ([UPSAMPLER, f"distilled_lora={TINY['lora']}", "4.width=128", "4.height=64",
                                  "4.frames=9", "4.steps=2"], (9, 128, 64)),
+    # the HQ two-stage pipeline (res_2s, the distilled LoRA in both stages)
+    "ltx2_two_stage_hq": ([UPSAMPLER, f"distilled_lora={TINY['lora']}", "4.width=128", "4.height=64", "4.frames=9",
+                           "4.steps=2"], (9, 128, 64)),
     # two worker processes (CPU, gloo: the server runs with --cpu) in place of two GPUs
     "ltx2_t2v_two_gpus": (["4.width=96", "4.height=64", "4.frames=9", "6.steps=2"], (9, 96, 64)),
     # the pictures ship with the pack, which puts them in ComfyUI's input folder (LoadImage reads it)

@@ -167,3 +167,30 @@ def test_keyframes_chain_into_the_sampler_and_the_generate_nodes_mode(loaded, fi
     queued = LTX2Generate.VALIDATE_INPUTS("a cat", "blurry", "keyframes", 128, 64, 17, 24.0, 2, files["distilled"],
                                           input_types={"upsampler": "LTX2_UPSAMPLER"})
     assert "at least two images" in queued
+def test_the_sampler_and_generate_nodes_take_res2s_and_two_stage_hq(loaded, files):
+    """LTX-2 Sampler's `sampler` res_2s (another result than euler on the same seed) and LTX-2 Generate's
+    two-stage-hq mode (res_2s by default) with its refusals naming the fix."""
+    from nodes.generate import LTX2Generate
+
+    model, encoder, conditioning, guidance = loaded
+    (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
+    (euler,) = node("LTX2Sampler", model, conditioning, latent, 5, 2, "ltx2", guidance=guidance)
+    (res2s,) = node("LTX2Sampler", model, conditioning, latent, 5, 2, "ltx2", guidance=guidance, sampler="res_2s")
+    assert res2s.video.shape == euler.video.shape and (res2s.video - euler.video).abs().max() > 1e-3
+    for options, fix in (({"schedule": "distilled"}, "set sampler to euler"),
+                         ({"cuda_graphs": "on"}, "set cuda_graphs to auto"),
+                         ({"cache": object()}, "run it without the cache")):
+        arguments = {"schedule": "ltx2", **options}
+        with pytest.raises(ValueError, match=fix):
+            node("LTX2Sampler", model, conditioning, latent, 5, 2, arguments.pop("schedule"), sampler="res_2s",
+                 **arguments)
+    (upsampler,) = node("LTX2UpsamplerLoader", files["upsampler"], model)
+    outputs = node("LTX2Generate", model, encoder, "a cat on a beach", mode="two-stage-hq", width=128, height=64,
+                   negative_prompt="blurry", frames=9, fps=24.0, seed=3, steps=2, upsampler=upsampler,
+                   distilled_lora=files["distilled"])
+    _check_outputs(*outputs, frames=9, height=64, width=128)
+    assert "set sampler to euler" in LTX2Generate.VALIDATE_INPUTS(mode="distilled", sampler="res_2s")
+    queued = dict(prompt="a cat", negative_prompt="", mode="two-stage-hq", width=128, height=64, frames=9, fps=24.0,
+                  steps=0, audio_only=False, input_types={"upsampler": "LTX2_UPSAMPLER"})
+    assert LTX2Generate.VALIDATE_INPUTS(**queued).startswith("distilled_lora: the two-stage-hq pipeline needs")
+    assert "multiples of 64" in LTX2Generate.VALIDATE_INPUTS(**{**queued, "width": 96})

@@ -5,7 +5,8 @@ decoders), on tiny single-file checkpoints, fp32. 2.0 and 2.3 follow 1.0.0 where
 tokens are noised from their clean values; the 2.3 case holds images at frames 0 (strength 0.8), 8 and 16 (0.6), so
 each of those rules shows in it. The 2.3 keyframes case runs 1.0.0's `KeyframeInterpolationPipeline` on the same images:
 every one appended in both stages, the frame-0 one spanning [0, 1) / fps (the causal fix) next to [8, 16) / fps for
-frame 8, and stage 2's audio returned.
+frame 8, and stage 2's audio returned. The HQ case (`TI2VidTwoStagesHQPipeline`, 2.3 with the same images): res_2s in
+both stages, the distilled LoRA at 0.25 and 0.5, stage 2's audio returned (1.2.0's HQ returns stage 1's).
 
 Our side runs `pipeline.generate` on the same files, loaded by `ModelFiles` as the command line loads them, and
 records the latent handed to the decoder; the reference's prompt encoding returns our contexts (the text path's
@@ -25,15 +26,15 @@ from support.reference120 import run_reference
 import ltx2_core.pipeline as pipeline_module
 from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.model_files import ModelFiles
-from ltx2_core.pipeline import encode_request, generate
+from ltx2_core.pipeline import encode_request, generate, guidance_for
 from ltx2_core.request import Request
-from ltx2_core.sampling.guidance import default_guidance
 
 TOL = {"atol": 1e-4, "rtol": 1e-4}
 SIZE, FRAMES, FPS, SEED, STEPS = 128, 17, 24.0, 7, 3
 PROMPT, NEGATIVE = "a red car in the rain at night", "blurry, static"
 IMAGES = {"2.0": (), "2.3": ((0, 0.8), (8, 1.0), (16, 0.6))}  # (frame, strength)
-CASES = {"2.0": ("2.0", "two-stage"), "2.3": ("2.3", "two-stage"), "2.3-keyframes": ("2.3", "keyframes")}
+CASES = {"2.0": ("2.0", "two-stage"), "2.3": ("2.3", "two-stage"), "2.3-keyframes": ("2.3", "keyframes"),
+         "2.3-hq": ("2.3", "two-stage-hq")}  # 2.3-hq: res_2s, stage 2's audio returned
 
 
 def _guidance(params) -> dict:
@@ -69,7 +70,7 @@ def runs(tmp_path_factory, tiny_checkpoints, gemma_files):
         ours[name] = decoded[0]
         tensors |= {f"{name}.{which}.{stream}": getattr(text, stream) for which, text in
                     (("positive", positive), ("negative", negative)) for stream in ("video", "audio")}
-        video, audio = default_guidance(version, models.transformer.config.num_layers)
+        video, audio = guidance_for(request, models.transformer.config)
         cases[name] = {
             "pipeline": mode.replace("-", "_"),
             "checkpoint": str(tiny_checkpoints[version]), "upsampler": str(upsampler), "distilled_lora": str(lora),

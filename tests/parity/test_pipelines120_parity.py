@@ -12,6 +12,9 @@ What each case pins down (the rules of `Release`, 1.2.0's column):
   tokens start from the latent being refined and appended ones from zeros;
 * keyframes (`KeyframeInterpolationPipeline`) with the same images: each appended in both stages, frame 0 too (its
   tokens spanning [0, 1) / fps), and the refinement's audio returned;
+* HQ two-stage (`TI2VidTwoStagesHQPipeline`), without and with the images: res_2s in both stages (its fixed SDE
+  seeds, the final prediction at 0.0011), stage 1's schedule shifted by its latent's tokens, the distilled LoRA
+  fused in both stages (0.25, 0.5), the HQ guidance; stage 1's audio returned;
 * IC-LoRA (`ICLoraPipeline`, distilled): plain Euler steps in stage 1, stage 2's audio returned;
 * distilled (`DistilledPipeline`): ancestral steps in stage 1 (seed + 10000), stage 2's audio returned;
 * sound for a silent video and a retake keeping the video (`RetakePipeline(regenerate_video=False)`): the frozen
@@ -41,6 +44,7 @@ from ltx2_core.conditioning.images import ImageCondition
 from ltx2_core.media import write_mp4
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.pipeline import LocalSampler, encode_request, generate
+from ltx2_core.releases import HQ_PRESET
 from ltx2_core.request import Request
 from ltx2_core.sampling.guidance import default_guidance
 
@@ -93,6 +97,10 @@ def _cases(paths: dict, inputs: dict) -> dict:
     ours = dict(prompt=PROMPT, negative_prompt=NEGATIVE, width=SIZE, height=SIZE, frames=FRAMES, fps=FPS, seed=SEED)
     two_stage = {"distilled_lora": str(paths["distilled_lora"])}
     ic = {"loras": ((str(paths["ic_lora"]), 1.0),), "controls": True}
+    hq = {key: {**dict(zip(("cfg", "stg", "rescale", "modality"), scales)), "stg_blocks": []}
+          for key, scales in (("video_guider_params", HQ_PRESET.video_guidance),
+                              ("audio_guider_params", HQ_PRESET.audio_guidance))}
+    hq_call = {**common, "negative_prompt": NEGATIVE, "num_inference_steps": STEPS, **hq}
     retake_call = dict(prompt=PROMPT, negative_prompt=NEGATIVE, seed=SEED, num_inference_steps=STEPS,
                        regenerate_video=False, **guidance)
     return {
@@ -110,6 +118,13 @@ def _cases(paths: dict, inputs: dict) -> dict:
                       {"pipeline": "keyframes", "contexts": ["positive", "negative"],
                        "call": {**common, "negative_prompt": NEGATIVE, "num_inference_steps": STEPS,
                                 "images": images, **guidance}}),
+        "two_stage_hq": (two_stage, Request(**ours, mode="two-stage-hq", steps=STEPS),
+                         {"pipeline": "two_stage_hq", "contexts": ["positive", "negative"],
+                          "call": {**hq_call, "images": []}}),
+        "two_stage_hq_images": (two_stage, Request(**ours, mode="two-stage-hq", steps=STEPS, images=tuple(
+                                    ImageCondition(str(inputs[f"image{f}"]), f, s, crf=0) for f, s in IMAGES)),
+                                {"pipeline": "two_stage_hq", "contexts": ["positive", "negative"],
+                                 "call": {**hq_call, "images": images}}),
         "ic_lora": (ic, Request(**ours, mode="distilled", controls=(ControlCondition(str(inputs["control"])),)),
                     {"pipeline": "ic_lora", "ic_lora": str(paths["ic_lora"]), "contexts": ["positive"],
                      "call": {**common, "images": [], "video_conditioning": [(str(inputs["control"]), 1.0)]}}),
@@ -133,7 +148,7 @@ def _cases(paths: dict, inputs: dict) -> dict:
     }
 
 
-FUSED = {"two_stage", "keyframes", "ic_lora"}  # cases whose stages fuse a LoRA: compared with both fusion rules
+FUSED = {"two_stage", "keyframes", "ic_lora", "two_stage_hq", "two_stage_hq_images"}  # stages fusing a LoRA: both rules
 
 
 def _ours(paths: dict, fields: dict, request: Request, monkeypatch):
@@ -177,7 +192,7 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["two_stage", "two_stage_images", "keyframes", "ic_lora", "distilled",
-                                  "sound_for_video", "retake_keep_video", "a2v"])
+                                  "sound_for_video", "retake_keep_video", "a2v", "two_stage_hq", "two_stage_hq_images"])
 def test_the_pipeline_matches_the_reference_call(runs, name):
     ours, reference = runs
     results, latent = ours[name]
@@ -229,3 +244,16 @@ def test_the_bf16_fusing_reference_is_within_its_rounding(runs, name):
     for what in ("video", "audio"):
         gap = (getattr(latent, what) - ref[f"{name}.out.{what}"]).abs().max().item()
         assert gap <= BF16_FUSION_GAP, f"{name} {what}: {gap:.2e}"
+
+
+@pytest.mark.parametrize("name", ["two_stage_hq", "two_stage_hq_images"])
+def test_hq_returns_stage_one_audio_after_bong_steps(runs, name):
+    """1.2.0's HQ pipeline returns stage 1's audio too; its tiny stage 1 (12 tokens: shift 0.59, not 4096's 2.05)
+    takes bong steps, so the fixed point is pinned by the comparison above."""
+    from ltx2_core.sampling.res2s import res2s_plan
+    from ltx2_core.sampling.schedules import ltx2_sigmas
+
+    ref = runs[1]["fp32"]
+    assert torch.equal(ref[f"{name}.out.audio"], ref[f"{name}.stage1.audio"])  # a copy: the reference's own
+    torch.testing.assert_close(runs[0][name][1].audio, ref[f"{name}.stage1.audio"], **TOL)
+    assert any(res2s_plan(ltx2_sigmas(STEPS, tokens=12)).bong)

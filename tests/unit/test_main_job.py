@@ -29,6 +29,7 @@ def _probe(path):
     ("distilled", "2.3", (128, 128), 17, 24),
     ("one-stage", "2.5", (64, 64), 9, 24),
     ("distilled", "2.5", (64, 128), 9, 24),
+    ("two-stage-hq", "2.5", (64, 64), 9, 24),
 ])
 def test_demo_writes_a_playable_mp4_with_audio_of_the_requested_length(mode, version, size, frames, fps, tmp_path,
                                                                        capsys):
@@ -57,6 +58,10 @@ BAD = [
     (["--audio-rescale", "-0.5"], "must be ≥ 0"),
     (["--stg-blocks", "7"], "outside this model's blocks 0..2"),
     (["--mode", "distilled", "--steps", "4"], "fixed 8-step schedule"),
+    (["--mode", "distilled", "--sampler", "res_2s"], "set sampler to euler"),
+    (["--sampler", "res_2s", "--cache", "easycache"], "run it without the cache"),
+    (["--mode", "two-stage-hq", "--cuda-graphs", "on"], "drop --cuda-graphs on"),
+    (["--mode", "two-stage-hq", "--width", "96"], "multiples of 64"),
     (["--prompt", "  "], "prompt is empty"),
     (["--checkpoint", "{tmp}/missing.safetensors", "--text-encoder", "{tmp}"], "no such file"),
     (["--checkpoint", "{ckpt}"], "needs --text-encoder"),

@@ -74,6 +74,31 @@ def test_sampling_at_the_released_widths_stays_within_the_count(monkeypatch):
     assert measured <= predicted <= 1.5 * measured, (measured / GB, predicted / GB)  # activations: 10-40 % above
 
 
+def test_res2s_sampling_at_the_released_widths_stays_within_the_count(monkeypatch):
+    """The same with the res_2s sampler (HQ: 3 passes, cfg and modality): its float64 working tensors (both
+    predictions, the midpoint, four SDE noises) are counted (`RES2S_VALUES`), at most 1.5x what it holds."""
+    from ltx2_core.sampling.guidance import GuidanceParams
+    from ltx2_core.sampling.res2s import res2s_plan
+
+    monkeypatch.setattr("ltx2_core.stages.check_finite", lambda *args: None)
+    plan = res2s_plan(ltx2_sigmas(1))  # host reads: made outside the fake tensors
+    monkeypatch.setattr("ltx2_core.stages.res2s_plan", lambda sigmas: plan)
+    config = dataclasses.replace(RELEASED["2.3"], num_layers=2)
+    video, audio = GuidanceParams(cfg=3.0, rescale=0.45, modality=3.0), GuidanceParams(cfg=7.0, rescale=1.0, modality=3.0)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model = bf16_transformer(config)
+        widths = [config.caption_channels or stream.context_dim for stream in (config.video, config.audio)]
+        prompts = [TextEmbeddings(*(torch.randn(1, 1024, w, dtype=torch.bfloat16) for w in widths)) for _ in "+-"]
+        latent = empty_latent(WIDTH, HEIGHT, FRAMES, 24.0)
+        stage = Stage(ltx2_sigmas(1), video_guidance=video, audio_guidance=audio, sampler="res_2s")
+        measured = _measured(lambda: sample(model, *prompts, latent, stage, torch.Generator().manual_seed(0)),
+                             model, latent.video, latent.audio, *prompts[0], *prompts[1])
+    job = Job(FRAMES, HEIGHT, WIDTH, stages=("sampling",), passes=3)
+    predicted = _stage_peak(job._replace(sampler="res_2s"), ModelSizes(config))
+    assert measured <= predicted <= 1.5 * measured, (measured / GB, predicted / GB)
+    assert predicted > _stage_peak(job, ModelSizes(config))
+
+
 def test_upsampling_at_the_released_width_stays_within_the_count():
     from support.configs import RELEASED_VAE_2_3
 

@@ -89,6 +89,36 @@ def test_steps_never_sync_or_copy_host_data(census_model, guidance, sigmas, ance
     assert len(plan.runner.passes) == (4 if guidance is FULL else 1)
 
 
+@pytest.mark.parametrize("audio_only", [False, True], ids=["audio-video", "audio-only"])
+def test_res2s_steps_never_sync_or_copy_host_data(census_model, audio_only):
+    """The res_2s sampler (HQ): two batched forwards per interval (every pass in each), its SDE noise drawn on the
+    device, bong and plain intervals and the final prediction at 0.0011: no host reads, no host copies."""
+    from ltx2_core.sampling.res2s import Res2sStep, res2s_plan
+
+    model = census_model
+    mask = torch.ones(1, FRAMES * ROWS * COLS, 1)
+    mask[:, : ROWS * COLS] = 0.0
+    positive, negative = _texts(model)
+    setup = guided_setup(model, positive, negative, None if audio_only else video_positions(FRAMES, ROWS, COLS, 24.0),
+                         audio_positions(AUDIO_TOKENS), *FULL)
+    video, audio = _states(video_mask=mask)
+    plan = res2s_plan(torch.tensor([1.0, 0.95, 0.9, 0.5, 0.0]))  # bong on the first two intervals, not the third
+    assert plan.bong == (True, True, False, False)
+    step = Res2sStep(plan, torch.Generator().manual_seed(-1), torch.Generator().manual_seed(9999))
+    forwards = []
+    hook = model.register_forward_hook(lambda module, args, out: forwards.append(args[1].latent.shape[0]))
+    try:
+        with OpCensus() as census:
+            video, audio = denoise(setup, None if audio_only else video, audio, plan.sigmas, step=step)
+    finally:
+        hook.remove()
+    assert census.syncs() == {}, census.syncs()
+    assert census.transfers() == 0
+    passes = len(setup.runner.passes)
+    assert passes == (3 if audio_only else 4) and torch.isfinite(audio.latent).all()
+    assert forwards == [passes] * (2 * len(plan.bong) + 1)  # 2 per interval + the final one, each batching every pass
+
+
 def test_steps_with_attention_weights_never_sync_or_copy_host_data(census_model):
     """A weighted IC-LoRA control (`ConditionedStream.attention`): its log bias is made once at set-up and the video
     self-attention of every pass adds it; the steps still never read or copy host data, and the bias changes the

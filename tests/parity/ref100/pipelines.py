@@ -10,20 +10,24 @@ What is changed around the pipeline, and why:
 * `torch.cuda.synchronize` (between stages) is a no-op: there is no GPU here;
 * the prompts: `encode_prompts` returns the test's contexts (ours; the text path's parity is its own test), and the
   model ledger gets no Gemma folder, so it builds no text encoder;
-* the decoders: `vae_decode_video` / `vae_decode_audio` record the latents the pipeline hands them.
+* the decoders: `vae_decode_video` / `vae_decode_audio` record the latents the pipeline hands them;
+* `TI2VidTwoStagesHQPipeline` (case `pipeline` "two_stage_hq"): the same changes, and its res_2s loop bound with
+  `model_dtype=torch.float32` (the loop's bf16 default is bound at import, out of `_Float32Torch`'s reach).
 
-Per case (settings `cases`): the pipeline (`two_stage`, the default, or `keyframes`), the checkpoint, upsampler and
+Per case (settings `cases`): the pipeline (`two_stage`, the default, `keyframes` or `two_stage_hq`), the checkpoint, upsampler and
 distilled LoRA files, the `__call__` keywords. Outputs:
 `<case>.out.video` and `<case>.out.audio`.
 """
 
+import functools
 import types
 
 import torch
 from exchange import guider_params, inputs, outputs
 from ltx_core.loader import LoraPathStrengthAndSDOps, fuse_loras
 from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
-from ltx_pipelines import keyframe_interpolation, ti2vid_two_stages
+from ltx_pipelines import keyframe_interpolation, ti2vid_two_stages, ti2vid_two_stages_hq
+from ltx_pipelines.utils import samplers
 from ltx_pipelines.utils.args import ImageConditioningInput
 
 t, settings = inputs()
@@ -39,9 +43,12 @@ class _Float32Torch(types.ModuleType):
         return getattr(torch, name)
 
 
-ti2vid_two_stages.torch = keyframe_interpolation.torch = _Float32Torch("torch")
+ti2vid_two_stages.torch = keyframe_interpolation.torch = ti2vid_two_stages_hq.torch = _Float32Torch("torch")
+ti2vid_two_stages_hq.res2s_audio_video_denoising_loop = functools.partial(
+    samplers.res2s_audio_video_denoising_loop, model_dtype=torch.float32)
 PIPELINES = {"two_stage": (ti2vid_two_stages, "TI2VidTwoStagesPipeline"),
-             "keyframes": (keyframe_interpolation, "KeyframeInterpolationPipeline")}
+             "keyframes": (keyframe_interpolation, "KeyframeInterpolationPipeline"),
+             "two_stage_hq": (ti2vid_two_stages_hq, "TI2VidTwoStagesHQPipeline")}
 torch.cuda.synchronize = lambda *args, **kwargs: None
 _fuse = fuse_loras._fuse_deltas
 
@@ -68,7 +75,11 @@ for name, case in settings["cases"].items():
     module.vae_decode_video = lambda latent, *a, **k: out.__setitem__(f"{name}.out.video", latent.clone())
     module.vae_decode_audio = lambda latent, *a, **k: out.__setitem__(f"{name}.out.audio", latent.clone())
     lora = LoraPathStrengthAndSDOps(case["distilled_lora"], 1.0, LTXV_LORA_COMFY_RENAMING_MAP)
-    pipe = getattr(module, pipeline_class)(case["checkpoint"], [lora], case["upsampler"], None, [], device=cpu)
+    if module is ti2vid_two_stages_hq:  # the distilled LoRA at 0.25 in stage 1 and 0.5 in stage 2 (hq_2_stage_arg_parser)
+        pipe = module.TI2VidTwoStagesHQPipeline(case["checkpoint"], [lora], 0.25, 0.5, case["upsampler"], None, (),
+                                                device=cpu)
+    else:
+        pipe = getattr(module, pipeline_class)(case["checkpoint"], [lora], case["upsampler"], None, [], device=cpu)
     call = dict(case["call"])
     call["images"] = [ImageConditioningInput(*image) for image in call["images"]]
     for key in ("video_guider_params", "audio_guider_params"):

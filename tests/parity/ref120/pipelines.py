@@ -9,15 +9,19 @@ What is changed around a pipeline, and why:
   returns the contexts the test sends (ours, which tests/parity/test_gemma4_parity.py compares with 1.2.0's);
 * the decoders: replaced by recorders of the latents `__call__` hands them (what it would decode and return), and
   each stage by a recorder of the states it returns;
+* res_2s (`two_stage_hq`): `res2s_audio_video_denoising_loop` rounds its state to `model_dtype`, a keyword whose
+  default `torch.bfloat16` is bound when `ltx_pipelines.utils.samplers` is imported (out of `_float32`'s reach):
+  the HQ module's name for the loop is rebound to the loop with `model_dtype=torch.float32`;
 * LoRA fusion: as shipped (`bf16_fuse_rule`, which rounds every fused weight to bf16 even in an fp32 pipeline), or
   with the same rule aggregating in fp32 (settings `fuse`: "bf16" / "fp32").
 
-Per case (settings `cases`): `pipeline` (two_stage, ic_lora, distilled, retake, a2v, dubit, keyframes), its
-`__call__` keywords, the contexts' names in the inputs. Outputs per case: `stage1.video` / `.audio` (and `stage2.*`: each stage's result in
+Per case (settings `cases`): `pipeline` (two_stage, two_stage_hq, ic_lora, distilled, retake, a2v, dubit, keyframes),
+its `__call__` keywords, the contexts' names in the inputs. Outputs per case: `stage1.video` / `.audio` (and `stage2.*`: each stage's result in
 the order they ran), `out.video` and `out.audio` (the latents the decoders were given; a2v: `out.sound`, the input
 sound it returns).
 """
 
+import functools
 import types
 
 import torch
@@ -25,7 +29,9 @@ from exchange import guider_params, inputs, outputs
 from ltx_core.loader import LoraPathStrengthAndSDOps
 from ltx_core.loader.fuse_loras import FuseRule, _bf16_fuse
 from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
-from ltx_pipelines import a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, ti2vid_two_stages
+from ltx_pipelines import (a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, ti2vid_two_stages,
+                           ti2vid_two_stages_hq)
+from ltx_pipelines.utils import samplers
 from ltx_pipelines.utils.args import ImageConditioningInput
 from ltx_pipelines.utils.model_paths import ModelPaths
 
@@ -43,8 +49,11 @@ class _Float32Torch(types.ModuleType):
         return getattr(torch, name)
 
 
-for module in (a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, ti2vid_two_stages):
+for module in (a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, ti2vid_two_stages,
+               ti2vid_two_stages_hq):
     module.torch = _Float32Torch("torch")
+ti2vid_two_stages_hq.res2s_audio_video_denoising_loop = functools.partial(  # its bf16 default bound at import
+    samplers.res2s_audio_video_denoising_loop, model_dtype=torch.float32)
 
 
 class Context:
@@ -69,6 +78,12 @@ class Recorder:
         self.out, self.name, self.stage = out, name, stage
         self.checkpoint_path = getattr(decoder, "checkpoint_path", None)
         self.diffvae_optimization = getattr(decoder, "diffvae_optimization", None)
+
+    def __getattr__(self, name):  # a stage's other attributes (HQ reads its video_scale_factors)
+        stage = self.__dict__.get("stage")
+        if stage is None:
+            raise AttributeError(name)
+        return getattr(stage, name)
 
     def __call__(self, *args, **kwargs):
         if self.stage is None:
@@ -97,6 +112,9 @@ def build(case):
     if kind == "two_stage":
         pipe = ti2vid_two_stages.TI2VidTwoStagesPipeline(paths("dev"), [lora(files["distilled_lora"])],
                                                          files["upsampler"], [], device=cpu)
+    elif kind == "two_stage_hq":  # the distilled LoRA at 0.25 in stage 1 and 0.5 in stage 2 (hq_2_stage_arg_parser)
+        pipe = ti2vid_two_stages_hq.TI2VidTwoStagesHQPipeline(paths("dev"), [lora(files["distilled_lora"])], 0.25, 0.5,
+                                                              files["upsampler"], (), device=cpu)
     elif kind == "ic_lora":
         pipe = ic_lora.ICLoraPipeline(paths("distilled"), files["upsampler"], [lora(case["ic_lora"])], device=cpu)
     elif kind == "distilled":
