@@ -74,6 +74,7 @@ from ltx2_core.memory.pass_policy import device_capability, policy_cap
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.audio_vae import AudioEncoder
+from ltx2_core.model.duration_head import DurationHead
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.model.video_vae.tiling import TilingConfig
@@ -105,6 +106,7 @@ class Models(NamedTuple):
     # IC-LoRAs (LoRA files stating a reference_downscale_factor) with their strengths: fused around the first stage
     # only and restored bit for bit after it, as the reference's ICLoraPipeline refines stage 2 without them
     ic_loras: tuple[tuple[Lora, float], ...] = ()
+    duration_head: DurationHead | None = None  # LTX-2.5's clip length from the prompt (`Request.auto_frames`)
 
 
 def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceParams, GuidanceParams]:

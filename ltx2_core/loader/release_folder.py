@@ -27,6 +27,7 @@ WANTED: Mapping[str, tuple[str, tuple[str, ...], str]] = {
     "audio_vae": ("audio VAE", ("vae",), "--audio-vae"),
     "upsampler": ("latent upsampler", ("latent_upscale_models",), "--upsampler"),
     "distilled_lora": ("LoRA", ("loras",), "--distilled-lora"),
+    "duration_head": ("duration head", ("diffusion_models", "unet"), "--duration-head"),  # optional (`_duration_head`)
 }
 RELEASE_FILES = {
     "checkpoint": "ltx-2.5-22b-{dev,distilled}-transformer-bf16.safetensors",
@@ -36,6 +37,8 @@ RELEASE_FILES = {
     "audio_vae": "ltx-2.5-audio-vae-bf16.safetensors",
     "upsampler": "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors",
     "distilled_lora": "ltx-2.5-22b-distilled-lora-450-bf16.safetensors",
+    # not public (nor verified) yet: 1.2.0 reads it from the transformer's `duration_head.*` keys or its own file
+    "duration_head": "the transformer file's duration_head.* tensors, or a duration head file of its own",
 }
 _SUFFIX = ".safetensors"
 
@@ -72,7 +75,19 @@ def find_release_files(folder: str | os.PathLike, mode: str, given: Mapping[str,
         found[field] = str(picked[0])
         if field == "checkpoint":
             release = kinds[picked[0]].version
+    if given.get("duration_head") is None and (head := _duration_head(root, comfyui, kinds, release or "2.5")):
+        found["duration_head"] = head
     return found
+
+
+def _duration_head(root: Path, comfyui: bool, kinds: dict[Path, FileKind | None], release: str) -> str | None:
+    """The one duration head file of `release` in the transformer's folders (optional: the transformer's file may
+    hold the head, and only a run of automatic length needs it); None when there is none, or several."""
+    _, folders, _ = WANTED["duration_head"]
+    places = [root / name for name in folders] if comfyui else [root]
+    heads = [path for path in _files(places, recursive=comfyui) if _kind(path, kinds) is not None
+             and kinds[path].kind == "duration head" and kinds[path].version in (release, None)]
+    return str(heads[0]) if len(heads) == 1 else None
 
 
 def _holds_folders(root: Path) -> bool:
