@@ -66,6 +66,7 @@ from ltx2_core.conditioning import (
     encode_video_condition,
 )
 from ltx2_core.conditioning.retake import encode_retake
+from ltx2_core.duration import check_auto_frames, resolve_frames
 from ltx2_core.geometry import audio_latent_length
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader.lora import Lora, check_distilled_lora, check_lora, fused_loras
@@ -140,6 +141,7 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     transformer's when it is not in `models` (it runs on workers); the LoRA is then checked on a meta model."""
     request.check()
     config = config or models.transformer.config
+    check_auto_frames(request, models.duration_head, config.version.value)
     check_stage_models(request.mode, upsampler=models.upsampler is not None,
                        distilled_lora=models.distilled_lora is not None, one_stage_input=request.one_stage_input)
     if request.two_stage and models.upsampler.config.spatial_scale != 2.0:
@@ -288,6 +290,7 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
                          f"{request.windows.window}; generate them with ltx2_core.long_video.generate_long")
     encoder = models.prompt_encoder
     positive, negative = distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
+    request = resolve_frames(request, models.duration_head, positive)  # an automatic length: before any noise
     audio = encode_request_audio(request, models)
     video = encode_request_video(request, models)
     retake = encode_request_retake(request, models)

@@ -18,7 +18,9 @@ from ltx2_core.conditioning import (
     ImageCondition,
     VideoCondition,
 )
+from ltx2_core.conditioning.images import LAST_FRAME
 from ltx2_core.conditioning.retake import Retake
+from ltx2_core.duration import AutoFrames, auto_problem
 from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
 from ltx2_core.sampling import DISTILLED_SIGMAS, GuidanceParams
@@ -189,6 +191,9 @@ class Request:
     windows: Windows | None = None
     # step caching in every stage (ComfyUI's EasyCache decisions, `ltx2_core.sampling.cache`); None: every step runs
     cache: CacheSettings | None = None
+    # a length predicted by LTX-2.5's duration head (`ltx2_core.duration`): `frames` is then a placeholder until
+    # `generate` resolves it, after encoding the prompt and before sampling; None: `frames` as given
+    auto_frames: AutoFrames | None = None
 
     @property
     def seconds(self) -> float:
@@ -234,12 +239,15 @@ class Request:
         clip_sizes = frozenset({"width", "height", "frames", "fps"}) if self.one_stage_input else frozenset()
         check_settings(self.mode, self.width, self.height, self.frames, self.fps, self.steps, self.seed,
                        audio_only=self.audio_only, given=self.given, unknown=clip_sizes)
+        if self.auto_frames is not None:
+            self.check_auto_frames()
         if self.video_input is not None:
             self.check_video_input()
         if self.retake is not None:
             self.check_retake()
-        for image in self.images:
-            image.check(self.frames)
+        for image in self.images:  # an automatic length: its longest clip, the last frame placed once predicted
+            if self.auto_frames is None or image.frame != LAST_FRAME:
+                image.check(self.frames if self.auto_frames is None else self.auto_frames.most_frames(self.fps))
         self.check_controls()
         if self.cache is not None and (self.audio_only or not isinstance(self.cache, CacheSettings)):
             raise SettingError("cache", "step caching decides on the video: drop it for text to audio" if
@@ -281,6 +289,15 @@ class Request:
             if isinstance(image, ImageCondition) and isinstance(image.frame, int) and image.frame >= first:
                 raise SettingError("images", f"an image at frame {image.frame}: a long clip holds images in its "
                                              f"first window only (frames 0..{first - 1}); move it there or drop it")
+
+    def check_auto_frames(self) -> None:
+        """An automatic length: bounds 0 < min ≤ max seconds, and nothing that sets the clip's length otherwise."""
+        if not isinstance(self.auto_frames, AutoFrames):
+            raise ValueError(f"auto_frames must be an AutoFrames (min and max seconds), got "
+                             f"{type(self.auto_frames).__name__}")
+        self.auto_frames.check()
+        if problem := auto_problem(self):
+            raise SettingError("auto_frames", problem)
 
     def control_size(self) -> tuple[int, int]:
         """The (height, width) of the stage the controls guide: stage 1's (half size when two-stage), as the

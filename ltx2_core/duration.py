@@ -1,0 +1,113 @@
+"""A clip of automatic length (ltx-pipelines 1.2.0's `AutoDuration`): LTX-2.5's duration head predicts the clip's
+seconds from the positive prompt's text contexts, once the prompt is encoded and before any noise is drawn (so the
+seed's noise is the same as for that frame count given), and the request takes the frame count that makes.
+
+What the head reads, as the reference's pipelines: text to audio the audio contexts alone (`T2AOneStagePipeline`),
+the video modes both (`TI2VidOneStagePipeline`, the two-stage and distilled ones). A clip whose length comes from a
+file (sound for a video, a retake, an input sound), control videos (the reference's IC-LoRA pipeline takes a frame
+count) and a long clip (its length is its duration) are refused with auto, as a model without the head is
+(LTX-2.0 / 2.3, or 2.5 files without it), before any model work."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from ltx2_core.errors import SettingError
+from ltx2_core.model.duration_head import DurationHead, clip_frames
+from ltx2_core.types import TextEmbeddings
+
+if TYPE_CHECKING:
+    from ltx2_core.request import Request
+
+log = logging.getLogger(__name__)
+NO_HEAD_FIX = ("give the duration head (the command line's --duration-head FILE; in ComfyUI a duration head file in "
+               "models/diffusion_models beside the transformer) or a frame count instead of auto")
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoFrames:
+    """The clip's length predicted, clamped to [min_seconds, max_seconds] (1.2.0's defaults: 1 s and 20 s)."""
+
+    min_seconds: float = 1.0
+    max_seconds: float = 20.0
+
+    def check(self) -> None:
+        """SettingError naming the fix for bounds that are not 0 < min ≤ max seconds."""
+        bounds = (self.min_seconds, self.max_seconds)
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in bounds) or \
+                not 0 < self.min_seconds <= self.max_seconds:
+            raise SettingError("auto_frames", f"an automatic length needs 0 < min ≤ max seconds, got "
+                                              f"{self.min_seconds!r} to {self.max_seconds!r}; e.g. 1 to 20")
+
+    def most_frames(self, fps: float) -> int:
+        """The longest clip the prediction can choose at `fps` (its maximum, on the 8k + 1 grid)."""
+        return clip_frames(self.max_seconds, fps, self.min_seconds, self.max_seconds)
+
+
+def auto_problem(request: Request) -> str | None:
+    """Why `request` cannot take an automatic length (what sets its length instead, and the fix); None when it can.
+    Needs no model."""
+    if request.video_input is not None or request.retake is not None:
+        return ("the clip's length comes from the file (sound for a video, a retake): drop the automatic length "
+                "(frames auto)")
+    if request.audio is not None:
+        return ("an input sound sets the clip's length (audio-to-video): give its frame count (LTX-2 Audio "
+                "Condition's frames output), not auto")
+    if request.controls:
+        return ("control videos guide a clip of a given frame count (the reference's IC-LoRA pipeline takes one): "
+                "give frames, not auto")
+    if request.windows is not None:
+        return "a long clip's length is its duration: give the duration, not an automatic length"
+    return None
+
+
+def check_auto_frames(request: Request, head: DurationHead | None, version: str) -> None:
+    """ValueError naming the fix when `request` asks for an automatic length the model cannot give: no head
+    (`version`: the model's release, which says why); SettingError for what `auto_problem` refuses."""
+    if request.auto_frames is None:
+        return
+    if problem := auto_problem(request):
+        raise SettingError("auto_frames", problem)
+    if head is None:
+        why = (f"LTX-{version} has no duration head" if version != "2.5" else
+               "the model's files have no duration head (duration_head.* tensors)")
+        raise ValueError(f"an automatic length (frames auto) needs LTX-2.5's duration head, and {why}: "
+                         + (f"give a frame count" if version != "2.5" else NO_HEAD_FIX))
+
+
+@torch.no_grad()
+def predict_seconds(head: DurationHead, positive: TextEmbeddings, audio_only: bool) -> float:
+    """The head's length in seconds for one prompt's contexts (batch 1): the audio contexts alone for text to
+    audio, both otherwise (as the reference's pipelines feed it). One host read: before sampling, not per step."""
+    if positive.audio.shape[0] != 1:
+        raise ValueError(f"an automatic length is predicted for one prompt, got a batch of {positive.audio.shape[0]}")
+    weight = next(head.parameters())
+    video = None if audio_only else positive.video.to(weight.device, weight.dtype)
+    return head(video, positive.audio.to(weight.device, weight.dtype)).item()
+
+
+def resolve_frames(request: Request, head: DurationHead | None, positive: TextEmbeddings) -> Request:
+    """`request` with its frame count predicted when it asks for an automatic length (its images' last frame
+    placed at the clip's end, every check run again for the clip chosen); `request` itself otherwise."""
+    auto = request.auto_frames
+    if auto is None:
+        return request
+    if head is None:
+        raise ValueError(f"an automatic length (frames auto) needs LTX-2.5's duration head: {NO_HEAD_FIX}")
+    seconds = predict_seconds(head, positive, request.audio_only)
+    frames = clip_frames(seconds, request.fps, auto.min_seconds, auto.max_seconds)
+    if not auto.min_seconds <= seconds <= auto.max_seconds:
+        log.warning("duration head: %.2f s predicted, outside [%g, %g] s: %d frames (%.2f s) at %g fps", seconds,
+                    auto.min_seconds, auto.max_seconds, frames, frames / request.fps, request.fps)
+    else:
+        log.info("duration head: %.2f s predicted: %d frames at %g fps", seconds, frames, request.fps)
+    resolved = replace(request, frames=frames, auto_frames=None,
+                       images=tuple(image.at(frames) for image in request.images))
+    resolved.check()
+    return resolved
