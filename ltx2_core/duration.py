@@ -67,18 +67,23 @@ def auto_problem(request: Request) -> str | None:
     return None
 
 
-def check_auto_frames(request: Request, head: DurationHead | None, version: str) -> None:
+def check_auto_frames(request: Request, has_head: bool, version: str) -> None:
     """ValueError naming the fix when `request` asks for an automatic length the model cannot give: no head
     (`version`: the model's release, which says why); SettingError for what `auto_problem` refuses."""
     if request.auto_frames is None:
         return
     if problem := auto_problem(request):
         raise SettingError("auto_frames", problem)
-    if head is None:
-        why = (f"LTX-{version} has no duration head" if version != "2.5" else
-               "the model's files have no duration head (duration_head.* tensors)")
-        raise ValueError(f"an automatic length (frames auto) needs LTX-2.5's duration head, and {why}: "
-                         + (f"give a frame count" if version != "2.5" else NO_HEAD_FIX))
+    if not has_head:
+        raise no_head(version)
+
+
+def no_head(version: str) -> ValueError:
+    """The refusal of an automatic length on a model without the head (`version`: its release, which says why)."""
+    why = (f"LTX-{version} has no duration head" if version != "2.5" else
+           "the model's files have no duration head (duration_head.* tensors)")
+    return ValueError(f"an automatic length (frames auto) needs LTX-2.5's duration head, and {why}: "
+                      + ("give a frame count" if version != "2.5" else NO_HEAD_FIX))
 
 
 @torch.no_grad()
@@ -92,15 +97,30 @@ def predict_seconds(head: DurationHead, positive: TextEmbeddings, audio_only: bo
     return head(video, positive.audio.to(weight.device, weight.dtype)).item()
 
 
+def predict_length(head: DurationHead | None, positive: TextEmbeddings, fps: float, auto: AutoFrames,
+                   audio_only: bool, version: str) -> tuple[int, float]:
+    """(frames, the head's raw seconds) for one prompt's contexts at `fps` within `auto`'s bounds; ValueError naming
+    the fix without a head (`version`: the model's release) or with bad bounds."""
+    auto.check()
+    if head is None:
+        raise no_head(version)
+    seconds = predict_seconds(head, positive, audio_only)
+    return clip_frames(seconds, fps, auto.min_seconds, auto.max_seconds), seconds
+
+
 def resolve_frames(request: Request, head: DurationHead | None, positive: TextEmbeddings) -> Request:
     """`request` with its frame count predicted when it asks for an automatic length (its images' last frame
     placed at the clip's end, every check run again for the clip chosen); `request` itself otherwise."""
-    auto = request.auto_frames
-    if auto is None:
+    if request.auto_frames is None:
         return request
     if head is None:
         raise ValueError(f"an automatic length (frames auto) needs LTX-2.5's duration head: {NO_HEAD_FIX}")
-    seconds = predict_seconds(head, positive, request.audio_only)
+    return with_length(request, predict_seconds(head, positive, request.audio_only))
+
+
+def with_length(request: Request, seconds: float) -> Request:
+    """`request` of automatic length with the frame count `seconds` (the head's) makes within its bounds, logged."""
+    auto = request.auto_frames
     frames = clip_frames(seconds, request.fps, auto.min_seconds, auto.max_seconds)
     if not auto.min_seconds <= seconds <= auto.max_seconds:
         log.warning("duration head: %.2f s predicted, outside [%g, %g] s: %d frames (%.2f s) at %g fps", seconds,

@@ -35,7 +35,7 @@ from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.layouts import RELEASED_CHECKPOINTS
 from ltx2_core.loader.lora import check_lora_file, lora_reference_scale
 from ltx2_core.loader.file_kinds import FileKind, check_file_kind, check_same_release, file_kind
-from ltx2_core.loader.release_folder import RELEASE_FILES, find_release_files
+from ltx2_core.loader.release_folder import RELEASE_FILES, find_duration_head, find_release_files
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources, duration_head_source, video_vae_prefix
 from ltx2_core.loader.text_weights import load_prompt_encoder
@@ -44,7 +44,8 @@ from ltx2_core.loader.vae_weights import DIFFUSION, video_vae_kind
 from ltx2_core.memory.footprint import RELEASED_UPSAMPLER_CHANNELS, ModelSizes
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
 from ltx2_core.memory.pass_policy import device_capability
-from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
+from ltx2_core.memory.plan import (TILE_BYTES_512, MemoryPlan, decoder_bytes, duration_head_bytes, plan_run,
+                                   transformer_weight_bytes)
 from ltx2_core.memory.weight_layout import file_layers
 from ltx2_core.memory.sizes import SideBytes, diffusion_decode_bytes, ram_bytes, side_bytes, text_and_image_bytes
 from ltx2_core.quant.fp8_matmul import set_fp8_matmul
@@ -253,6 +254,15 @@ class ModelFiles:
     def _diffusion_vae(self) -> bool:
         return video_vae_kind(read_header(self.vae, "video VAE")).decoder == DIFFUSION
 
+    def with_duration_head(self) -> ModelFiles:
+        """These files with the duration head beside a transformer file of its own when neither it nor
+        `duration_head` holds one: the one duration head file of its release in the transformer's folder (headers
+        only; ComfyUI's loader keeps it in models/diffusion_models); these files as they are otherwise."""
+        if self.checkpoint is None or self.duration_head is not None or not self.split or self.has_duration_head():
+            return self
+        found = find_duration_head(Path(self.checkpoint).parent, self.transformer_config().version.value)
+        return self if found is None else replace(self, duration_head=found)
+
     def has_duration_head(self) -> bool:
         """Whether the files carry LTX-2.5's duration head (a run of automatic length needs it); headers only. The
         demo model has none."""
@@ -380,7 +390,8 @@ class ModelFiles:
                                   frames=frames, height=height, width=width)
             else:
                 side = text_and_image_bytes(sources, dtype, frames, height, width) if cuda else SideBytes()
-            options |= dict(decoders=decoder_bytes(sources), tile_bytes_512=TILE_BYTES_512, side=side)
+            resident = decoder_bytes(sources) + duration_head_bytes(sources)  # beside the transformer for the run
+            options |= dict(decoders=resident, tile_bytes_512=TILE_BYTES_512, side=side)
             if files.vae is not None and files._diffusion_vae():
                 base, tile = diffusion_decode_bytes(frames, height, width)
                 options |= dict(tile_bytes_512=tile, decode_base=base)
@@ -441,6 +452,20 @@ class ModelFiles:
             return (), tuple(self.loras)
         ic = tuple((path, strength) for path, strength in self.loras if lora_reference_scale(path) is not None)
         return tuple(lora for lora in self.loras if lora not in ic), ic
+
+    def load_text(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+                  ) -> tuple[PromptEncoder, DurationHead | None]:
+        """The prompt encoder and the duration head alone, for a run of automatic length that predicts its length
+        before the memory plan (on CUDA Gemma's layers stream from host memory, as a plan would have them)."""
+        if self.checkpoint is None:
+            raise ValueError("load_text needs a checkpoint; the demo model loads whole with load()")
+        files = self.resolved()
+        sources = files.sources()
+        if torch.device(device).type == "cuda":
+            encoder = load_streamed_prompt_encoder(files.text_encoder, sources, device=device, dtype=dtype, pin=False)
+        else:
+            encoder = load_prompt_encoder(files.text_encoder, sources, device=device, dtype=dtype)
+        return encoder, _duration_head(sources, device)
 
     def _prompt_encoder(self, sources: Sources, plan: MemoryPlan | None, device: torch.device | str,
                         dtype: torch.dtype | None) -> PromptEncoder:

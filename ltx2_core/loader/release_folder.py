@@ -80,6 +80,12 @@ def find_release_files(folder: str | os.PathLike, mode: str, given: Mapping[str,
     return found
 
 
+def find_duration_head(folder: str | os.PathLike, release: str = "2.5") -> str | None:
+    """The one duration head file of `release` directly in `folder` (by header; e.g. a transformer's folder), None
+    when there is none or several."""
+    return _duration_head(Path(folder), False, {}, release)
+
+
 def _duration_head(root: Path, comfyui: bool, kinds: dict[Path, FileKind | None], release: str) -> str | None:
     """The one duration head file of `release` in the transformer's folders (optional: the transformer's file may
     hold the head, and only a run of automatic length needs it); None when there is none, or several."""

@@ -62,10 +62,10 @@ def test_bad_bounds_are_refused(bounds):
 def test_a_model_without_the_head_is_refused_naming_the_fix():
     request = Request("rain", auto_frames=AUTO)
     with pytest.raises(ValueError, match="LTX-2.3 has no duration head: give a frame count"):
-        check_auto_frames(request, None, "2.3")
+        check_auto_frames(request, False, "2.3")
     with pytest.raises(ValueError, match="--duration-head FILE; in ComfyUI a duration head file"):
-        check_auto_frames(request, None, "2.5")
-    check_auto_frames(Request("rain"), None, "2.3")  # a frame count needs no head
+        check_auto_frames(request, False, "2.5")
+    check_auto_frames(Request("rain"), False, "2.3")  # a frame count needs no head
 
 
 def test_generate_refuses_before_encoding_the_prompt():
