@@ -141,7 +141,7 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     transformer's when it is not in `models` (it runs on workers); the LoRA is then checked on a meta model."""
     request.check()
     config = config or models.transformer.config
-    check_auto_frames(request, models.duration_head, config.version.value)
+    check_auto_frames(request, models.duration_head is not None, config.version.value)
     check_stage_models(request.mode, upsampler=models.upsampler is not None,
                        distilled_lora=models.distilled_lora is not None, one_stage_input=request.one_stage_input)
     if request.two_stage and models.upsampler.config.spatial_scale != 2.0:
@@ -265,15 +265,18 @@ SINGLE_PROCESS = Distribution()
 def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
              cuda_graphs: GraphSetting = "auto", passes_per_forward: int | None = None,
              distribution: Distribution = SINGLE_PROCESS, sampler: StageSampler | None = None,
-             tiling: TilingConfig = TilingConfig()) -> Generation | None:
+             tiling: TilingConfig = TilingConfig(), prompts: Prompts | None = None) -> Generation | None:
     """Runs one request end to end and returns the decoded frames and waveform. `cuda_graphs` captures each stage's
     step as a CUDA graph on its first step and replays it for the others ("auto": where the step is capturable,
     `LocalSampler`; True: CUDA only). `passes_per_forward` caps how many guidance passes share one forward (None:
     the device's measured policy, `memory.pass_policy`; fewer need less activation memory). `distribution`
     spreads the run over processes (None is returned where it does not decode). `sampler` runs the stages
     elsewhere (e.g. on persistent workers; `models.transformer` may then be None). `tiling`: the video decoder's
-    tiles (a memory plan may choose smaller ones). Text to audio (`request.audio_only`) runs in one process on one
-    device (ValueError otherwise) and returns a `Generation` without frames.
+    tiles (a memory plan may choose smaller ones). `prompts`: the request's prompts already encoded (as
+    `encode_request` gives them; e.g. to predict an automatic length first), else encoded here. Text to audio
+    (`request.audio_only`) runs in one process on one device (ValueError otherwise) and returns a `Generation`
+    without frames. `request.auto_frames`: the length is predicted by `models.duration_head` once the prompts are
+    encoded, before any noise is drawn (`duration.resolve_frames`).
 
     With `request.video_input` (sound for a video) the frames returned are the frozen video latent decoded, i.e. the
     file's frames through a VAE round trip (as the reference returns them), not the file's own pixels; the waveform
@@ -289,7 +292,7 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
         raise ValueError(f"{request.frames} frames span {request.windows.count(request.frames)} windows of "
                          f"{request.windows.window}; generate them with ltx2_core.long_video.generate_long")
     encoder = models.prompt_encoder
-    positive, negative = distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
+    positive, negative = prompts or distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
     request = resolve_frames(request, models.duration_head, positive)  # an automatic length: before any noise
     audio = encode_request_audio(request, models)
     video = encode_request_video(request, models)
