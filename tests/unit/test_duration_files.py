@@ -72,3 +72,13 @@ def test_ltx23_has_no_head_and_a_25_head_beside_it_is_refused(release, tmp_path)
 def test_a_head_file_given_as_another_kind_is_refused(release):
     with pytest.raises(CheckpointError, match="this is an LTX-2.5 video VAE"):
         _files(release, duration_head=str(release["vae"])).check("one-stage")
+
+
+def test_the_memory_plan_counts_the_head_as_loaded(release):
+    """The head stays on the device for the run, in fp32: its bytes are counted with the decoders (headers only)."""
+    from ltx2_core.memory.plan import duration_head_bytes
+
+    files = _files(release, duration_head=str(release["duration_head"]))
+    head = files.load("cpu", torch.float32).duration_head
+    assert duration_head_bytes(files.sources()) == sum(p.numel() * 4 for p in head.parameters())
+    assert duration_head_bytes(_files(release).sources()) == 0
