@@ -20,7 +20,7 @@ from ltx2_core.conditioning import (
 )
 from ltx2_core.conditioning.images import LAST_FRAME
 from ltx2_core.conditioning.retake import Retake
-from ltx2_core.duration import AutoFrames, auto_problem
+from ltx2_core.model.duration_head import clip_frames
 from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
 from ltx2_core.sampling import DISTILLED_SIGMAS, GuidanceParams
@@ -153,6 +153,43 @@ def _check_numbers(known: dict) -> None:
     seed = known.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise SettingError("seed", f"seed must be an integer in [0, 2^63), got {seed!r}")
+
+
+@dataclass(frozen=True)
+class AutoFrames:
+    """The clip's length predicted, clamped to [min_seconds, max_seconds] (1.2.0's defaults: 1 s and 20 s)."""
+
+    min_seconds: float = 1.0
+    max_seconds: float = 20.0
+
+    def check(self) -> None:
+        """SettingError naming the fix for bounds that are not 0 < min ≤ max seconds."""
+        bounds = (self.min_seconds, self.max_seconds)
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in bounds) or \
+                not 0 < self.min_seconds <= self.max_seconds:
+            raise SettingError("auto_frames", f"an automatic length needs 0 < min ≤ max seconds, got "
+                                              f"{self.min_seconds!r} to {self.max_seconds!r}; e.g. 1 to 20")
+
+    def most_frames(self, fps: float) -> int:
+        """The longest clip the prediction can choose at `fps` (its maximum, on the 8k + 1 grid)."""
+        return clip_frames(self.max_seconds, fps, self.min_seconds, self.max_seconds)
+
+
+def auto_problem(request: Request) -> str | None:
+    """Why `request` cannot take an automatic length (what sets its length instead, and the fix); None when it can.
+    Needs no model."""
+    if request.video_input is not None or request.retake is not None:
+        return ("the clip's length comes from the file (sound for a video, a retake): drop the automatic length "
+                "(frames auto)")
+    if request.audio is not None:
+        return ("an input sound sets the clip's length (audio-to-video): give its frame count (LTX-2 Audio "
+                "Condition's frames output), not auto")
+    if request.controls:
+        return ("control videos guide a clip of a given frame count (the reference's IC-LoRA pipeline takes one): "
+                "give frames, not auto")
+    if request.windows is not None:
+        return "a long clip's length is its duration: give the duration, not an automatic length"
+    return None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ ROOMS = (
     ("memory", ("memory",)),
     ("conditions and sampling", ("conditioning", "sampling")),
     ("stages", ("compile", "preview", "stages")),
-    ("pipelines", ("pipeline", "request", "windows", "long_video")),
+    ("pipelines", ("pipeline", "request", "windows", "long_video", "duration")),
     ("demo", ("demo",)),
     ("assembly", ("model_files", "parallel")),
     ("hosts", ("hosts", "runtime")),
