@@ -297,7 +297,7 @@ def files_mode(request: Request) -> str:
     return "one-stage" if request.one_stage_input else request.mode
 
 
-def predict_length(args: argparse.Namespace, request: Request, files: ModelFiles) -> Request:
+def predict_clip_length(args: argparse.Namespace, request: Request, files: ModelFiles) -> Request:
     """--frames auto: the prompt encoded and the length predicted by the duration head before anything else loads,
     so that the memory plan and the memory checks are made for the clip chosen (the run encodes the prompt again
     with its models); printed with the head's raw seconds. The request as it is otherwise."""
@@ -386,7 +386,7 @@ def run(args: argparse.Namespace) -> None:
                        controls=bool(request.controls), text_projection=args.text_projection,
                        fp8_matmul=args.fp8_matmul, duration_head=args.duration_head).resolved(files_mode(request))
     request = check_early(args, request, files)
-    request = predict_length(args, request, files)
+    request = predict_clip_length(args, request, files)
     plan = memory_plan(args, request, files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1
     if not parallel:

@@ -63,7 +63,9 @@ def predict_length(head: DurationHead | None, positive: TextEmbeddings, fps: flo
     if head is None:
         raise no_head(version)
     seconds = predict_seconds(head, positive, audio_only)
-    return clip_frames(seconds, fps, auto.min_seconds, auto.max_seconds), seconds
+    frames = clip_frames(seconds, fps, auto.min_seconds, auto.max_seconds)
+    _log_choice(seconds, frames, fps, auto)
+    return frames, seconds
 
 
 def resolve_frames(request: Request, head: DurationHead | None, positive: TextEmbeddings) -> Request:
@@ -80,12 +82,17 @@ def with_length(request: Request, seconds: float) -> Request:
     """`request` of automatic length with the frame count `seconds` (the head's) makes within its bounds, logged."""
     auto = request.auto_frames
     frames = clip_frames(seconds, request.fps, auto.min_seconds, auto.max_seconds)
-    if not auto.min_seconds <= seconds <= auto.max_seconds:
-        log.warning("duration head: %.2f s predicted, outside [%g, %g] s: %d frames (%.2f s) at %g fps", seconds,
-                    auto.min_seconds, auto.max_seconds, frames, frames / request.fps, request.fps)
-    else:
-        log.info("duration head: %.2f s predicted: %d frames at %g fps", seconds, frames, request.fps)
+    _log_choice(seconds, frames, request.fps, auto)
     resolved = replace(request, frames=frames, auto_frames=None,
                        images=tuple(image.at(frames) for image in request.images))
     resolved.check()
     return resolved
+
+
+def _log_choice(seconds: float, frames: int, fps: float, auto: AutoFrames) -> None:
+    """The head's raw seconds and the frames chosen (a warning where the bounds clamped them)."""
+    if not auto.min_seconds <= seconds <= auto.max_seconds:
+        log.warning("duration head: %.2f s predicted, outside [%g, %g] s: %d frames (%.2f s) at %g fps", seconds,
+                    auto.min_seconds, auto.max_seconds, frames, frames / fps, fps)
+    else:
+        log.info("duration head: %.2f s predicted: %d frames at %g fps", seconds, frames, fps)

@@ -60,5 +60,4 @@ class LTX2PredictLength:
         frames, seconds = predict_length(model.duration_head, conditioning.positive, float(fps),
                                          AutoFrames(float(min_seconds), float(max_seconds)), bool(audio_only),
                                          model.config.version.value)
-        print(f"[LTX-2] duration head: {seconds:.2f} s predicted -> {frames} frames at {fps:g} fps")
         return frames, seconds

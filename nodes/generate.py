@@ -95,8 +95,9 @@ class LTX2Generate:
     def VALIDATE_INPUTS(cls, prompt: str | None = None, negative_prompt: str | None = None, mode: str | None = None,
                         width: int | None = None, height: int | None = None, frames: int | None = None,
                         fps: float | None = None, steps: int | None = None, distilled_lora: str | None = NO_LORA,
-                        audio_only: bool | None = False, min_seconds: float | None = None,
-                        max_seconds: float | None = None, input_types: dict | None = None):
+                        audio_only: bool | None = False, length: str | None = "frames",
+                        min_seconds: float | None = 1.0, max_seconds: float | None = 20.0,
+                        input_types: dict | None = None):
         """Everything that needs no file's content, when queued: the stated limits (NaN too), the prompts, the mode's
         sizes and steps and the models it needs, what a retake or text to audio allows (input_types: which inputs are
         linked), the distilled LoRA's kind. Known only when the node runs: image frames, the clip of a retake."""
@@ -106,7 +107,8 @@ class LTX2Generate:
                       max_seconds=max_seconds)  # distilled_lora: a file
         return (limits_problem(cls, values, links) or link_problem(cls, links) or prompt_problem(prompt)
                 or text_problem("negative_prompt", negative_prompt)
-                or request_problem(mode, width, height, frames, fps, steps, audio_only, distilled_lora, links)
+                or request_problem(mode, width, height, None if length == "auto" else frames, fps, steps, audio_only,
+                                   distilled_lora, links)  # auto: the frames input is not used
                 or distilled_lora_problem(distilled_lora, links) or bounds_problem(min_seconds, max_seconds) or True)
 
     def generate(self, model: ModelHandle, text_encoder: PromptEncoder, prompt: str, negative_prompt: str,
@@ -121,10 +123,11 @@ class LTX2Generate:
             info = retake.info()
             width, height, frames, fps = info.width, info.height, info.frames, info.fps
         auto = auto_length(length, min_seconds, max_seconds)
-        checked = _check_request(prompt, negative_prompt, mode, width, height, frames, fps, steps, distilled_lora,
-                                 images, linked, audio_only)
+        checked = _check_request(prompt, negative_prompt, mode, width, height, None if auto else frames, fps, steps,
+                                 distilled_lora, images, linked, audio_only)
+        frames = 121 if auto else frames  # auto: a placeholder until the head predicts the length
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
-                          images=images if auto else checked, audio=audio, audio_only=bool(audio_only),
+                          images=checked, audio=audio, audio_only=bool(audio_only),
                           controls=control_conditions(guides, model, fps), retake=retake, auto_frames=auto)
         if audio_only or guides or retake is not None or auto is not None:
             request.check()  # text to audio, controls, a retake, auto: refused here, before the model is touched
@@ -136,8 +139,7 @@ class LTX2Generate:
             check_auto_frames(request, model.duration_head is not None, model.config.version.value)
             prompts = encode_request(request, text_encoder, model.config)
             request = resolve_frames(request, model.duration_head, prompts[0])
-            frames = request.frames
-            print(f"[LTX-2] duration head: {frames} frames ({request.seconds:.2f} s at {fps:g} fps)")
+            frames = request.frames  # the choice is logged with the head's seconds (ltx2_core.duration)
         held_sound = audio is not None or (retake is not None and retake.sound is not None)
         audio_encoder = model.checked_audio_encoder() if held_sound else None
         job = request_job(request, model.config, model.host.tiling())
@@ -213,17 +215,18 @@ def distilled_lora_problem(name: str | None, links: Mapping[str, object] | None 
     return None
 
 
-def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int, fps: float,
-                   steps: int, distilled_lora: str, images: tuple[ImageCondition, ...], linked: Collection[str],
+def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int | None,
+                   fps: float, steps: int, distilled_lora: str, images: tuple[ImageCondition, ...], linked: Collection[str],
                    audio_only: bool = False) -> tuple[ImageCondition, ...]:
     """First thing when the node runs, before any model work, the queue-time checks again (an API caller may skip
     none of them: ValueError naming the fix), then the images resolved for the clip. `linked`: the names of the
-    condition and model inputs given (a retake's clip: its size, frames and fps are the values here)."""
+    condition and model inputs given (a retake's clip: its size, frames and fps are the values here); `frames`
+    None: not known yet (an automatic length)."""
     if problem := (prompt_problem(prompt) or text_problem("negative_prompt", negative_prompt)
                    or request_problem(mode, width, height, frames, fps, steps, audio_only, distilled_lora, linked)
                    or distilled_lora_problem(distilled_lora)):
         raise ValueError(problem)
-    return at_frames(images, frames)
+    return images if frames is None else at_frames(images, frames)  # None: an automatic length, placed later
 
 
 def auto_length(length: str, min_seconds: float, max_seconds: float) -> AutoFrames | None:

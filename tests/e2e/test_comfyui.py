@@ -176,7 +176,7 @@ def test_the_text_to_audio_example_of_automatic_length_takes_the_heads_length(co
     (sound_file,) = tmp_path.glob("*.flac")
     written = read_audio(sound_file)
     assert abs(written.seconds - 17 / 24) < 0.05 and written.samples.abs().max() > 0  # not the frames input's 121
-    assert "duration head: 17 frames" in comfyui.log.read_text()
+    assert "duration head: 0.90 s predicted: 17 frames at 24 fps" in comfyui.log.read_text()  # ltx2_core's log
 
 
 def test_a_bad_value_is_refused_before_anything_runs(comfyui, tmp_path):

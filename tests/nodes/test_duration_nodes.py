@@ -63,3 +63,9 @@ def test_a_model_without_the_head_is_refused_naming_the_fix(release, loaded, tmp
         node("LTX2PredictLength", bare, conditioning, 24.0, 1.0, 20.0, False)
     assert "above max_seconds" in LTX2Generate.VALIDATE_INPUTS(min_seconds=3.0, max_seconds=2.0)
     assert list(LTX2Generate.INPUT_TYPES()["optional"])[-3:] == ["length", "min_seconds", "max_seconds"]  # last
+
+
+def test_the_frames_input_is_not_checked_when_the_length_is_auto():
+    assert "8k+1" in LTX2Generate.VALIDATE_INPUTS(mode="one-stage", width=64, height=64, frames=10, fps=24.0)
+    assert LTX2Generate.VALIDATE_INPUTS(mode="one-stage", width=64, height=64, frames=10, fps=24.0,
+                                        length="auto") is True
