@@ -15,9 +15,8 @@ from dataclasses import replace
 
 import torch
 
-from ltx2_core.errors import SettingError
 from ltx2_core.model.duration_head import DurationHead, clip_frames
-from ltx2_core.request import AutoFrames, Request, auto_problem
+from ltx2_core.request import AutoFrames, Request
 from ltx2_core.types import TextEmbeddings
 
 log = logging.getLogger(__name__)
@@ -26,13 +25,9 @@ NO_HEAD_FIX = ("give the duration head (the command line's --duration-head FILE;
 
 
 def check_auto_frames(request: Request, has_head: bool, version: str) -> None:
-    """ValueError naming the fix when `request` asks for an automatic length the model cannot give: no head
-    (`version`: the model's release, which says why); SettingError for what `auto_problem` refuses."""
-    if request.auto_frames is None:
-        return
-    if problem := auto_problem(request):
-        raise SettingError("auto_frames", problem)
-    if not has_head:
+    """ValueError naming the fix when `request` asks for an automatic length and the model has no head (`version`:
+    the model's release, which says why); what else refuses it is `Request.check`'s (`request.auto_problem`)."""
+    if request.auto_frames is not None and not has_head:
         raise no_head(version)
 
 
