@@ -216,8 +216,8 @@ def distilled_lora_problem(name: str | None, links: Mapping[str, object] | None 
 
 
 def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int | None,
-                   fps: float, steps: int, distilled_lora: str, images: tuple[ImageCondition, ...], linked: Collection[str],
-                   audio_only: bool = False) -> tuple[ImageCondition, ...]:
+                   fps: float, steps: int, distilled_lora: str, images: tuple[ImageCondition, ...],
+                   linked: Collection[str], audio_only: bool = False) -> tuple[ImageCondition, ...]:
     """First thing when the node runs, before any model work, the queue-time checks again (an API caller may skip
     none of them: ValueError naming the fix), then the images resolved for the clip. `linked`: the names of the
     condition and model inputs given (a retake's clip: its size, frames and fps are the values here); `frames`
