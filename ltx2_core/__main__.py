@@ -69,8 +69,9 @@ from ltx2_core.model.text.enhance import system_prompt
 from ltx2_core.model.transformer.attention_select import check_attention, device_table, set_attention
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
-from ltx2_core.pipeline import Distribution, Generation, check_stg_blocks, enhance_request, generate, guidance_for, \
-    request_job
+from ltx2_core.duration import AutoFrames, check_auto_frames, predict_seconds, with_length
+from ltx2_core.pipeline import (Distribution, Generation, check_stg_blocks, encode_request, enhance_request,
+                                generate, guidance_for, request_job)
 from ltx2_core.request import ONE_GPU, Request
 from ltx2_core.sampling.cache import CacheSettings, print_record
 from ltx2_core.sampling.guidance import active_passes
@@ -137,6 +138,8 @@ def build_request(args: argparse.Namespace) -> Request:
 
 
 def _one_request(args: argparse.Namespace) -> Request:
+    if args.duration is not None and args.auto_duration is not None:
+        raise ValueError("--duration gives the clip's length and --auto-duration predicts one: drop one of them")
     if args.duration is not None:
         for flag, given in (("--frames", args.frames), ("--retake", args.retake), ("--video", args.video)):
             if given is not None:
@@ -152,6 +155,10 @@ def _one_request(args: argparse.Namespace) -> Request:
                          "them or add --retake")
     if args.dub is not None:
         return _dub_request(args)
+    auto = auto_frames(args)
+    if auto is not None and (args.retake is not None or args.video is not None):
+        raise ValueError(f"--frames auto with {'--retake' if args.retake is not None else '--video'}: the clip's "
+                         "length comes from the file; drop --frames auto (and --auto-duration)")
     if args.retake is not None:
         return _retake_request(args)
     if args.video is not None:
@@ -160,12 +167,22 @@ def _one_request(args: argparse.Namespace) -> Request:
         raise ValueError("--replace-sound goes with --video (a video whose sound is replaced); drop it or add --video")
     # a checkpoint's release is read from its header after the file checks; every release has the same sizes so far
     width, height, frames = RELEASES[demo_version(args)].default_size(args.checkpoint is None, args.mode != "one-stage")
-    frames = args.frames or frames
+    frames = frames if auto is not None else args.frames or frames  # auto: a placeholder until predicted
     return Request(
         prompt=args.prompt, negative_prompt=args.negative_prompt, width=args.width or width,
         height=args.height or height, frames=frames, fps=24.0 if args.fps is None else args.fps, steps=args.steps,
-        seed=args.seed, mode=args.mode, images=tuple(image.at(frames) for image in args.image), audio=args.audio,
-        audio_only=args.audio_only, controls=control_conditions(args))
+        seed=args.seed, mode=args.mode, images=tuple(image if auto else image.at(frames) for image in args.image),
+        audio=args.audio, audio_only=args.audio_only, controls=control_conditions(args), auto_frames=auto)
+
+
+def auto_frames(args: argparse.Namespace) -> AutoFrames | None:
+    """--frames auto (or --auto-duration alone): the predicted length's bounds; None for a frame count."""
+    if args.auto_duration is not None and args.frames not in (None, "auto"):
+        raise ValueError(f"--auto-duration bounds the predicted length and --frames {args.frames} gives one: drop "
+                         "one of them (--frames auto predicts it)")
+    if args.frames != "auto" and args.auto_duration is None:
+        return None
+    return AutoFrames() if args.auto_duration is None else AutoFrames(*args.auto_duration)
 
 
 def _hdr_request(args: argparse.Namespace) -> Request:
@@ -326,6 +343,7 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
         raise ValueError(f"--audio needs the audio VAE encoder, and {files.label} has none (a file stripped of it); "
                          "use the released checkpoint (LTX-2.5: its audio VAE file) or drop --audio")
     check_stg_blocks(request, files.transformer_config())
+    check_auto_frames(request, files.has_duration_head(), files.transformer_config().version.value)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda but no CUDA GPU is visible; use --device cpu")
     if (args.compile or args.cuda_graphs == "on") and not args.device.startswith("cuda"):
@@ -389,6 +407,28 @@ def files_mode(request: Request) -> str:
     """The mode whose files a request needs: sound for a video and a retake run one stage whatever its schedule (no upsampler,
     no LoRA), so it needs the one-stage files."""
     return "one-stage" if request.one_stage_input else "distilled" if request.mode == "hdr" else request.mode
+
+
+def predict_clip_length(args: argparse.Namespace, request: Request, files: ModelFiles) -> Request:
+    """--frames auto: the prompt encoded and the length predicted by the duration head before anything else loads,
+    so that the memory plan and the memory checks are made for the clip chosen (the run encodes the prompt again
+    with its models); printed with the head's raw seconds. The request as it is otherwise."""
+    if request.auto_frames is None:
+        return request
+    dtype = DTYPES[args.dtype] if args.dtype else None
+    device = launch.local_device(args.device) if launch.ranks() > 1 else args.device
+    encoder, head = files.load_text(device, dtype)
+    positive, _ = encode_request(request, encoder, files.transformer_config())
+    seconds = predict_seconds(head, positive, request.audio_only)
+    del encoder, head, positive
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()  # Gemma's memory back before the plan counts the free memory
+    resolved = with_length(request, seconds)
+    if launch.is_main():
+        print(f"duration head: {seconds:.2f} s predicted -> {resolved.frames} frames ({resolved.seconds:.2f} s at "
+              f"{resolved.fps:g} fps; bounds {request.auto_frames.min_seconds:g}..{request.auto_frames.max_seconds:g} "
+              "s)")
+    return resolved
 
 
 def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -> MemoryPlan | None:
@@ -457,8 +497,9 @@ def run(args: argparse.Namespace) -> None:
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
                        demo_version(args), args.fp8, args.vae, args.audio_vae,
                        controls=bool(request.controls) or request.mode == "hdr", text_projection=args.text_projection,
-                       fp8_matmul=args.fp8_matmul).resolved(files_mode(request))
+                       fp8_matmul=args.fp8_matmul, duration_head=args.duration_head).resolved(files_mode(request))
     request = check_early(args, request, files)
+    request = predict_clip_length(args, request, files)
     plan = memory_plan(args, request, files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1
     if not parallel:

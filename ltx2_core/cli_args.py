@@ -84,7 +84,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, help=_size_help(0, "pixels, a multiple of 32 (64 for two-stage and distilled)"))
     p.add_argument("--height", type=int, help=_size_help(1, "pixels, a multiple of 32 (64 for two-stage and "
                                                             "distilled)"))
-    p.add_argument("--frames", type=int, help=_size_help(2, "pixel frames, 8k+1"))
+    p.add_argument("--frames", type=values.frames, help=_size_help(2, "pixel frames, 8k+1; or auto: the length "
+                                                                      "LTX-2.5's duration head predicts from the "
+                                                                      "prompt, within --auto-duration"))
+    p.add_argument("--auto-duration", type=float, nargs=2, metavar=("MIN", "MAX"),
+                   help="with --frames auto (implies it): the predicted length clamped to MIN..MAX seconds (default "
+                        "1 20, as Lightricks' pipelines); text to audio (--audio-only) and the video modes")
     p.add_argument("--fps", type=float, help="frames per second (default 24; with --video and --retake: the file's)")
     p.add_argument("--steps", type=int, help=f"stage-1 steps (default: the release's, {RELEASED_STEPS}); not with "
                                              "--mode distilled, whose 8-step schedule is fixed")
@@ -126,6 +131,10 @@ def parser() -> argparse.ArgumentParser:
                    "upscaler-x2-bf16-1.0.safetensors (two-stage, distilled)")
     m.add_argument("--distilled-lora", help="ltx-2-*-distilled-lora-*.safetensors, LTX-2.5: ltx-2.5-22b-distilled-"
                    "lora-450-bf16.safetensors (two-stage)")
+    m.add_argument("--duration-head", metavar="FILE",
+                   help="LTX-2.5's duration head (--frames auto) in a file of its own; default: the transformer "
+                        "file's duration_head.* tensors, or the one duration head file beside it in a models folder "
+                        "(the released file is not public yet)")
     m.add_argument("--lora", action="append", default=[], type=values.lora, metavar="PATH[:STRENGTH]",
                    help="a LoRA to fuse (repeatable; strength default 1)")
     m.add_argument("--version", choices=[v.value for v in RELEASES],

@@ -26,6 +26,16 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
+def frames(text: str) -> int | str:
+    """A frame count, or "auto": the length LTX-2.5's duration head predicts from the prompt."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a frame count (8k+1, e.g. 121) or auto, got {text!r}") from None
+
+
 def fraction(text: str) -> float:
     """A number in [0, 1] (a fraction of the sampling)."""
     try:

@@ -35,9 +35,9 @@ from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.layouts import RELEASED_CHECKPOINTS
 from ltx2_core.loader.lora import check_lora_file, lora_reference_scale
 from ltx2_core.loader.file_kinds import TEMPORAL, FileKind, check_file_kind, check_same_release, file_kind
-from ltx2_core.loader.release_folder import RELEASE_FILES, find_release_files
+from ltx2_core.loader.release_folder import RELEASE_FILES, find_duration_head, find_release_files
 from ltx2_core.loader.safetensors_file import Shard
-from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources, video_vae_prefix
+from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources, duration_head_source, video_vae_prefix
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.loader.upsampler_weights import check_direction, upsampler_config
 from ltx2_core.model.upsampler import LatentUpsampler
@@ -45,12 +45,14 @@ from ltx2_core.loader.vae_weights import DIFFUSION, video_vae_kind
 from ltx2_core.memory.footprint import RELEASED_UPSAMPLER_CHANNELS, ModelSizes
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
 from ltx2_core.memory.pass_policy import device_capability
-from ltx2_core.memory.plan import TILE_BYTES_512, MemoryPlan, decoder_bytes, plan_run, transformer_weight_bytes
+from ltx2_core.memory.plan import (TILE_BYTES_512, MemoryPlan, decoder_bytes, duration_head_bytes, plan_run,
+                                   transformer_weight_bytes)
 from ltx2_core.memory.weight_layout import file_layers
 from ltx2_core.memory.sizes import SideBytes, diffusion_decode_bytes, ram_bytes, side_bytes, text_and_image_bytes
 from ltx2_core.quant.fp8_matmul import set_fp8_matmul
 from ltx2_core.quant.policy import quantize_blocks, stores_quantised
 from ltx2_core.model.audio_vae import AudioEncoder, VocoderConfig
+from ltx2_core.model.duration_head import DurationHead, load_duration_head
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
@@ -88,14 +90,16 @@ class ModelFiles:
     text_projection: str | None = None
     fp8_matmul: str = "auto"  # how fp8 weights multiply: see quant.fp8_matmul.CHOICES
     temporal_upsampler: str | None = None  # DFR's temporal x2 latent upsampler (its temporal rounds; not public yet)
+    # LTX-2.5's duration head in a file of its own (a run of automatic length); None: the transformer file's, if any
+    duration_head: str | None = None
 
     @property
     def label(self) -> str:
         """What the run loads, for its first line: the checkpoint (with the VAE files given beside it) or the demo."""
         if self.checkpoint is None:
             return DEMO_LABEL.format(version=self.version)
-        beside = [os.path.basename(path) for path in (self.vae, self.audio_vae, self.text_projection)
-                  if path is not None]
+        beside = [os.path.basename(path) for path in (self.vae, self.audio_vae, self.text_projection,
+                                                      self.duration_head) if path is not None]
         return self.checkpoint + (f" with {' and '.join(beside)}" if beside else "")
 
     @property
@@ -118,7 +122,7 @@ class ModelFiles:
         wrong kind or release; reads headers only."""
         if self.checkpoint is None:
             given = [name for name in ("text_encoder", "upsampler", "distilled_lora", "vae", "audio_vae",
-                                       "text_projection", "temporal_upsampler") if getattr(self, name)]
+                                       "text_projection", "temporal_upsampler", "duration_head") if getattr(self, name)]
             if given or self.loras:
                 raise ValueError(f"--{(given or ['lora'])[0].replace('_', '-')} needs --checkpoint (the demo model "
                                  "builds its own random components)")
@@ -143,12 +147,13 @@ class ModelFiles:
         if mode in (*GUIDED_TWO_STAGE, "two-stage-hq") and self.distilled_lora is None:
             raise ValueError(f"mode {mode} needs --distilled-lora ltx-2-19b-distilled-lora-*.safetensors")
         paths = [("--checkpoint", self.checkpoint), ("--text-encoder", self.text_encoder),
-                 ("--upsampler", self.upsampler), ("--distilled-lora", self.distilled_lora)]
+                 ("--upsampler", self.upsampler), ("--distilled-lora", self.distilled_lora),
+                 ("--duration-head", self.duration_head)]
         paths += [("--lora", path) for path, _ in self.loras]
         for flag, path in paths:
             if path is not None:
                 _check_path(flag, path)
-        _check_kinds(self._vae_flags())
+        _check_kinds(self._vae_flags() + self._head_flag())
         check_same_release(_kinds(paths + [(flag, path) for flag, path, _ in self._vae_flags()]))
         self._check_loras()
         self._check_upsamplers()
@@ -158,9 +163,10 @@ class ModelFiles:
         loader that takes the text encoder later: each exists and is of its kind, all of one release. `labels`: how
         to name each field in messages (default: its command-line flag)."""
         names = {"checkpoint": "--checkpoint", "vae": "--vae", "audio_vae": "--audio-vae",
-                 "text_projection": "--text-projection", **(labels or {})}
+                 "text_projection": "--text-projection", "duration_head": "--duration-head", **(labels or {})}
         fields = [("checkpoint", "transformer" if self.split else "checkpoint"), ("vae", "video VAE"),
-                  ("audio_vae", "audio VAE"), ("text_projection", "text projection")]
+                  ("audio_vae", "audio VAE"), ("text_projection", "text projection"),
+                  ("duration_head", "duration head")]
         given = [(names[field], getattr(self, field), kind) for field, kind in fields if getattr(self, field)]
         for label, path, _ in given:
             _check_path(label, path)
@@ -168,6 +174,9 @@ class ModelFiles:
         release = check_same_release(_kinds([(label, path) for label, path, _ in given]))
         if self.split:
             self._check_text_path(release or self.transformer_config().version.value, names)
+
+    def _head_flag(self) -> list[tuple[str, str, str]]:
+        return [] if self.duration_head is None else [("--duration-head", self.duration_head, "duration head")]
 
     def _vae_flags(self) -> list[tuple[str, str, str]]:
         return [(flag, path, kind) for flag, path, kind in (("--vae", self.vae, "video VAE"),
@@ -195,14 +204,15 @@ class ModelFiles:
             raise ValueError(f"mode {mode} needs --distilled-lora {RELEASE_FILES['distilled_lora']}")
         paths = [("--checkpoint", self.checkpoint), ("--text-encoder", self.text_encoder), ("--vae", self.vae),
                  ("--audio-vae", self.audio_vae), ("--upsampler", self.upsampler),
-                 ("--distilled-lora", self.distilled_lora), ("--text-projection", self.text_projection)]
+                 ("--distilled-lora", self.distilled_lora), ("--text-projection", self.text_projection),
+                 ("--duration-head", self.duration_head)]
         paths += [("--lora", path) for path, _ in self.loras]
         for flag, path in paths:
             if path is not None:
                 _check_path(flag, path)
         kinds = {"--checkpoint": "transformer", "--text-encoder": "text encoder", "--vae": "video VAE",
                  "--audio-vae": "audio VAE", "--upsampler": "latent upsampler", "--distilled-lora": "LoRA",
-                 "--lora": "LoRA", "--text-projection": "text projection"}
+                 "--lora": "LoRA", "--text-projection": "text projection", "--duration-head": "duration head"}
         _check_kinds([(flag, path, kinds[flag]) for flag, path in paths
                       if path is not None and os.path.isfile(path)])
         release = check_same_release(_kinds(paths)) or release
@@ -268,6 +278,20 @@ class ModelFiles:
     def _diffusion_vae(self) -> bool:
         return video_vae_kind(read_header(self.vae, "video VAE")).decoder == DIFFUSION
 
+    def with_duration_head(self) -> ModelFiles:
+        """These files with the duration head beside a transformer file of its own when neither it nor
+        `duration_head` holds one: the one duration head file of its release in the transformer's folder (headers
+        only; ComfyUI's loader keeps it in models/diffusion_models); these files as they are otherwise."""
+        if self.checkpoint is None or self.duration_head is not None or not self.split or self.has_duration_head():
+            return self
+        found = find_duration_head(Path(self.checkpoint).parent, self.transformer_config().version.value)
+        return self if found is None else replace(self, duration_head=found)
+
+    def has_duration_head(self) -> bool:
+        """Whether the files carry LTX-2.5's duration head (a run of automatic length needs it); headers only. The
+        demo model has none."""
+        return self.checkpoint is not None and Component.DURATION_HEAD in self.sources()
+
     def has_audio_encoder(self) -> bool:
         """Whether the model's files carry the audio VAE encoder (audio conditioning needs it); headers only. The
         demo model has one."""
@@ -280,10 +304,12 @@ class ModelFiles:
         when it is looked up)."""
         if self.checkpoint is not None and os.path.isdir(self.checkpoint):
             return self.resolved().sources()
+        head = duration_head_source(self.checkpoint, self.duration_head)
         if self.split:  # a file not given yet leaves its components out (a loader node chooses the text encoder later)
             return Sources.split(self.checkpoint, self.text_encoder, self.vae, self.audio_vae, self.upsampler,
-                                 self.text_projection)
-        sources = Sources.bundled(self.checkpoint).with_files({Component.UPSAMPLER: self.upsampler})
+                                 self.text_projection).with_files({Component.DURATION_HEAD: head})
+        sources = Sources.bundled(self.checkpoint).with_files({Component.UPSAMPLER: self.upsampler,
+                                                               Component.DURATION_HEAD: head})
         if self.vae is not None:
             video = Source(Path(self.vae), video_vae_prefix(self.vae))
             sources = sources.with_files({Component.VIDEO_DECODER: video, Component.VIDEO_ENCODER: video})
@@ -390,7 +416,8 @@ class ModelFiles:
                                   frames=frames, height=height, width=width, enhance=enhance)
             else:
                 side = text_and_image_bytes(sources, dtype, frames, height, width) if cuda else SideBytes()
-            options |= dict(decoders=decoder_bytes(sources), tile_bytes_512=TILE_BYTES_512, side=side)
+            resident = decoder_bytes(sources) + duration_head_bytes(sources)  # beside the transformer for the run
+            options |= dict(decoders=resident, tile_bytes_512=TILE_BYTES_512, side=side)
             if files.vae is not None and files._diffusion_vae():
                 base, tile = diffusion_decode_bytes(frames, height, width)
                 options |= dict(tile_bytes_512=tile, decode_base=base)
@@ -439,6 +466,7 @@ class ModelFiles:
             video_encoder=load_video_encoder(sources[Component.VIDEO_ENCODER], **visiting),
             audio_encoder=_audio_encoder(sources, load),
             ic_loras=tuple((load_lora(path), strength) for path, strength in ic_loras),
+            duration_head=_duration_head(sources, device),
         ), device)
 
     def split_loras(self) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:
@@ -451,12 +479,38 @@ class ModelFiles:
         ic = tuple((path, strength) for path, strength in self.loras if lora_reference_scale(path) is not None)
         return tuple(lora for lora in self.loras if lora not in ic), ic
 
+    def load_text(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+                  ) -> tuple[PromptEncoder, DurationHead | None]:
+        """The prompt encoder and the duration head alone, for a run of automatic length that predicts its length
+        before the memory plan (on CUDA Gemma's layers stream from host memory, as a plan would have them)."""
+        if self.checkpoint is None:
+            raise ValueError("load_text needs a checkpoint; the demo model loads whole with load()")
+        files = self.resolved()
+        sources = files.sources()
+        if torch.device(device).type == "cuda":
+            encoder = load_streamed_prompt_encoder(files.text_encoder, sources, device=device, dtype=dtype, pin=False)
+        else:
+            encoder = load_prompt_encoder(files.text_encoder, sources, device=device, dtype=dtype)
+        return encoder, _duration_head(sources, device)
+
     def _prompt_encoder(self, sources: Sources, plan: MemoryPlan | None, device: torch.device | str,
                         dtype: torch.dtype | None) -> PromptEncoder:
         """With a memory plan on a GPU, Gemma's layers stay in host memory and stream in while it encodes."""
         if plan is not None and torch.device(device).type == "cuda":
             return load_streamed_prompt_encoder(self.text_encoder, sources, device=device, dtype=dtype, pin=plan.pin)
         return load_prompt_encoder(self.text_encoder, sources, device=device, dtype=dtype)
+
+
+def _duration_head(sources: Sources, device: torch.device | str) -> DurationHead | None:
+    """LTX-2.5's duration head where the files carry it (fp32: a few MB, and its exp amplifies rounding), else
+    None (a run of automatic length is then refused: `duration.check_auto_frames`)."""
+    if Component.DURATION_HEAD not in sources:
+        return None
+    source = sources[Component.DURATION_HEAD]
+    head = load_duration_head(source.path, device=device)
+    if head is None:
+        raise CheckpointError(f"{source.path}: no duration_head.* tensors; give LTX-2.5's duration head file")
+    return head
 
 
 def _audio_encoder(sources: Sources, load: dict) -> AudioEncoder | None:

@@ -77,6 +77,7 @@ from ltx2_core.conditioning import (
 from ltx2_core.conditioning.audio_reference import EncodedAudioReference
 from ltx2_core.conditioning.dub import encode_dub_sound
 from ltx2_core.conditioning.retake import encode_retake
+from ltx2_core.duration import check_auto_frames, resolve_frames
 from ltx2_core.geometry import audio_latent_length, video_tokens
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.loader.lora import Lora, check_distilled_lora, check_lora, fused_loras
@@ -85,6 +86,7 @@ from ltx2_core.memory.pass_policy import device_capability, policy_cap
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.audio_vae import AudioEncoder
+from ltx2_core.model.duration_head import DurationHead
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.model.video_vae.tiling import TilingConfig
@@ -116,6 +118,7 @@ class Models(NamedTuple):
     # IC-LoRAs (LoRA files stating a reference_downscale_factor) with their strengths: fused around the first stage
     # only and restored bit for bit after it, as the reference's ICLoraPipeline refines stage 2 without them
     ic_loras: tuple[tuple[Lora, float], ...] = ()
+    duration_head: DurationHead | None = None  # LTX-2.5's clip length from the prompt (`Request.auto_frames`)
 
 
 def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceParams, GuidanceParams]:
@@ -160,6 +163,7 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     transformer's when it is not in `models` (it runs on workers); the LoRA is then checked on a meta model."""
     request.check()
     config = config or models.transformer.config
+    check_auto_frames(request, models.duration_head is not None, config.version.value)
     check_stage_models(request.mode, upsampler=models.upsampler is not None,
                        distilled_lora=models.distilled_lora is not None, one_stage_input=request.one_stage_input)
     if request.two_stage and models.upsampler.config.spatial_scale != 2.0:
@@ -301,7 +305,7 @@ SINGLE_PROCESS = Distribution()
 def generate(request: Request, models: Models, progress: StageProgress | None = None, *,
              cuda_graphs: GraphSetting = "auto", passes_per_forward: int | None = None,
              distribution: Distribution = SINGLE_PROCESS, sampler: StageSampler | None = None,
-             tiling: TilingConfig = TilingConfig()) -> Generation | None:
+             tiling: TilingConfig = TilingConfig(), prompts: Prompts | None = None) -> Generation | None:
     """Runs one request end to end and returns the decoded frames and waveform. `cuda_graphs` captures each stage's
     step as a CUDA graph on its first step and replays it for the others ("auto": where the step is capturable,
     `LocalSampler`; True: CUDA only). `passes_per_forward` caps how many guidance passes share one forward (None:
@@ -309,8 +313,11 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     spreads the run over processes (None is returned where it does not decode). `sampler` runs the stages
     elsewhere (e.g. on persistent workers; `models.transformer` may then be None). `tiling`: the video decoder's
     tiles (a memory plan may choose smaller ones). Mode "hdr" returns an `hdr_pipeline.HdrGeneration` (linear
-    light; `ltx2_core.hdr_pipeline`). Text to audio (`request.audio_only`) runs in one process on one
-    device (ValueError otherwise) and returns a `Generation` without frames.
+    light; `ltx2_core.hdr_pipeline`). `prompts`: the request's prompts already encoded (as `encode_request` gives
+    them; e.g. to predict an automatic length first), else encoded here. Text to audio (`request.audio_only`) runs
+    in one process on one device (ValueError otherwise) and returns a `Generation` without frames.
+    `request.auto_frames`: the length is predicted by `models.duration_head` once the prompts are encoded, before any
+    noise is drawn (`duration.resolve_frames`).
 
     With `request.video_input` (sound for a video) the frames returned are the frozen video latent decoded, i.e. the
     file's frames through a VAE round trip (as the reference returns them), not the file's own pixels; the waveform
@@ -333,7 +340,8 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
         raise ValueError(f"{request.frames} frames span {request.windows.count(request.frames)} windows of "
                          f"{request.windows.window}; generate them with ltx2_core.long_video.generate_long")
     encoder = models.prompt_encoder
-    positive, negative = distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
+    positive, negative = prompts or distribution.prompts(lambda: encode_request(request, encoder, sampler.config))
+    request = resolve_frames(request, models.duration_head, positive)  # an automatic length: before any noise
     audio = encode_request_audio(request, models)
     video = encode_request_video(request, models)
     retake = encode_request_retake(request, models)

@@ -19,8 +19,10 @@ from ltx2_core.conditioning import (
     VideoCondition,
 )
 from ltx2_core.conditioning.dub import Dub
+from ltx2_core.conditioning.images import LAST_FRAME
 from ltx2_core.conditioning.keyframes import appended_image_tokens
 from ltx2_core.conditioning.retake import Retake
+from ltx2_core.model.duration_head import clip_frames
 from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
 from ltx2_core.hdr import HDR
@@ -223,6 +225,43 @@ def _check_numbers(known: dict) -> None:
 
 
 @dataclass(frozen=True)
+class AutoFrames:
+    """The clip's length predicted, clamped to [min_seconds, max_seconds] (1.2.0's defaults: 1 s and 20 s)."""
+
+    min_seconds: float = 1.0
+    max_seconds: float = 20.0
+
+    def check(self) -> None:
+        """SettingError naming the fix for bounds that are not 0 < min ≤ max seconds."""
+        bounds = (self.min_seconds, self.max_seconds)
+        if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) for v in bounds) or \
+                not 0 < self.min_seconds <= self.max_seconds:
+            raise SettingError("auto_frames", f"an automatic length needs 0 < min ≤ max seconds, got "
+                                              f"{self.min_seconds!r} to {self.max_seconds!r}; e.g. 1 to 20")
+
+    def most_frames(self, fps: float) -> int:
+        """The longest clip the prediction can choose at `fps` (its maximum, on the 8k + 1 grid)."""
+        return clip_frames(self.max_seconds, fps, self.min_seconds, self.max_seconds)
+
+
+def auto_problem(request: Request) -> str | None:
+    """Why `request` cannot take an automatic length (what sets its length instead, and the fix); None when it can.
+    Needs no model."""
+    if request.video_input is not None or request.retake is not None:
+        return ("the clip's length comes from the file (sound for a video, a retake): drop the automatic length "
+                "(frames auto)")
+    if request.audio is not None:
+        return ("an input sound sets the clip's length (audio-to-video): give its frame count (LTX-2 Audio "
+                "Condition's frames output), not auto")
+    if request.controls:
+        return ("control videos guide a clip of a given frame count (the reference's IC-LoRA pipeline takes one): "
+                "give frames, not auto")
+    if request.windows is not None:
+        return "a long clip's length is its duration: give the duration, not an automatic length"
+    return None
+
+
+@dataclass(frozen=True)
 class Request:
     """One generation. `steps` None: the release default (40 for LTX-2.0, 30 for 2.3 and 2.5; distilled stage 1 is
     8). `video_guidance` / `audio_guidance` None: the release defaults (ignored by the distilled mode, which has
@@ -269,6 +308,9 @@ class Request:
     system_prompt: str | None = None
     # "euler" or "res_2s" (`ltx2_core.sampling.res2s`) in every stage; None: the mode's (res_2s for two-stage-hq)
     sampler: str | None = None
+    # a length predicted by LTX-2.5's duration head (`ltx2_core.duration`): `frames` is then a placeholder until
+    # `generate` resolves it, after encoding the prompt and before sampling; None: `frames` as given
+    auto_frames: AutoFrames | None = None
 
     @property
     def seconds(self) -> float:
@@ -347,14 +389,17 @@ class Request:
         if self.hdr is not None and self.cache is not None:
             raise SettingError("cache", "step caching is not available for HDR; drop it")
         check_request_sampler(self.mode, self.stage_sampler, cache=self.cache is not None)
+        if self.auto_frames is not None:
+            self.check_auto_frames()
         if self.video_input is not None:
             self.check_video_input()
         if self.retake is not None:
             self.check_retake()
         if self.dub is not None:
             self.check_dub()
-        for image in self.images:
-            image.check(self.frames)
+        for image in self.images:  # an automatic length: its longest clip, the last frame placed once predicted
+            if self.auto_frames is None or image.frame != LAST_FRAME:
+                image.check(self.frames if self.auto_frames is None else self.auto_frames.most_frames(self.fps))
         if self.mode == "keyframes" and len(self.images) < 2:
             raise SettingError("images", KEYFRAMES_NEED_TWO)
         self.check_controls()
@@ -403,6 +448,15 @@ class Request:
             if isinstance(image, ImageCondition) and isinstance(image.frame, int) and image.frame >= first:
                 raise SettingError("images", f"an image at frame {image.frame}: a long clip holds images in its "
                                              f"first window only (frames 0..{first - 1}); move it there or drop it")
+
+    def check_auto_frames(self) -> None:
+        """An automatic length: bounds 0 < min ≤ max seconds, and nothing that sets the clip's length otherwise."""
+        if not isinstance(self.auto_frames, AutoFrames):
+            raise ValueError(f"auto_frames must be an AutoFrames (min and max seconds), got "
+                             f"{type(self.auto_frames).__name__}")
+        self.auto_frames.check()
+        if problem := auto_problem(self):
+            raise SettingError("auto_frames", problem)
 
     def control_size(self) -> tuple[int, int]:
         """The (height, width) of the stage the controls guide: stage 1's (half size when two-stage), as the

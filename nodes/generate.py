@@ -13,13 +13,15 @@ from ltx2_core.conditioning.retake import Retake
 from ltx2_core.loader.lora import LoraError, check_distilled_lora, split_ic_loras
 from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.model.upsampler import LatentUpsampler
-from ltx2_core.pipeline import request_job
+from ltx2_core.duration import AutoFrames, check_auto_frames, resolve_frames
+from ltx2_core.pipeline import encode_request, request_job
 from ltx2_core.preview import StagePreviews, rgb_projection
 from ltx2_core.releases import RELEASED_STEPS
 from ltx2_core.request import Given, check_settings, check_stage_models
 
 from . import bridge
 from .decode import comfy_outputs
+from .duration import bounds_problem, seconds_inputs
 from .handles import (AUDIO_CONDITION, GUIDES, MODEL, RETAKE, TEXT_ENCODER, UPSAMPLER, Guide, ModelHandle,
                       control_conditions)
 from .images import IMAGES, at_frames
@@ -28,6 +30,7 @@ from .text import prompt_problem, text_problem
 from .validation import file_problem, limits_problem, link_problem, setting_problem
 
 NO_LORA = "none"
+LENGTHS = ("frames", "auto")  # the clip's length: the frames input, or predicted by LTX-2.5's duration head
 
 
 class LTX2Generate:
@@ -92,6 +95,10 @@ class LTX2Generate:
                 "sampler": (list(GENERATE_SAMPLERS), {"default": "auto", "tooltip": "auto: the mode's (res_2s for "
                             "two-stage-hq, euler otherwise); euler; res_2s: second order, two predictions per step "
                             "(not with distilled)"}),
+                "length": (list(LENGTHS), {"default": "frames", "tooltip": "frames: the frames input; auto: the "
+                           "length LTX-2.5's duration head predicts from the prompt (text to audio too), within "
+                           "min_seconds..max_seconds (the model's files must carry the head)"}),
+                **seconds_inputs(),
             },
             "hidden": {"unique_id": "UNIQUE_ID"},
         }
@@ -100,41 +107,52 @@ class LTX2Generate:
     def VALIDATE_INPUTS(cls, prompt: str | None = None, negative_prompt: str | None = None, mode: str | None = None,
                         width: int | None = None, height: int | None = None, frames: int | None = None,
                         fps: float | None = None, steps: int | None = None, distilled_lora: str | None = NO_LORA,
-                        audio_only: bool | None = False, sampler: str | None = "auto",
+                        audio_only: bool | None = False, sampler: str | None = "auto", length: str | None = "frames",
+                        min_seconds: float | None = 1.0, max_seconds: float | None = 20.0,
                         input_types: dict | None = None):
         """Everything that needs no file's content, when queued: the stated limits (NaN too), the prompts, the mode's
         sizes and steps and the models it needs, what a retake or text to audio allows (input_types: which inputs are
         linked), the distilled LoRA's kind. Known only when the node runs: image frames, the clip of a retake."""
         links = input_types  # None: called without ComfyUI, a None value then counts as linked
         values = dict(prompt=prompt, negative_prompt=negative_prompt, mode=mode, width=width, height=height,
-                      frames=frames, fps=fps, steps=steps, audio_only=audio_only)  # distilled_lora: a file
+                      frames=frames, fps=fps, steps=steps, audio_only=audio_only, min_seconds=min_seconds,
+                      max_seconds=max_seconds)  # distilled_lora: a file
         return (limits_problem(cls, values, links) or link_problem(cls, links) or prompt_problem(prompt)
                 or text_problem("negative_prompt", negative_prompt)
-                or request_problem(mode, width, height, frames, fps, steps, audio_only, distilled_lora, links,
-                                   sampler)
-                or distilled_lora_problem(distilled_lora, links) or True)
+                or request_problem(mode, width, height, None if length == "auto" else frames, fps, steps, audio_only,
+                                   distilled_lora, links, sampler)  # auto: the frames input is not used
+                or distilled_lora_problem(distilled_lora, links) or bounds_problem(min_seconds, max_seconds) or True)
 
     def generate(self, model: ModelHandle, text_encoder: PromptEncoder, prompt: str, negative_prompt: str,
                  mode: str, width: int, height: int, frames: int, fps: float, seed: int, steps: int,
                  upsampler: LatentUpsampler | None = None, distilled_lora: str = NO_LORA,
                  images: tuple[ImageCondition, ...] = (), audio: AudioCondition | None = None,
                  audio_only: bool = False, guides: tuple[Guide, ...] = (), retake: Retake | None = None,
-                 unique_id: str | None = None, enhance_prompt: bool = False, sampler: str = "auto"):
+                 unique_id: str | None = None, enhance_prompt: bool = False, sampler: str = "auto",
+                 length: str = "frames", min_seconds: float = 1.0, max_seconds: float = 20.0):
         linked = given_inputs(images=images, audio=audio, guides=guides, retake=retake, upsampler=upsampler)
         if retake is not None:  # the clip is the retaken one
             info = retake.info()
             width, height, frames, fps = info.width, info.height, info.frames, info.fps
-        images = _check_request(prompt, negative_prompt, mode, width, height, frames, fps, steps, distilled_lora,
-                                images, linked, audio_only, sampler)
+        auto = auto_length(length, min_seconds, max_seconds)
+        checked = _check_request(prompt, negative_prompt, mode, width, height, None if auto else frames, fps, steps,
+                                 distilled_lora, images, linked, audio_only, sampler)
+        frames = 121 if auto else frames  # auto: a placeholder until the head predicts the length
         request = Request(prompt, negative_prompt or None, width, height, frames, fps, steps or None, seed, mode,
-                          images=images, audio=audio, audio_only=bool(audio_only),
-                          controls=control_conditions(guides, model, fps), retake=retake,
+                          images=checked, audio=audio, audio_only=bool(audio_only),
+                          controls=control_conditions(guides, model, fps), retake=retake, auto_frames=auto,
                           enhance_prompt=bool(enhance_prompt), sampler=None if sampler == "auto" else sampler)
-        if audio_only or guides or retake is not None or enhance_prompt:
-            request.check()  # text to audio, controls, a retake, enhancement: refused here, before the model is touched
+        if audio_only or guides or retake is not None or enhance_prompt or auto is not None:
+            request.check()  # text to audio, controls, a retake, enhancement, auto: refused here, before the model
         if audio is not None:
             audio.check(frames / fps)  # a sound shorter than the clip, too
         model = model.check_loaded()
+        prompts = None
+        if auto is not None:  # the length first: the memory check and the previews are for the clip chosen
+            check_auto_frames(request, model.duration_head is not None, model.config.version.value)
+            prompts = encode_request(request, text_encoder, model.config)
+            request = resolve_frames(request, model.duration_head, prompts[0])
+            frames = request.frames  # the choice is logged with the head's seconds (ltx2_core.duration)
         held_sound = audio is not None or (retake is not None and retake.sound is not None)
         audio_encoder = model.checked_audio_encoder() if held_sound else None
         job = request_job(request, model.config, model.host.tiling())
@@ -150,7 +168,7 @@ class LTX2Generate:
         with model.host.sampler(every_stage, previews=previews, should_stop=bridge.interrupt_requested) as \
                 (stage_sampler, ready), bridge.interrupts():
             return comfy_outputs(generate(request, models, StageBars(unique_id, ready), sampler=stage_sampler,
-                                          tiling=model.host.tiling()))
+                                          tiling=model.host.tiling(), prompts=prompts))
 
 
 class StageBars:
@@ -211,18 +229,27 @@ def distilled_lora_problem(name: str | None, links: Mapping[str, object] | None 
     return None
 
 
-def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int, fps: float,
-                   steps: int, distilled_lora: str, images: tuple[ImageCondition, ...], linked: Collection[str],
-                   audio_only: bool = False, sampler: str = "auto") -> tuple[ImageCondition, ...]:
+def _check_request(prompt: str, negative_prompt: str, mode: str, width: int, height: int, frames: int | None,
+                   fps: float, steps: int, distilled_lora: str, images: tuple[ImageCondition, ...],
+                   linked: Collection[str], audio_only: bool = False, sampler: str = "auto"
+                   ) -> tuple[ImageCondition, ...]:
     """First thing when the node runs, before any model work, the queue-time checks again (an API caller may skip
     none of them: ValueError naming the fix), then the images resolved for the clip. `linked`: the names of the
-    condition and model inputs given (a retake's clip: its size, frames and fps are the values here)."""
+    condition and model inputs given (a retake's clip: its size, frames and fps are the values here); `frames`
+    None: not known yet (an automatic length)."""
     if problem := (prompt_problem(prompt) or text_problem("negative_prompt", negative_prompt)
                    or request_problem(mode, width, height, frames, fps, steps, audio_only, distilled_lora, linked,
                                       sampler)
                    or distilled_lora_problem(distilled_lora)):
         raise ValueError(problem)
-    return at_frames(images, frames)
+    return images if frames is None else at_frames(images, frames)  # None: an automatic length, placed later
+
+
+def auto_length(length: str, min_seconds: float, max_seconds: float) -> AutoFrames | None:
+    """The `length` input: "auto" -> the bounds of the predicted length; "frames" -> None (the frames input)."""
+    if length not in LENGTHS:
+        raise ValueError(f"length must be one of {', '.join(LENGTHS)}, got {length!r}")
+    return AutoFrames(float(min_seconds), float(max_seconds)) if length == "auto" else None
 
 
 def given_inputs(**inputs: object) -> set[str]:

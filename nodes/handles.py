@@ -14,6 +14,7 @@ from ltx2_core.loader.lora import reference_downscale_factor
 from ltx2_core.loader.sources import Sources
 from ltx2_core.memory.plan import MemoryPlan
 from ltx2_core.model.audio_vae import AudioEncoder
+from ltx2_core.model.duration_head import DurationHead
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.parallel import ParallelConfig
@@ -42,6 +43,7 @@ class ModelHandle(NamedTuple):
     files: ModelFiles
     loras: tuple[tuple[Lora, float], ...] = ()
     audio_encoder: AudioEncoder | None = None
+    duration_head: DurationHead | None = None  # LTX-2.5's clip length from the prompt (None: the files have none)
 
     def text_sources(self, text_encoder: str) -> Sources:
         """Where the text path's weights are with `text_encoder`: a bundle's projection and connectors, or LTX-2.5's
@@ -74,7 +76,7 @@ class ModelHandle(NamedTuple):
 
     def release(self) -> None:
         """Frees every weight (they become `meta`) and stops the workers; the handle then refuses to run."""
-        for module in (self.video_encoder, self.audio_encoder, *self.decoders):
+        for module in (self.video_encoder, self.audio_encoder, self.duration_head, *self.decoders):
             if module is not None:
                 module.to("meta")
         self.host.release()

@@ -169,6 +169,7 @@ def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, 
     multi-device `parallel` layout) or here under a memory plan, and the decoders and the video and audio encoders
     here. A named `attention` backend is checked against the device before anything loads."""
     target, dtype = _device(device), DTYPES[weight_dtype]
+    files = files.with_duration_head()  # LTX-2.5's duration head file beside the transformer, when there is one
     files.check_model(labels)
     resolve_fp8_matmul(files.fp8_matmul, target)  # a recipe the device cannot run: refused before any weight moves
     config = files.transformer_config()
@@ -188,7 +189,8 @@ def _load_model(files: ModelFiles, weight_dtype: str, device: str, memory: str, 
         if plan is not None:
             print(f"[LTX-2] {plan.describe()}")
         host = LocalHost(models.transformer, target, next(models.decoders.video.parameters()).dtype, plan, attention)
-    handle = ModelHandle(host, models.decoders, models.video_encoder, files, audio_encoder=models.audio_encoder)
+    handle = ModelHandle(host, models.decoders, models.video_encoder, files, audio_encoder=models.audio_encoder,
+                         duration_head=models.duration_head)
     if unique_id is not None:
         _LOADED[unique_id] = handle
     return handle

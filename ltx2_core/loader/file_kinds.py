@@ -43,6 +43,7 @@ FOLDERS: Mapping[str, str] = {
     "latent upsampler": "latent_upscale_models",
     "LoRA": "loras",
     "text projection": "text_encoders",  # ComfyUI's ltx-2*-embeddings_connector*.safetensors (a GGUF's text path)
+    "duration head": "diffusion_models",  # LTX-2.5's duration head in a file of its own (beside its transformer)
 }
 CONV_DECODER, DIFFUSION_DECODER = "convolutional decoder", "diffusion decoder"
 TEMPORAL = "temporal x2"  # the detail of DFR's frame-doubling latent upsampler
@@ -93,6 +94,8 @@ def kind_of(file: SafetensorsFile) -> FileKind:
         return _text_encoder(file)
     config = _config(file)
     version = release_of(file.metadata.get("model_version"))
+    if names and all(name.startswith("duration_head.") for name in names):  # before "transformer": its config has one
+        return FileKind("duration head", version or "2.5")
     if names and all(_TEXT_PATH.match(name) for name in names):  # 2.0's projection is one matrix, later ones two
         return FileKind("text projection", version or ("2.0" if "text_embedding_projection.aggregate_embed.weight"
                                                                 in names else None))

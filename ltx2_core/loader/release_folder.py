@@ -28,6 +28,7 @@ WANTED: Mapping[str, tuple[str, tuple[str, ...], str]] = {
     "upsampler": ("latent upsampler", ("latent_upscale_models",), "--upsampler"),
     "distilled_lora": ("LoRA", ("loras",), "--distilled-lora"),
     "temporal_upsampler": ("latent upsampler", ("latent_upscale_models",), "--temporal-upsampler"),
+    "duration_head": ("duration head", ("diffusion_models", "unet"), "--duration-head"),  # optional (`_duration_head`)
 }
 # fields looked for in a mode that a run may do without (found when the folder holds one, left out when none)
 OPTIONAL = {"dfr": ("temporal_upsampler",)}
@@ -40,6 +41,8 @@ RELEASE_FILES = {
     "upsampler": "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors",
     "distilled_lora": "ltx-2.5-22b-distilled-lora-450-bf16.safetensors",
     "temporal_upsampler": "DFR's temporal x2 latent upsampler (not public yet)",
+    # not public (nor verified) yet: 1.2.0 reads it from the transformer's `duration_head.*` keys or its own file
+    "duration_head": "the transformer file's duration_head.* tensors, or a duration head file of its own",
 }
 _SUFFIX = ".safetensors"
 
@@ -81,7 +84,25 @@ def find_release_files(folder: str | os.PathLike, mode: str, given: Mapping[str,
         found[field] = str(picked[0])
         if field == "checkpoint":
             release = kinds[picked[0]].version
+    if given.get("duration_head") is None and (head := _duration_head(root, comfyui, kinds, release or "2.5")):
+        found["duration_head"] = head
     return found
+
+
+def find_duration_head(folder: str | os.PathLike, release: str = "2.5") -> str | None:
+    """The one duration head file of `release` directly in `folder` (by header; e.g. a transformer's folder), None
+    when there is none or several."""
+    return _duration_head(Path(folder), False, {}, release)
+
+
+def _duration_head(root: Path, comfyui: bool, kinds: dict[Path, FileKind | None], release: str) -> str | None:
+    """The one duration head file of `release` in the transformer's folders (optional: the transformer's file may
+    hold the head, and only a run of automatic length needs it); None when there is none, or several."""
+    _, folders, _ = WANTED["duration_head"]
+    places = [root / name for name in folders] if comfyui else [root]
+    heads = [path for path in _files(places, recursive=comfyui) if _kind(path, kinds) is not None
+             and kinds[path].kind == "duration head" and kinds[path].version in (release, None)]
+    return str(heads[0]) if len(heads) == 1 else None
 
 
 def _holds_folders(root: Path) -> bool:

@@ -45,6 +45,7 @@ class Component(str, Enum):
     AUDIO_ENCODER = "audio encoder"
     VOCODER = "vocoder"
     UPSAMPLER = "latent upsampler"
+    DURATION_HEAD = "duration head"  # LTX-2.5's clip length from the prompt (`model.duration_head`)
 
 
 class Source(NamedTuple):
@@ -94,6 +95,8 @@ SPLIT: Mapping[str, Mapping[Component, str]] = MappingProxyType({
                   Component.VOCODER: "vocoder."},
 })
 VIDEO_VAE_PARTS = ("decoder.", "encoder.", "per_channel_statistics.")
+# the duration head's prefix, in the transformer's file or in a file of its own alike (1.2.0's DURATION_HEAD_KEY_OPS)
+DURATION_HEAD_PREFIX = "duration_head."
 # what decoding a generation needs besides the DiT
 DECODING = (Component.VIDEO_DECODER, Component.AUDIO_DECODER, Component.VOCODER)
 
@@ -190,6 +193,18 @@ def connector_prefix(names: list[str]) -> str | None:
 def tensor_names(path: PathLike) -> list[str]:
     """The tensor names of a safetensors or GGUF file (header / table only)."""
     return list(read_gguf(path).tensors if is_gguf(path) else read_header(Path(path)).tensors)
+
+
+def duration_head_source(transformer: PathLike | None, own: PathLike | None = None) -> Source | None:
+    """Where the duration head is (headers only): `own`, a file of its own, when given; else the transformer's file
+    when it holds `duration_head.*` tensors (LTX-2.5's); None otherwise (LTX-2.0 / 2.3, a GGUF)."""
+    if own is not None:
+        return Source(Path(own), DURATION_HEAD_PREFIX)
+    if transformer is None or is_gguf(transformer) or not os.path.isfile(transformer):
+        return None
+    names = read_header(Path(transformer)).tensors
+    return Source(Path(transformer), DURATION_HEAD_PREFIX) if any(
+        name.startswith(DURATION_HEAD_PREFIX) for name in names) else None
 
 
 def component_source(source: PathLike | Source, component: Component) -> Source:

@@ -403,6 +403,20 @@ def decoder_bytes(path) -> int:
                for name, e in read_header(file).tensors.items() if name.startswith(prefixes))
 
 
+def duration_head_bytes(sources) -> int:
+    """LTX-2.5's duration head's bytes as loaded (fp32, on the device for the run: a few MB), 0 without one; headers
+    only."""
+    from ltx2_core.loader import read_header
+    from ltx2_core.loader.safetensors_file import DTYPE_BYTES
+    from ltx2_core.loader.sources import Component
+
+    if Component.DURATION_HEAD not in sources:
+        return 0
+    source = sources[Component.DURATION_HEAD]
+    return sum(_entry_bytes(e) // DTYPE_BYTES[e.dtype] * 4 for name, e in read_header(source.path).tensors.items()
+               if name.startswith(source.prefix))
+
+
 def _entry_bytes(entry) -> int:
     from ltx2_core.loader.safetensors_file import DTYPE_BYTES
 

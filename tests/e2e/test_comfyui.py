@@ -53,6 +53,8 @@ EXAMPLES = {
     # LTX-2.5: the examples' own file names (the tiny release is written under the released names)
     "ltx25_t2v_distilled": (["4.width=64", "4.height=32", "4.frames=9"], (9, 128, 64)),
     "ltx25_i2v_two_stage": (["4.width=64", "4.height=32", "4.frames=9", "8.steps=2"], (9, 128, 64)),
+    # the length from the prompt (LTX-2 Predict Length into the latent's frames): the tiny head's 0.9 s, 17 frames
+    "ltx25_t2v_auto_length": (["4.width=64", "4.height=32", "6.steps=2", "10.min_seconds=0.5"], (17, 64, 32)),
     # a small card's LTX-2.3 GGUF (models/unet) with its VAE files and text projection file, Gemma 3 in fp4
     "ltx2_gguf_distilled": ([f"text_encoder={TINY['text_encoder']}", UPSAMPLER, "4.width=64", "4.height=32",
                              "4.frames=9"], (9, 128, 64)),
@@ -199,6 +201,16 @@ def test_the_text_to_audio_example_writes_a_flac_of_the_clips_length(comfyui, tm
     written = read_audio(sound_file)
     assert written.samples.shape[0] == 2 and written.rate == 48000  # LTX-2.3's vocoder: stereo at 48 kHz
     assert abs(written.seconds - 25 / 24) < 0.05 and written.samples.abs().max() > 0
+
+
+def test_the_text_to_audio_example_of_automatic_length_takes_the_heads_length(comfyui, tmp_path):
+    """LTX-2.5's duration head (the tiny release's, beside its transformer) picks the clip: 0.9 s, 17 frames."""
+    run = client(comfyui, "ltx25_t2a_auto_length", "3.steps=2", "3.min_seconds=0.5", out=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    (sound_file,) = tmp_path.glob("*.flac")
+    written = read_audio(sound_file)
+    assert abs(written.seconds - 17 / 24) < 0.05 and written.samples.abs().max() > 0  # not the frames input's 121
+    assert "duration head: 0.90 s predicted: 17 frames at 24 fps" in comfyui.log.read_text()  # ltx2_core's log
 
 
 def test_a_bad_value_is_refused_before_anything_runs(comfyui, tmp_path):

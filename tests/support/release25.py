@@ -1,14 +1,17 @@
 """A tiny LTX-2.5 release in ComfyUI's models folder: the seven released files under their released names and in
 their folders (both transformers, the Gemma 4 text encoder with its projection, both video VAEs, the audio VAE,
-the upsampler, the distilled LoRA), random weights that fit each other (the tiny 2.5 transformer's 128 latent
-channels; the Gemma whose `gemma_version` its transformer names), loadable end to end."""
+the upsampler, the distilled LoRA) and the duration head (its released file is not public yet: 1.2.0's split
+layout, a file of its own), random weights that fit each other (the tiny 2.5 transformer's 128 latent channels; the
+Gemma whose `gemma_version` its transformer names), loadable end to end."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from ltx2_core.demo import DEMO_VAES
+from ltx2_core.model.transformer.config import TransformerConfig
 from support.audio25 import write_audio_vae25
+from support.duration_head import write_duration_head
 from support.gemma4 import write_gemma4_file, write_transformer25_file
 from support.model_files import write_lora, write_upsampler
 from support.video_vae25 import TINY_DIFFUSION_VAE, write_conv_vae25, write_diffusion_vae
@@ -23,6 +26,8 @@ FILES = {
     "audio_vae": ("vae", "ltx-2.5-audio-vae-bf16.safetensors"),
     "upsampler": ("latent_upscale_models", "ltx-2.5-latent-spatial-upscaler-x2-bf16-1.0.safetensors"),
     "distilled_lora": ("loras", "ltx-2.5-22b-distilled-lora-450-bf16.safetensors"),
+    # not public yet: a file of its own (1.2.0's split layout, --duration-head-path), named here by us
+    "duration_head": ("diffusion_models", "ltx-2.5-duration-head-bf16.safetensors"),
 }
 
 
@@ -40,4 +45,5 @@ def write_release25(models: Path) -> dict[str, Path]:
     write_audio_vae25(paths["audio_vae"])
     write_upsampler(paths["upsampler"], "2.5")
     write_lora(paths["distilled_lora"], seed=1, version="2.5")
+    write_duration_head(paths["duration_head"], TransformerConfig.tiny("2.5"))
     return paths

@@ -19,7 +19,7 @@ ROOMS = (
     ("memory", ("memory",)),
     ("conditions and sampling", ("conditioning", "sampling")),
     ("stages", ("compile", "preview", "stages", "hdr", "exr", "tiled_stage")),
-    ("pipelines", ("pipeline", "request", "windows", "long_video", "hdr_pipeline", "dfr", "dfr_layout")),
+    ("pipelines", ("pipeline", "request", "windows", "long_video", "hdr_pipeline", "dfr", "dfr_layout", "duration")),
     ("demo", ("demo",)),
     ("assembly", ("model_files", "parallel")),
     ("hosts", ("hosts", "runtime")),

@@ -19,6 +19,8 @@ Per case (settings `cases`): `pipeline` (two_stage, two_stage_hq, ic_lora, disti
 its `__call__` keywords, the contexts' names in the inputs. Outputs per case: `stage1.video` / `.audio` (and `stage2.*`: each stage's result in
 the order they ran), `out.video` and `out.audio` (the latents the decoders were given; a2v: `out.sound`, the input
 sound it returns).
+Automatic length (tests/parity/test_duration120_parity.py): pipelines t2a and one_stage, `num_frames` given as a dict
+(an AutoDuration's bounds), and `stageN.frames`, the frame count each stage was given (the head's choice).
 """
 
 import functools
@@ -29,11 +31,12 @@ from exchange import guider_params, inputs, outputs
 from ltx_core.loader import LoraPathStrengthAndSDOps
 from ltx_core.loader.fuse_loras import FuseRule, _bf16_fuse
 from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
-from ltx_pipelines import (a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, ti2vid_two_stages,
-                           ti2vid_two_stages_hq)
+from ltx_pipelines import (a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, t2a_one_stage,
+                           ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq)
 from ltx_pipelines.utils import samplers
 from ltx_pipelines.utils.args import ImageConditioningInput
 from ltx_pipelines.utils.model_paths import ModelPaths
+from ltx_pipelines.utils.types import AutoDuration
 
 t, settings = inputs()
 cpu = torch.device("cpu")
@@ -49,8 +52,8 @@ class _Float32Torch(types.ModuleType):
         return getattr(torch, name)
 
 
-for module in (a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, ti2vid_two_stages,
-               ti2vid_two_stages_hq):
+for module in (a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, t2a_one_stage,
+               ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq):
     module.torch = _Float32Torch("torch")
 ti2vid_two_stages_hq.res2s_audio_video_denoising_loop = functools.partial(  # its bf16 default bound at import
     samplers.res2s_audio_video_denoising_loop, model_dtype=torch.float32)
@@ -92,10 +95,25 @@ class Recorder:
         video, audio = self.stage(*args, **kwargs)
         calls = 1 + sum(key.endswith(".calls") for key in self.out)  # stages in the order they ran: stage1, stage2
         self.out[f"stage{calls}.calls"] = torch.tensor(calls)
+        if "frames" in kwargs:  # the clip's frame count the pipeline chose (an AutoDuration's prediction)
+            self.out[f"stage{calls}.frames"] = torch.tensor(kwargs["frames"])
         for key, state in (("video", video), ("audio", audio)):
             if state is not None:
                 self.out[f"stage{calls}.{key}"] = state.latent.clone()
         return video, audio
+
+
+class HeadRecorder:
+    """Wraps a DurationPredictor's head: records the seconds it predicts and which contexts it was given."""
+
+    def __init__(self, out, head):
+        self.out, self.head = out, head
+
+    def __call__(self, video, audio):
+        seconds = self.head(video, audio)
+        self.out["head.seconds"] = seconds.clone()
+        self.out["head.given"] = torch.tensor([video is not None, audio is not None])
+        return seconds
 
 
 def lora(path, strength=1.0):
@@ -104,7 +122,8 @@ def lora(path, strength=1.0):
 
 def paths(transformer):
     return ModelPaths.from_split(transformer_path=files[transformer], text_encoder_path=files["text_encoder"],
-                                 video_vae_path=files["vae"], audio_vae_path=files["audio_vae"])
+                                 video_vae_path=files["vae"], audio_vae_path=files["audio_vae"],
+                                 duration_head_path=files.get("duration_head"))
 
 
 def build(case):
@@ -129,6 +148,10 @@ def build(case):
                                                                     files["upsampler"], [], device=cpu)
     elif kind == "retake":
         pipe = retake.RetakePipeline(paths("dev"), [], device=cpu, distilled=False)
+    elif kind == "t2a":
+        pipe = t2a_one_stage.T2AOneStagePipeline(paths(case.get("transformer", "dev")), [], device=cpu)
+    elif kind == "one_stage":
+        pipe = ti2vid_one_stage.TI2VidOneStagePipeline(paths("dev"), [], device=cpu)
     else:
         raise SystemExit(f"unknown pipeline {kind}")
     if settings["fuse"] == "fp32":  # the shipped rule, aggregating the LoRA deltas in fp32
@@ -141,7 +164,11 @@ def build(case):
 
 
 def call_arguments(case):
-    kwargs = dict(case["call"], tiling_config=None)  # the decoders are recorders: no tiles to plan
+    kwargs = dict(case["call"])
+    if case["pipeline"] != "t2a":
+        kwargs["tiling_config"] = None  # the decoders are recorders: no tiles to plan
+    if isinstance(kwargs.get("num_frames"), dict):  # an automatic length: AutoDuration's bounds
+        kwargs["num_frames"] = AutoDuration(**kwargs["num_frames"])
     for key in ("video_guider_params", "audio_guider_params"):
         if key in kwargs:
             kwargs[key] = guider_params(kwargs[key])
@@ -158,8 +185,11 @@ for name, case in settings["cases"].items():
     for stage in ("stage", "stage_1", "stage_2"):
         if hasattr(pipe, stage):
             setattr(pipe, stage, Recorder(record, stage, stage=getattr(pipe, stage)))
-    pipe.video_decoder = Recorder(record, "out.video", decoder=pipe.video_decoder)
+    if hasattr(pipe, "video_decoder"):  # text to audio has none
+        pipe.video_decoder = Recorder(record, "out.video", decoder=pipe.video_decoder)
     pipe.audio_decoder = Recorder(record, "out.audio")
+    if getattr(pipe, "duration_predictor", None) is not None:
+        pipe.duration_predictor._head = HeadRecorder(record, pipe.duration_predictor._head)
     with torch.inference_mode():
         returned = pipe(**call_arguments(case))
     if case["pipeline"] == "a2v":  # it returns the input sound itself, not a decoded latent
