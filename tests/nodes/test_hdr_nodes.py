@@ -5,7 +5,6 @@ any model work: a model without the HDR IC-LoRA, a size under 64, OpenEXR missin
 
 from __future__ import annotations
 
-import builtins
 
 import pytest
 import torch
@@ -19,6 +18,7 @@ from ltx2_core.video_io import VideoFrames
 from nodes import bridge
 from support.model_files import write_lora
 from support.node_calls import node
+from support.imports import without_module
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +66,7 @@ def test_refusals_name_the_fix(loaded, hdr_model, files, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="filename_prefix '../x' leaves the output folder"):
         monkeypatch.setattr(bridge, "output_folder", lambda: str(tmp_path))
         node("LTX2SaveEXR", None, "../x")
-    real_import = builtins.__import__
-
-    def no_openexr(name, *args, **kwargs):
-        if name == "OpenEXR":
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_openexr)
+    without_module(monkeypatch, "OpenEXR")
     with pytest.raises(ValueError, match="pip install OpenEXR"):
         node("LTX2SaveEXR", None, "x")
     assert not any(tmp_path.iterdir())  # nothing written

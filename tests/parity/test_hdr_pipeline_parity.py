@@ -23,7 +23,7 @@ from support.model_files import write_lora
 from support.reference120 import run_reference
 from support.release25 import write_release25
 
-from ltx2_core.hdr import Transfer, hdr_lora_config
+from ltx2_core.hdr import hdr_lora_config
 from ltx2_core.hdr_pipeline import HDR, generation_size, hdr_linear, sample_hdr
 from ltx2_core.media import write_mp4
 from ltx2_core.model_files import ModelFiles

@@ -5,10 +5,9 @@ package is missing."""
 
 from __future__ import annotations
 
-import builtins
-
 import pytest
 import torch
+from support.imports import without_module
 
 from ltx2_core import exr
 from ltx2_core.hdr import REC709_CHROMATICITIES
@@ -41,14 +40,7 @@ def test_a_float_frame_round_trips(tmp_path):
 def test_bad_shapes_and_a_missing_package_are_refused(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="frames, height, width, 3"):
         exr.write_exr_sequence(torch.zeros(2, 4, 4), tmp_path)
-    real_import = builtins.__import__
-
-    def no_openexr(name, *args, **kwargs):
-        if name == "OpenEXR":
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_openexr)
+    without_module(monkeypatch, "OpenEXR")
     with pytest.raises(exr.OpenEXRMissing, match="pip install OpenEXR"):
         exr.write_exr_sequence(_frames(), tmp_path / "none")
     assert not (tmp_path / "none").exists()  # refused before anything is written

@@ -5,11 +5,11 @@ before any model loads, naming the fix: no HDR IC-LoRA among --lora (none, or on
 
 from __future__ import annotations
 
-import builtins
 
 import pytest
 import torch
 from support.model_files import write_lora, write_upsampler
+from support.imports import without_module
 
 from ltx2_core.__main__ import main
 from ltx2_core.exr import read_exr
@@ -67,14 +67,7 @@ def test_other_refusals(files, tmp_path, capsys, monkeypatch):
     (tmp_path / "file").write_text("x")
     assert main(["generate", *flags, "--lora", hdr, "--hdr", video, "--output", str(tmp_path / "file")]) == 2
     assert "is a file; --hdr writes a folder" in capsys.readouterr().err
-    real_import = builtins.__import__
-
-    def no_openexr(name, *args, **kwargs):
-        if name == "OpenEXR":
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_openexr)
+    without_module(monkeypatch, "OpenEXR")
     assert main(["generate", *flags, "--lora", hdr, "--hdr", video, "--output", str(tmp_path / "o")]) == 2
     assert "pip install OpenEXR" in capsys.readouterr().err
 
