@@ -23,6 +23,10 @@ run; ATTENTION below 1 and a MASK video weigh the attention between the control 
 sound) with the prompt and keeps the rest, as Lightricks' `RetakePipeline`: the clip is the file's, one stage
 (one-stage: guided; distilled: 8 steps, no guidance); --keep-video or --keep-audio keeps that stream whole. The mp4
 written carries both streams through a VAE round trip (kept parts included), as the reference returns them.
+--hdr VIDEO [STRENGTH] makes an SDR video HDR with the HDR IC-LoRA (--lora, a distilled --checkpoint, --upsampler),
+as Lightricks' `HDRICLoraPipeline`: the video only (no sound), two stages (stage 2 in 2x2x2 tiles), written as
+--output DIR/frame_00000.exr ... (scene-linear Rec.709, half float) and DIR/preview.mp4 (sRGB); --hdr-high-quality
+generates twice the frames and keeps every other one.
 --duration SECONDS makes a clip of any length: longer than one --window (8k+1 frames, default 121) it is sampled as
 windows sharing --overlap frames (a multiple of 8, default 24), each holding the previous one's last frames of video
 and sound, with --window-prompt giving window by window prompts; the windows are joined and decoded as one clip
@@ -69,6 +73,13 @@ from ltx2_core.stages import AUDIO_SUFFIXES
 from ltx2_core.video_io import video_info
 from ltx2_core.long_video import generate_long
 from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW, Windows, frames_for
+from ltx2_core.exr import check_openexr
+from ltx2_core.hdr import HDR, hdr_config
+from ltx2_core.hdr_pipeline import HdrGeneration, check_hdr, generate_hdr
+from ltx2_core.loader.safetensors_file import read_header
+from ltx2_core.pipeline import LocalSampler
+from ltx2_core.types import TextEmbeddings
+from safetensors import safe_open
 
 def control_conditions(args: argparse.Namespace) -> tuple[ControlCondition, ...]:
     """The --control videos at the downscale factor the --lora files state (conflicts refused naming both)."""
@@ -117,6 +128,10 @@ def _one_request(args: argparse.Namespace) -> Request:
                 raise ValueError(f"--duration makes a long clip window by window and {flag} is given: give "
                                  f"--duration or {flag}" + (" (a file's clip is sampled in one window)"
                                                             if flag != "--frames" else ""))
+    if args.hdr is not None:
+        return _hdr_request(args)
+    if args.hdr_high_quality or args.text_embeddings:
+        raise ValueError("--hdr-high-quality and --text-embeddings go with --hdr VIDEO; add it or drop them")
     if (args.keep_video or args.keep_audio) and args.retake is None:
         raise ValueError("--keep-video and --keep-audio go with --retake (what of the retaken clip to keep); drop "
                          "them or add --retake")
@@ -134,6 +149,46 @@ def _one_request(args: argparse.Namespace) -> Request:
         height=args.height or height, frames=frames, fps=24.0 if args.fps is None else args.fps, steps=args.steps,
         seed=args.seed, mode=args.mode, images=tuple(image.at(frames) for image in args.image), audio=args.audio,
         audio_only=args.audio_only, controls=control_conditions(args))
+
+
+def _hdr_request(args: argparse.Namespace) -> Request:
+    """HDR: the SDR video made HDR (`hdr_pipeline`); size and rate default to the video's, frames to the most 8k+1
+    it holds. What HDR cannot take is refused naming the flag."""
+    if len(args.hdr) > 2:
+        raise ValueError(f"--hdr takes VIDEO [STRENGTH], got {len(args.hdr)} values: {' '.join(args.hdr)}")
+    try:
+        strength = float(args.hdr[1]) if len(args.hdr) == 2 else 1.0
+    except ValueError:
+        raise ValueError(f"--hdr VIDEO STRENGTH: the strength must be a number in [0, 1], got {args.hdr[1]!r}"
+                         ) from None
+    taken = {"--image": args.image, "--audio": args.audio, "--control": args.control, "--video": args.video,
+             "--retake": args.retake, "--audio-only": args.audio_only, "--duration": args.duration}
+    if given := [flag for flag, value in taken.items() if value]:
+        raise ValueError(f"--hdr makes its video HDR and takes no {', '.join(given)}; drop them")
+    if args.mode not in ("one-stage", "hdr"):
+        raise ValueError(f"--hdr runs its own two stages (a distilled --checkpoint); drop --mode {args.mode}")
+    info = video_info(args.hdr[0])  # ValueError naming the fix for a missing or damaged file
+    frames = args.frames or max(1, (info.frames - 1) // 8 * 8 + 1)
+    return Request(prompt=args.prompt, width=args.width or info.width, height=args.height or info.height,
+                   frames=frames, fps=info.fps if args.fps is None else args.fps, steps=args.steps, seed=args.seed,
+                   mode="hdr", hdr=HDR(args.hdr[0], strength, args.hdr_high_quality))
+
+
+def check_hdr_early(args: argparse.Namespace, request: Request) -> None:
+    """HDR before any model work: one process, the HDR IC-LoRA among --lora (its metadata), the video and sizes
+    against it, OpenEXR installed, --output a folder."""
+    if layout(args).world_size > 1 or launch.ranks() > 1:
+        raise ValueError("--hdr runs in one process on one GPU; drop --cfg-parallel, --sp, --tp and torchrun")
+    configs = [config for path, _ in args.lora if (config := hdr_config(read_header(path, "LoRA").metadata, path))]
+    if not configs:
+        raise ValueError("--hdr needs the HDR IC-LoRA (its metadata states hdr_transform): add it with --lora PATH"
+                         + (f"; {', '.join(path for path, _ in args.lora)} state none" if args.lora else ""))
+    check_hdr(request.hdr, request.width, request.height, request.frames, configs[0].downscale)
+    check_openexr()
+    if Path(args.output).exists() and not Path(args.output).is_dir():
+        raise ValueError(f"--output {args.output} is a file; --hdr writes a folder of EXR frames: give a folder name")
+    if args.tensors:
+        raise ValueError("--tensors writes frames and a waveform; --hdr writes its linear frames as EXR: drop it")
 
 
 def _video_request(args: argparse.Namespace) -> Request:
@@ -180,7 +235,7 @@ def _check_clip_flags(args: argparse.Namespace, info, option: str) -> None:
 def with_guidance(request: Request, args: argparse.Namespace, files: ModelFiles) -> Request:
     """The release defaults of the model (its config read from the file header), with the command line's scales."""
     video, audio = guidance_for(request, files.transformer_config())
-    if request.mode == "distilled":
+    if request.mode in ("distilled", "hdr"):
         return request
     return replace(request, video_guidance=_override(video, args, ""), audio_guidance=_override(audio, args, "audio_"))
 
@@ -194,7 +249,10 @@ def _override(params: GuidanceParams, args: argparse.Namespace, prefix: str) -> 
 def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -> Request:
     """Every check that needs no model: the request, the files, the guidance; returns the complete request."""
     request.check()
-    check_outputs(args, request.audio_only)
+    if request.mode == "hdr":
+        check_hdr_early(args, request)
+    else:
+        check_outputs(args, request.audio_only)
     files.check(files_mode(request))
     check_version(args, files)
     request = with_guidance(request, args, files)
@@ -275,7 +333,7 @@ def check_outputs(args: argparse.Namespace, audio_only: bool) -> None:
 def files_mode(request: Request) -> str:
     """The mode whose files a request needs: sound for a video and a retake run one stage whatever its schedule (no upsampler,
     no LoRA), so it needs the one-stage files."""
-    return "one-stage" if request.one_stage_input else request.mode
+    return "one-stage" if request.one_stage_input else "distilled" if request.mode == "hdr" else request.mode
 
 
 def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -> MemoryPlan | None:
@@ -342,7 +400,7 @@ def run(args: argparse.Namespace) -> None:
     request = build_request(args)
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
                        demo_version(args), args.fp8, args.vae, args.audio_vae,
-                       controls=bool(request.controls), text_projection=args.text_projection,
+                       controls=bool(request.controls) or request.mode == "hdr", text_projection=args.text_projection,
                        fp8_matmul=args.fp8_matmul).resolved(files_mode(request))
     request = check_early(args, request, files)
     plan = memory_plan(args, request, files)
@@ -390,6 +448,12 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
     progress = None if args.no_progress or not launch.is_main() else ProgressBars()
     try:
         passes_per_forward = args.passes_per_forward or (plan.passes_per_forward if plan is not None else None)
+        if request.mode == "hdr":
+            positive = load_embeddings(args.text_embeddings, device) if args.text_embeddings else None
+            sampler = LocalSampler(models.transformer, cuda_graphs=args.cuda_graphs,
+                                   passes_per_forward=passes_per_forward)
+            return generate_hdr(request, models, sampler=sampler, positive=positive,
+                                tiling=plan.tiling() if plan is not None else TilingConfig())
         run_request = generate_long if request.windows is not None else generate
         return run_request(request, models, progress, cuda_graphs=args.cuda_graphs,
                         passes_per_forward=passes_per_forward, distribution=distribution,
@@ -399,8 +463,27 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
             progress.close()
 
 
+def load_embeddings(path: str, device: str) -> TextEmbeddings:
+    """--text-embeddings: the reference's file of `video_context` and `audio_context` (batch 1)."""
+    file = read_header(path, "text embeddings")
+    missing = {"video_context", "audio_context"} - set(file.tensors)
+    if missing:
+        raise ValueError(f"--text-embeddings {path} lacks {', '.join(sorted(missing))}; give a .safetensors of "
+                         "video_context and audio_context (as ltx-pipelines' HDR IC-LoRA reads)")
+    with safe_open(path, framework="pt", device="cpu") as f:
+        video, audio = (f.get_tensor(name) for name in ("video_context", "audio_context"))
+    return TextEmbeddings(*(t[None] if t.dim() == 2 else t for t in (video, audio))).to(device)
+
+
 def _write(args: argparse.Namespace, result: Generation) -> None:
     start = time.perf_counter()
+    if isinstance(result, HdrGeneration):
+        paths = result.save(args.output)
+        frames = result.linear
+        print(f"wrote {len(paths) - 1} EXR frames {frames.shape[2]}x{frames.shape[1]} (linear Rec.709, half float) "
+              f"and {paths[-1]} (sRGB preview) at {result.fps:g} fps into {args.output} (written in "
+              f"{time.perf_counter() - start:.1f} s)")
+        return
     path = result.save(args.output)
     if args.tensors:
         frames = {} if result.frames is None else {"frames": result.frames.contiguous()}

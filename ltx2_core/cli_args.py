@@ -54,7 +54,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """The options of `argv`, with the default --output of the run (a .wav for --audio-only)."""
     args = parser().parse_args(argv)
     if args.output is None:
-        args.output = "ltx2_output.wav" if args.audio_only else "ltx2_output.mp4"
+        args.output = ("ltx2_output.wav" if args.audio_only else "ltx2_hdr" if args.hdr is not None
+                       else "ltx2_output.mp4")
     return args
 
 
@@ -210,8 +211,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--audio-only", action="store_true",
                    help="text to audio: the sound of --frames at --fps alone, no video (one-stage, one GPU); "
                         "written as .wav (default ltx2_output.wav), .flac, .m4a or .mp4 by --output's suffix")
+    h = p.add_argument_group("HDR: an SDR video made HDR by the HDR IC-LoRA (--mode hdr is implied)")
+    h.add_argument("--hdr", nargs="+", metavar=("VIDEO", "STRENGTH"),
+                   help="the SDR video (Rec.709) and its guiding strength (default 1), with the HDR IC-LoRA as --lora "
+                        "and a distilled --checkpoint (needs --upsampler); any --width/--height of at least 64 "
+                        "(default: the video's); writes --output DIR/frame_00000.exr ... (linear Rec.709, half "
+                        "float) and DIR/preview.mp4 (sRGB)")
+    h.add_argument("--hdr-high-quality", action="store_true",
+                   help="with --hdr: generate 2N-1 frames from each video frame twice and keep every other one "
+                        "(smoother, about twice the time)")
+    h.add_argument("--text-embeddings", metavar="FILE",
+                   help="with --hdr: the prompt's contexts from a .safetensors of video_context and audio_context "
+                        "(the reference's input) instead of encoding --prompt")
     p.add_argument("--output", help="file to write: an mp4 (default ltx2_output.mp4); with --audio-only .wav, .flac, "
-                                    ".m4a or .mp4")
+                                    ".m4a or .mp4; with --hdr a folder (default ltx2_hdr)")
     p.add_argument("--tensors", help="also write the decoded frames and waveform (float32) to this .safetensors")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p

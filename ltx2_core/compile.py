@@ -152,7 +152,7 @@ class CudaGraphStep:
     def __call__(self, setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
                  sigma_next: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
         draws = tuple(self.step.draw(video, audio)) if hasattr(self.step, "draw") else ()
-        values = (_latent(video), audio.latent, sigma, sigma_next, *draws)
+        values = (_latent(video), _latent(audio), sigma, sigma_next, *draws)
         if self.graph is None:
             self._capture(setup, video, audio, values)
         self._check_bound(setup, video, audio)
@@ -165,13 +165,13 @@ class CudaGraphStep:
 
     def _capture(self, setup: StepSetup, video: StreamState | None, audio: StreamState,
                  values: tuple[torch.Tensor | None, ...]) -> None:
-        if isinstance(self.backend, CudaBackend) and not audio.latent.is_cuda:
+        if isinstance(self.backend, CudaBackend) and not next(t for t in values if t is not None).is_cuda:
             raise RuntimeError("CUDA graph capture needs the model and latents on a CUDA device; run without "
                                "cuda_graphs on the CPU")
         self.setup, self.bound = setup, _bound(video, audio)
         self.inputs = [None if t is None else t.clone() for t in values]
         static_video = None if video is None else video._replace(latent=self.inputs[0])
-        static_audio = audio._replace(latent=self.inputs[1])
+        static_audio = None if audio is None else audio._replace(latent=self.inputs[1])
         args = (setup, static_video, static_audio, *self.inputs[2:4])
         if hasattr(self.step, "draw"):
             self.graph, self.outputs = self.backend.capture(lambda: self.step.advance(*args, *self.inputs[4:]),
@@ -193,4 +193,4 @@ def _latent(state: StreamState | None) -> torch.Tensor | None:
 def _bound(video: StreamState | None, audio: StreamState) -> tuple[torch.Tensor | None, ...]:
     """What a captured step reads at fixed addresses besides its inputs: each stream's clean latent and mask."""
     video_bound = (None, None) if video is None else (video.clean, video.mask)
-    return (*video_bound, audio.clean, audio.mask)
+    return (*video_bound, *((None, None) if audio is None else (audio.clean, audio.mask)))

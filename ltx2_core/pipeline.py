@@ -112,7 +112,7 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
     Text to audio: no video guidance, and the audio's modality scale 1 (no video: ltx-pipelines 1.2.0's T2A). A
     sound held exactly (audio-to-video at strength 1) is not sampled, so its default is no audio guidance, as the
     reference's audio-to-video pipeline (the video's modality guidance still pulls the picture to the sound)."""
-    if request.mode == "distilled":
+    if request.mode in ("distilled", "hdr"):
         return GuidanceParams(), GuidanceParams()
     video, audio = default_guidance(config.version, config.num_layers)
     if request.audio_only:
@@ -125,7 +125,13 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
 def request_job(request: Request, config: TransformerConfig, tiling: TilingConfig | None = TilingConfig(),
                 stages: tuple[str, ...] = STAGES) -> Job:
     """What `request` allocates, as the memory check counts it (`memory.footprint`): its clip, the guidance passes
-    of stage 1, its stages (two-stage's ×2), window, frames for the video encoder and decode `tiling`."""
+    of stage 1, its stages (two-stage's ×2), window, frames for the video encoder and decode `tiling`. HDR: the
+    clip generated (aligned up to 64, 2N − 1 frames in high quality), its video encoded at both stages' sizes and
+    its guiding tokens; counted as a whole-size stage 2 with audio (more than one tile of video alone: a bound)."""
+    if request.mode == "hdr":
+        from ltx2_core.hdr_pipeline import hdr_job
+
+        return hdr_job(request, tiling, stages)
     return Job(request.frames, request.height, request.width, request.fps, stages,
                passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                window=request.windows.window if request.windows is not None else None, images=len(request.images),
@@ -268,7 +274,8 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     the device's measured policy, `memory.pass_policy`; fewer need less activation memory). `distribution`
     spreads the run over processes (None is returned where it does not decode). `sampler` runs the stages
     elsewhere (e.g. on persistent workers; `models.transformer` may then be None). `tiling`: the video decoder's
-    tiles (a memory plan may choose smaller ones). Text to audio (`request.audio_only`) runs in one process on one
+    tiles (a memory plan may choose smaller ones). Mode "hdr" returns an `hdr_pipeline.HdrGeneration` (linear
+    light; `ltx2_core.hdr_pipeline`). Text to audio (`request.audio_only`) runs in one process on one
     device (ValueError otherwise) and returns a `Generation` without frames.
 
     With `request.video_input` (sound for a video) the frames returned are the frozen video latent decoded, i.e. the
@@ -277,6 +284,13 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     them (the kept parts through a VAE round trip)."""
     if request.audio_only and distribution != SINGLE_PROCESS:  # every rank of a parallel run refuses alike
         raise ValueError(ONE_GPU)
+    if request.mode == "hdr":  # the HDR IC-LoRA: an `HdrGeneration` (linear light), one process
+        from ltx2_core.hdr_pipeline import generate_hdr
+
+        if distribution != SINGLE_PROCESS:
+            raise ValueError("HDR runs in one process; load the model without parallelism for mode hdr")
+        return generate_hdr(request, models, tiling=tiling, sampler=sampler or LocalSampler(
+            models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward))
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner,
                                       one_gpu=distribution == SINGLE_PROCESS)

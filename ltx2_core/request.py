@@ -21,12 +21,13 @@ from ltx2_core.conditioning import (
 from ltx2_core.conditioning.retake import Retake
 from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
+from ltx2_core.hdr import HDR
 from ltx2_core.sampling import DISTILLED_SIGMAS, GuidanceParams
 from ltx2_core.sampling.cache import CacheSettings
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
 from ltx2_core.windows import Windows
 
-MODES = ("one-stage", "two-stage", "distilled")
+MODES = ("one-stage", "two-stage", "distilled", "hdr")
 DEFAULT_NEGATIVE_PROMPT = RELEASES[DEFAULT_VERSION].negative_prompt  # 2.0's and 2.3's; 2.5 adds five tags
 ONE_GPU = "text to audio runs on one GPU; load the model without parallelism (no multi-GPU layout) for audio_only"
 
@@ -64,8 +65,30 @@ def check_settings(mode: str, width: int, height: int, frames: int, fps: float, 
         raise SettingError("controls", "control videos guide a generated video; drop them for text to audio, sound "
                                        "for a video or a retake")
     mode = known.get("mode")
-    _check_sizes(known, audio_only, two_stage=mode == "two-stage" or (mode == "distilled" and clip is None))
+    if mode == "hdr":
+        _hdr_settings(known, audio_only, given)
+    else:
+        _check_sizes(known, audio_only, two_stage=mode == "two-stage" or (mode == "distilled" and clip is None))
     _check_numbers(known)
+
+
+def _hdr_settings(known: dict, audio_only: bool, given: Given) -> None:
+    """HDR (`ltx2_core.hdr_pipeline`): its video is the only condition; any size of at least 64 (aligned up to 64 and
+    cropped back), 8k+1 frames, the fixed distilled tables."""
+    if audio_only or any(given):
+        raise SettingError("mode", "HDR makes its SDR video HDR and takes no other condition (images, audio, "
+                                   "controls, video_input, retake, audio_only); drop them, or use another mode")
+    for name in ("width", "height", "frames"):
+        value = known.get(name)
+        if name in known and (isinstance(value, bool) or not isinstance(value, int)):
+            raise SettingError(name, f"{name} must be an integer, got {value!r}")
+    if bad := next((n for n in ("width", "height") if n in known and known[n] < 64), None):
+        raise SettingError(bad, f"HDR generates at least 64x64 pixels, got {known.get('width', '?')}x"
+                                f"{known.get('height', '?')}; choose width and height of at least 64")
+    if "frames" in known and not is_frame_count(known["frames"]):
+        raise SettingError("frames", f"frames must be 8k+1, got {known['frames']}; e.g. 121 or 161")
+    if known.get("steps") is not None:
+        raise SettingError("steps", "HDR runs the distilled tables (8 steps, then 2 per tile); leave steps unset")
 
 
 def check_stage_models(mode: str, *, upsampler: bool, distilled_lora: bool, one_stage_input: bool = False) -> None:
@@ -189,6 +212,8 @@ class Request:
     windows: Windows | None = None
     # step caching in every stage (ComfyUI's EasyCache decisions, `ltx2_core.sampling.cache`); None: every step runs
     cache: CacheSettings | None = None
+    # mode "hdr": the SDR video made HDR by the HDR IC-LoRA (`ltx2_core.hdr_pipeline`); any width and height ≥ 64
+    hdr: HDR | None = None
 
     @property
     def seconds(self) -> float:
@@ -197,9 +222,9 @@ class Request:
 
     @property
     def two_stage(self) -> bool:
-        """Whether an upsampled second stage follows: two-stage, and distilled without `video_input` or `retake`
+        """Whether an upsampled second stage follows: two-stage, hdr, and distilled without `video_input` or `retake`
         (sound for a video and a retake run the distilled table in one stage, as the reference)."""
-        return self.mode == "two-stage" or (self.mode == "distilled" and not self.one_stage_input)
+        return self.mode in ("two-stage", "hdr") or (self.mode == "distilled" and not self.one_stage_input)
 
     @property
     def guide_tokens(self) -> int:
@@ -234,6 +259,11 @@ class Request:
         clip_sizes = frozenset({"width", "height", "frames", "fps"}) if self.one_stage_input else frozenset()
         check_settings(self.mode, self.width, self.height, self.frames, self.fps, self.steps, self.seed,
                        audio_only=self.audio_only, given=self.given, unknown=clip_sizes)
+        if (self.mode == "hdr") != (self.hdr is not None):
+            raise SettingError("hdr", "mode hdr needs its SDR video (Request.hdr, --hdr VIDEO)" if self.hdr is None
+                               else f"an HDR video was given with mode {self.mode}; set mode to hdr")
+        if self.hdr is not None and self.cache is not None:
+            raise SettingError("cache", "step caching is not available for HDR; drop it")
         if self.video_input is not None:
             self.check_video_input()
         if self.retake is not None:

@@ -6,6 +6,9 @@ frame rate. Noise comes from the caller's generator, video first and then audio,
 in the model's dtype on its device: chaining stages on one generator reproduces the reference pipelines' noise.
 Text to audio: an `AVLatent` without video (`empty_audio_latent`, video None) is sampled as the audio stream alone
 (only the audio noise is drawn, as ltx-pipelines 1.2.0's T2A draws it) and decodes to a waveform without frames.
+Video only: an `AVLatent` without audio (`empty_video_latent`, audio None; the HDR IC-LoRA's) is sampled as the
+video stream alone (only the video noise is drawn; the transformer runs without its audio stream, as the
+reference's stage called without `audio=`) and decodes to frames without sound (an empty waveform).
 """
 
 from __future__ import annotations
@@ -55,13 +58,14 @@ AUDIO_CHANNELS, MEL_BINS = 8, 16
 
 class AVLatent(NamedTuple):
     """A clip's joint latent: video (B, 128, F', H', W'), audio (B, 8, T, 16), normalised; `fps` of the clip.
-    `video` None: an audio-only latent (text to audio). `sound`: the clip of the sound whose encoding the audio
-    latent holds exactly (audio-to-video), which decoding returns instead of a re-decoded copy; None for a
-    generated audio latent. `keyframes`: (B, 128, K, H', W') the denoised content of a stage's generated keyframe
-    slots (`conditioning.keyframe_slots`, DFR), one latent frame per slot; None without slots."""
+    `video` None: an audio-only latent (text to audio); `audio` None: a video-only latent (HDR IC-LoRA). `sound`:
+    the clip of the sound whose encoding the audio latent holds exactly (audio-to-video), which decoding returns
+    instead of a re-decoded copy; None for a generated audio latent. `keyframes`: (B, 128, K, H', W') the denoised
+    content of a stage's generated keyframe slots (`conditioning.keyframe_slots`, DFR), one latent frame per slot;
+    None without slots."""
 
     video: torch.Tensor | None
-    audio: torch.Tensor
+    audio: torch.Tensor | None
     fps: float
     sound: Waveform | None = None
     keyframes: torch.Tensor | None = None
@@ -92,7 +96,9 @@ class Generation(NamedTuple):
         """Writes an H.264 + AAC stereo mp4 (atomically); returns its path. Audio only (frames None): the waveform
         alone as .wav, .flac, .m4a or .mp4 (by the path's suffix)."""
         if self.frames is not None:
-            return str(write_mp4(path, self.frames, self.fps, self.waveform, self.sample_rate))
+            silent = self.waveform.numel() == 0  # a video-only generation
+            return str(write_mp4(path, self.frames, self.fps, None if silent else self.waveform,
+                                 None if silent else self.sample_rate))
         if not str(path).lower().endswith(AUDIO_SUFFIXES):
             raise ValueError(f"an audio-only generation is saved as {', '.join(AUDIO_SUFFIXES)}, got {str(path)!r}; "
                              "change the file name's suffix")
@@ -120,6 +126,11 @@ def empty_latent(width: int, height: int, frames: int, fps: float, batch: int = 
     video = torch.zeros(batch, 128, *latent_shape(frames, height, width))
     audio = torch.zeros(batch, AUDIO_CHANNELS, audio_latent_length(frames, fps), MEL_BINS)
     return AVLatent(video, audio, float(fps))
+
+
+def empty_video_latent(width: int, height: int, frames: int, fps: float, batch: int = 1) -> AVLatent:
+    """Zeros of the video of a clip and no audio, on the CPU in fp32: what a video-only stage samples."""
+    return empty_latent(width, height, frames, fps, batch)._replace(audio=None)
 
 
 def empty_audio_latent(frames: int, fps: float, batch: int = 1) -> AVLatent:
@@ -154,9 +165,12 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
                          "or fuse them around this call with loader.lora.fused_loras")
     param = model.scale_shift_table  # never quantised: the compute device and dtype (any linear may be fp8)
     release = RELEASES[model.config.version]
-    own_audio = patchify_audio(latent.audio).to(device=param.device, dtype=param.dtype)
-    audio = condition_audio(own_audio, audio_positions(latent.audio.shape[2]), stage.conditions, latent.fps)
-    video = own_video = None
+    audio = own_audio = video = own_video = None
+    if latent.audio is not None:
+        own_audio = patchify_audio(latent.audio).to(device=param.device, dtype=param.dtype)
+        audio = condition_audio(own_audio, audio_positions(latent.audio.shape[2]), stage.conditions, latent.fps)
+    else:
+        check_video_only(latent, stage)
     if latent.video is not None:
         frames, rows, cols = latent.video.shape[2:]
         own_video = patchify_video(latent.video).to(device=param.device, dtype=param.dtype)
@@ -184,7 +198,8 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
         ancestral = AncestralStep(torch.Generator(param.device).manual_seed(stage.ancestral_seed),
                                   stage.ancestral_eta)
         step = step.around(ancestral) if isinstance(step, CudaGraphStep) else ancestral
-    setup = guided_setup(model, positive, negative, None if video is None else video.positions, audio.positions,
+    setup = guided_setup(model, positive, negative, None if video is None else video.positions,
+                         None if audio is None else audio.positions,
                          stage.video_guidance, stage.audio_guidance, passes_per_forward=passes_per_forward,
                          runner=runner, video_attention=attention_weights(video),
                          video_marked=None if video is None else video.marked,
@@ -200,6 +215,12 @@ def sample(model: LTX2Transformer, positive: TextEmbeddings, negative: TextEmbed
                                        observe=observe, should_stop=should_stop)
     if stage.cache is not None:
         setup.runner.finish(stage.name)
+    if audio is None:
+        video_tokens = video_state.latent[:, : video.tokens]
+        check_finite(stage.name, {"video latents": video_tokens}, SAMPLING_CAUSES, "Nothing was decoded or written.")
+        frames, rows, cols = latent.video.shape[2:]
+        return AVLatent(unpatchify_video(video_tokens, frames, rows, cols), None, latent.fps,
+                        keyframes=generated_keyframes(video_state.latent, video.slots, rows, cols))
     audio_tokens = audio_state.latent[:, : audio.tokens]  # appended guiding tokens are dropped
     if video is None:
         check_finite(stage.name, {"audio latents": audio_tokens}, SAMPLING_CAUSES, "Nothing was decoded or written.")
@@ -221,6 +242,18 @@ def generated_keyframes(tokens: torch.Tensor, slots: tuple[int, int] | None, row
         return None
     first, count = slots
     return unpatchify_video(tokens[:, first:first + count * rows * cols], count, rows, cols)
+
+
+def check_video_only(latent: AVLatent, stage: Stage) -> None:
+    """ValueError naming the fix for what a video-only latent cannot take: no video, an audio condition, the step
+    cache, a stage that keeps the input's audio."""
+    if latent.video is None:
+        raise ValueError(f"{stage.name}: a latent without video and without audio has nothing to sample")
+    if any(condition.modality == AUDIO for condition in stage.conditions):
+        raise ValueError(f"{stage.name}: a condition of the audio stream was given for a video-only latent (no audio "
+                         "to hold it in); drop it, or sample a latent with audio")
+    if stage.cache is not None:
+        raise ValueError(f"{stage.name}: step caching is not available for a video-only latent; run without it")
 
 
 def noised_stream(stream: ConditionedStream, own: torch.Tensor, noise: torch.Tensor, scale: float,
@@ -287,8 +320,14 @@ def decode(latent: AVLatent, decoders: Decoders, tiling: TilingConfig | None = T
     sound (`AVLatent.sound`) returns that sound as it is, sample for sample, instead of decoding the audio latent
     (the reference writes the input audio, never a re-decoded copy). One NaN/inf check of the decoded media
     (NonFiniteError before anything is returned)."""
-    audio_param = next(decoders.audio.parameters())
     video = None
+    if latent.audio is None:  # video only: frames and an empty waveform
+        video_param = next(decoders.video.parameters())
+        video = decode_video(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,
+                             generator=generator, output_device="cpu")
+        check_finite("decoding", {"decoded video": video}, DECODING_CAUSES, "Nothing was written.")
+        return Generation(video_to_frames(video)[0], torch.zeros(2, 0), 0, latent.fps)
+    audio_param = next(decoders.audio.parameters())
     if latent.video is not None:
         video_param = next(decoders.video.parameters())
         video = decode_video(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,

@@ -48,17 +48,18 @@ class RunConstants(NamedTuple):
     video_cross_rope / audio_cross_rope: the time-only RoPE of the audio<->video cross-attention, per side
     (a2v queries use the video side and keys the audio side; v2a the other way round).
     An audio-only run (text to audio) has no video: video_rope, both cross RoPEs, video_context and
-    video_keyframes are None, and so are the video keys and values of `text_kv`.
+    video_keyframes are None, and so are the video keys and values of `text_kv`. A video-only run (the HDR IC-LoRA)
+    has no audio: audio_rope, both cross RoPEs, audio_context and the audio keys and values of `text_kv` are None.
     should_stop: read on the host before every transformer block (a Python call, never a tensor read): True stops
     the forward there with `errors.Interrupted`; None: never read (a captured CUDA graph runs no Python inside).
     """
 
     video_rope: Rope | None
-    audio_rope: Rope
+    audio_rope: Rope | None
     video_cross_rope: Rope | None
     audio_cross_rope: Rope | None
     video_context: torch.Tensor | None
-    audio_context: torch.Tensor
+    audio_context: torch.Tensor | None
     # per block (video keys, video values, audio keys, audio values) of the text cross-attention, when the text
     # K/V are the same every step (LTX-2.0 and 2.5: computed once per run); None: computed in every forward (2.3)
     text_kv: tuple[tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor], ...] | None = None
@@ -72,8 +73,8 @@ class RunConstants(NamedTuple):
     def batch(self, part: slice) -> RunConstants:
         """The constants of the samples `part` of the batch (the RoPE tables are shared by all)."""
         kv = None if self.text_kv is None else tuple(tuple(_part(t, part) for t in block) for block in self.text_kv)
-        return self._replace(video_context=_part(self.video_context, part), audio_context=self.audio_context[part],
-                             text_kv=kv)
+        return self._replace(video_context=_part(self.video_context, part),
+                             audio_context=_part(self.audio_context, part), text_kv=kv)
 
 
 def _part(tensor: torch.Tensor | None, part: slice) -> torch.Tensor | None:

@@ -261,15 +261,34 @@ def resize_and_crop_frames(frames: torch.Tensor, height: int, width: int) -> tor
     return x[:, :, top:top + height, left:left + width].permute(1, 0, 2, 3)[None]
 
 
+def resize_and_reflect_pad_frames(frames: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """(F, H, W, 3) float 0..255 -> (1, 3, F, height, width): each frame scaled (bilinear, no antialias) to fit
+    inside the target with its aspect ratio kept (not at all when it already fits), then padded at the bottom and
+    right by reflection (by repeating the edge where the pad is not shorter than the picture), as the reference's
+    `resize_and_reflect_pad` (the HDR IC-LoRA's input)."""
+    x = frames.permute(0, 3, 1, 2)
+    rows, cols = x.shape[2:]
+    if height < rows or width < cols:
+        scale = min(height / rows, width / cols)
+        rows, cols = round(rows * scale), round(cols * scale)
+        x = F.interpolate(x, size=(rows, cols), mode="bilinear", align_corners=False)
+    bottom, right = height - rows, width - cols
+    if bottom > 0 or right > 0:
+        x = F.pad(x, (0, right, 0, bottom), mode="reflect" if bottom < rows and right < cols else "replicate")
+    return x.permute(1, 0, 2, 3)[None]
+
+
 def read_video(path: VideoSource, height: int | None = None, width: int | None = None, *,
                start: float = 0.0, frames: int | None = None, fps: float | Fraction | None = None,
-               device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> torch.Tensor:
+               device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+               reflect_pad: bool = False) -> torch.Tensor:
     """The video encoder's input: `frames` frames of `path` from `start` seconds (None: the whole file from its
     header) at height × width (None: the file's), as (1, 3, F, height, width) in [-1, 1] on `device` in `dtype`.
     `fps` must equal the file's where given (the reference refuses another rate). ValueError naming the fix for a
     bad file, or when fewer frames decode than asked for. `VideoFrames` are read alike: frames [round(start · fps),
     + frames) of the batch, clamped to [0, 1] and times 255 (a decoded file's 0..255 values), then resized and
-    mapped the same."""
+    mapped the same. `reflect_pad`: fitted inside height × width and reflect-padded
+    (`resize_and_reflect_pad_frames`) instead of covering it and centre-cropped."""
     info = video_info(path)
     name = video_name(path)
     if fps is not None and float(fps) != info.fps:
@@ -287,6 +306,6 @@ def read_video(path: VideoSource, height: int | None = None, width: int | None =
     if pixels.shape[0] < count:
         raise ValueError(f"{name} gives {pixels.shape[0]} frames from {start:g} s and the clip needs {count}; give a "
                          "longer video or an earlier start")
-    video = resize_and_crop_frames(pixels, info.height if height is None else height,
-                                   info.width if width is None else width)
+    resize = resize_and_reflect_pad_frames if reflect_pad else resize_and_crop_frames
+    video = resize(pixels, info.height if height is None else height, info.width if width is None else width)
     return (video / 127.5 - 1.0).to(dtype)

@@ -7,6 +7,7 @@ from . import bridge
 from .audio import LTX2AudioCondition
 from .decode import LTX2Decode, LTX2LatentUpsample
 from .generate import LTX2Generate
+from .hdr import LTX2HDR, LTX2SaveEXR
 from .images import LTX2ImageCondition
 from .long_video import LTX2GenerateLong
 from .loaders import (LTX2CheckpointLoader, LTX2LoraLoader, LTX2ModelLoader, LTX2TextEncoderLoader,
@@ -39,13 +40,16 @@ NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
     "LTX2GenerateLong": "LTX-2 Long Video (windows with sound)",
     "LTX2SamplerCustomAdvanced": "LTX-2 SamplerCustomAdvanced (fast)",
     "LTX2StepCache": "LTX-2 Step Cache (EasyCache)",
+    "LTX2HDR": "LTX-2 HDR (IC-LoRA)",
+    "LTX2SaveEXR": "LTX-2 Save EXR",
 }
 NODE_CLASS_MAPPINGS: dict[str, type] = {
     node.__name__: node
     for node in (LTX2CheckpointLoader, LTX2ModelLoader, LTX2TextEncoderLoader, LTX2LoraLoader, LTX2UpsamplerLoader,
                  LTX2TextEncode, LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode,
                  LTX2Generate, LTX2ParallelConfig, LTX2ImageCondition, LTX2AudioCondition,
-                 LTX2VideoGuide, LTX2Retake, LTX2GenerateLong, LTX2SamplerCustomAdvanced, LTX2StepCache)
+                 LTX2VideoGuide, LTX2Retake, LTX2GenerateLong, LTX2SamplerCustomAdvanced, LTX2StepCache,
+                 LTX2HDR, LTX2SaveEXR)
 }
 
 # the pictures and sounds the examples load (LoadImage and LoadAudio read ComfyUI's input folder)

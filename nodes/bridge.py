@@ -249,3 +249,8 @@ def provide_inputs(folder: str) -> list[str]:
                     os.remove(partial)
             copied.append(name)
     return copied
+
+
+def output_folder() -> str:
+    """ComfyUI's output folder (outside ComfyUI: ./output)."""
+    return folder_paths.get_output_directory() if IN_COMFYUI else os.path.abspath("output")

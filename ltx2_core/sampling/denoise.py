@@ -11,7 +11,8 @@ passes; a CFG-parallel runner gives each GPU some of the passes and gathers thei
 
 Audio only (text to audio): the video state is None from the set-up (no video positions) to the last step; every
 function here then passes None through for the video (a run's streams are fixed, so this is no per-step branch on
-a value), and the transformer runs the audio stream alone.
+a value), and the transformer runs the audio stream alone. Video only (the HDR IC-LoRA): the audio state is None
+in the same way, and the transformer runs the video stream alone.
 """
 
 from __future__ import annotations
@@ -59,9 +60,10 @@ class BatchedPasses:
 
     forwards = 1
 
-    def __call__(self, video: StreamInput | None, audio: StreamInput) -> tuple[torch.Tensor | None, torch.Tensor]:
+    def __call__(self, video: StreamInput | None, audio: StreamInput | None
+                 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         velocity_video, velocity_audio = self.velocities(video, audio)
-        audio_x0 = to_x0(audio.latent, velocity_audio, audio.timesteps)
+        audio_x0 = None if audio is None else to_x0(audio.latent, velocity_audio, audio.timesteps)
         return None if video is None else to_x0(video.latent, velocity_video, video.timesteps), audio_x0
 
     def velocities(self, video: StreamInput | None, audio: StreamInput) -> tuple[torch.Tensor | None, torch.Tensor]:
@@ -91,7 +93,7 @@ class ChunkedPasses:
             outputs.append(run(group, _passes(video, part), _passes(audio, part)))
             start = part.stop
         video_out = None if video is None else torch.cat([v for v, _ in outputs])
-        return video_out, torch.cat([a for _, a in outputs])
+        return video_out, None if audio is None else torch.cat([a for _, a in outputs])
 
 
 def _passes(stream: StreamInput | None, part: slice) -> StreamInput | None:
@@ -178,16 +180,19 @@ def guided_setup(
     video_guidance, audio_guidance = video_guidance or GuidanceParams(), audio_guidance or GuidanceParams()
     if video_positions is None:
         video_guidance, audio_guidance = GuidanceParams(), dataclasses.replace(audio_guidance, modality=1.0)
+    if audio_positions is None:  # video only: the mirror image (no audio, no isolated-pass term)
+        video_guidance, audio_guidance = dataclasses.replace(video_guidance, modality=1.0), GuidanceParams()
     passes = active_passes(video_guidance, audio_guidance)
     if "uncond" in passes and negative is None:
         raise ValueError("cfg ≠ 1 needs a negative prompt (its text contexts); pass one or set cfg to 1")
     runner = runner or LocalPasses(passes_per_forward)
     device = next(model.parameters()).device
     contexts = [negative if name == "uncond" else positive for name in passes]
-    audio_only = video_positions is None
-    run = model.prepare_run(None if audio_only else video_positions.to(device), audio_positions.to(device),
+    audio_only, video_only = video_positions is None, audio_positions is None
+    run = model.prepare_run(None if audio_only else video_positions.to(device),
+                            None if video_only else audio_positions.to(device),
                             None if audio_only else torch.cat([c.video for c in contexts]).to(device),
-                            torch.cat([c.audio for c in contexts]).to(device),
+                            None if video_only else torch.cat([c.audio for c in contexts]).to(device),
                             video_attention=None if audio_only or video_attention is None else
                             video_attention.to(device),
                             video_marked=None if audio_only or video_marked is None else
@@ -196,7 +201,7 @@ def guided_setup(
     if passes == ("cond",):
         return StepSetup(pass_runner, None, None)
     return StepSetup(pass_runner, None if audio_only else guidance_weights(video_guidance, passes, device),
-                     guidance_weights(audio_guidance, passes, device))
+                     None if video_only else guidance_weights(audio_guidance, passes, device))
 
 
 def _batch_perturbations(model: LTX2Transformer, perturbations: list[PassPerturbation]) -> BatchPerturbations | None:
@@ -212,6 +217,10 @@ def guided_prediction(setup: StepSetup, video: StreamState | None, audio: Stream
     audio x0 (1, tokens, C), fp32, with the conditioned tokens kept at their clean values (video None: None)."""
     count = len(setup.runner.passes)
     sigmas = sigma.reshape(1).expand(count)
+    if audio is None:  # video only
+        video_in = StreamInput(video.latent.expand(count, -1, -1), stream_sigmas(video, sigmas),
+                               timesteps(video, sigma, count))
+        return keep_clean(_combine(setup.runner(video_in, None)[0], setup.video_weights), video), None
     audio_in = StreamInput(audio.latent.expand(count, -1, -1), stream_sigmas(audio, sigmas),
                            timesteps(audio, sigma, count))
     if video is None:
@@ -228,7 +237,7 @@ def guided_step(setup: StepSetup, video: StreamState | None, audio: StreamState,
     """One Euler step from σ to σ' (0-d device tensors) -> the next video and audio latents (1, tokens, C)
     (video None: None)."""
     video_x0, audio_x0 = guided_prediction(setup, video, audio, sigma)
-    audio_next = euler_step(audio.latent, audio_x0, sigma, sigma_next)
+    audio_next = None if audio is None else euler_step(audio.latent, audio_x0, sigma, sigma_next)
     return None if video is None else euler_step(video.latent, video_x0, sigma, sigma_next), audio_next
 
 
@@ -250,7 +259,8 @@ class AncestralStep:
 
     def draw(self, video: StreamState | None, audio: StreamState) -> tuple[torch.Tensor | None, torch.Tensor]:
         """One step's fresh noise: the video's, then the audio's (video None: None)."""
-        return None if video is None else self._noise(video.latent), self._noise(audio.latent)
+        return (None if video is None else self._noise(video.latent),
+                None if audio is None else self._noise(audio.latent))
 
     def advance(self, setup: StepSetup, video: StreamState | None, audio: StreamState, sigma: torch.Tensor,
                 sigma_next: torch.Tensor, video_noise: torch.Tensor | None, audio_noise: torch.Tensor
@@ -292,16 +302,16 @@ def denoise(
     """Runs len(sigmas) − 1 steps. `sigmas` is the (steps + 1,) fp32 schedule already on the device; indexing it
     is a view, so the loop never waits for the device. `step` may be a compiled or graph-captured guided_step.
     `observe` gets each step's (video, audio) latent tokens, on the device, before `progress` is called. `video`
-    None (audio only, set up without video positions): it stays None. `should_stop` (a host flag, never a tensor)
-    is read before each step: True raises `Interrupted` (a step run eagerly also reads it between its blocks:
-    `guided_setup`)."""
+    None (audio only, set up without video positions): it stays None; so does `audio` None (video only).
+    `should_stop` (a host flag, never a tensor) is read before each step: True raises `Interrupted` (a step run
+    eagerly also reads it between its blocks: `guided_setup`)."""
     total = sigmas.shape[0] - 1
     for index in range(total):
         if should_stop is not None and should_stop():
             raise Interrupted(f"stopped on request before step {index + 1} of {total}")
         video_latent, audio_latent = step(setup, video, audio, sigmas[index], sigmas[index + 1])
         video = None if video is None else video._replace(latent=video_latent)
-        audio = audio._replace(latent=audio_latent)
+        audio = None if audio is None else audio._replace(latent=audio_latent)
         if observe is not None:
             observe(video_latent, audio_latent)
         if progress is not None:

@@ -30,7 +30,7 @@ TINY = {"checkpoint": "tiny-ltx-2.3.safetensors", "text_encoder": "tiny-gemma-3.
         "upsampler": "tiny-upscaler-x2.safetensors", "lora": "tiny-distilled-lora.safetensors",
         "fp8_checkpoint": "tiny-ltx-2.3-fp8.safetensors", "misplaced": "gemma_3_12B_it_misplaced.safetensors",
         "ic_lora": "ltx2_example_tiny_ic_lora.safetensors", "int8_checkpoint": "tiny-ltx-2.3-int8.safetensors",
-        "native_checkpoint": "tiny-ltx-2.3-native.safetensors",
+        "native_checkpoint": "tiny-ltx-2.3-native.safetensors", "hdr_lora": "tiny-hdr-ic-lora.safetensors",
         # ComfyUI's quantiser's layouts of the native bundle (each with its dequantised twin, "twin-" + name)
         "native_int8": "tiny-ltx-2.3-native-int8.safetensors", "native_fp8": "tiny-ltx-2.3-native-fp8.safetensors"}  # ComfyUI's own loaders read it (support/native_files.py)
 # the tiny 2.3 GGUF model: field -> (models folder, name)
@@ -84,6 +84,7 @@ def _tiny_models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> dict
     (folders["text_encoders"] / TINY["text_encoder"]).symlink_to(gemma_files[0])
     write_upsampler(folders["latent_upscale_models"] / TINY["upsampler"], version="2.3")
     write_lora(folders["loras"] / TINY["lora"], seed=1, version="2.3")
+    write_lora(folders["loras"] / TINY["hdr_lora"], seed=4, version="2.3", metadata={"hdr_transform": "logc3"})
     # the control example's IC-LoRA for the tiny model (tools/make_example_inputs.py), as a user puts one in loras
     (folders["loras"] / TINY["ic_lora"]).symlink_to(ROOT / "example_workflows" / "loras" / TINY["ic_lora"])
     return folders

@@ -61,6 +61,9 @@ EXAMPLES = {
                                  (ROOT / "example_workflows" / "api" / "ltx2_long_video_20s.api.json").read_text())
                                  ["4"]["inputs"]["window_prompts"].splitlines()[:3]))], (49, 128, 64)),
 }
+# HDR from the shipped clip through a tiny HDR IC-LoRA (the IC-LoRA's layout plus hdr_transform metadata): no sound,
+# so its own test below; the preview mp4 at the size asked for (generated at 128x64, cropped back), the EXR frames
+HDR_EXAMPLE = ([f"lora_name={TINY['hdr_lora']}", UPSAMPLER, "8.width=120", "8.height=64", "8.frames=9"], (9, 120, 64))
 # the audio-to-video examples: (LoadAudio's file, the audio condition's start), whose clip the written file carries
 SOUNDS = {"ltx2_a2v_lipsync": ("ltx2_example_voice.wav", 0.0), "ltx2_a2v_music_video": ("ltx2_example_song.flac", 1.0)}
 
@@ -155,6 +158,24 @@ def aac_match(written: Waveform, clip: Waveform, skip: int = 1024) -> tuple[floa
     correlations = [float(torch.corrcoef(torch.stack(pair))[0, 1]) for pair in zip(got, want)]
     energies = (got.square().mean(-1) / want.square().mean(-1)).tolist()
     return min(correlations), max(energies, key=lambda e: abs(math.log(e)))
+
+
+def test_the_hdr_example_writes_exr_frames_and_an_srgb_preview(comfyui, tmp_path):
+    settings, (frames, width, height) = HDR_EXAMPLE
+    run = client(comfyui, "ltx2_hdr", *settings, out=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    (video_file,) = tmp_path.glob("*.mp4")
+    with av.open(str(video_file)) as container:
+        video = container.streams.video[0]
+        assert (video.frames, video.width, video.height, video.average_rate) == (frames, width, height, 24)
+        assert not container.streams.audio  # HDR is video only
+    folders = sorted(p for p in (comfyui.base / "output" / "ltx2").glob("hdr_*") if p.is_dir())
+    names = sorted(p.name for p in folders[-1].iterdir())
+    assert names == [f"frame_{i:05d}.exr" for i in range(frames)] + ["preview.mp4"]
+    import OpenEXR  # the pack's requirement, in ComfyUI's Python and here
+
+    with OpenEXR.File(str(folders[-1] / "frame_00000.exr")) as exr:
+        assert exr.channels()["RGB"].pixels.shape == (height, width, 3)
 
 
 def test_the_text_to_audio_example_writes_a_flac_of_the_clips_length(comfyui, tmp_path):

@@ -93,22 +93,27 @@ class AVTransformerBlock(nn.Module):
     def forward(
         self,
         vx: torch.Tensor | None,
-        ax: torch.Tensor,
+        ax: torch.Tensor | None,
         video: StreamArgs | None,
-        audio: StreamArgs,
+        audio: StreamArgs | None,
         skips: BlockSkips = NO_PERTURBATION,
         text_kv: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor] | None = None,
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """vx (B, video_tokens, Dv), ax (B, audio_tokens, Da) -> updated (vx, ax); `skips`: this block's share of
         the batch's perturbations (`block_skips(perturbations, idx)`); `text_kv`: this block's text keys and
         values computed once per run (`text_keys_values`; LTX-2.0 and 2.5), or None. `vx` and `video` None: the
-        audio stream alone (self-attention, text cross-attention, feed-forward), vx stays None."""
+        audio stream alone (self-attention, text cross-attention, feed-forward), vx stays None; `ax` and `audio`
+        None: the video stream alone in the same way (video only)."""
         video_modules, audio_modules = self._streams()
         video_kv, audio_kv = (None, None) if text_kv is None else (text_kv[:2], text_kv[2:])
         if vx is None:
             ax = ax + self._self_attention(audio_modules, ax, audio, skips)
             ax = ax + self._text_cross_attention(audio_modules, ax, audio, audio_kv)
             return None, ax + self._feed_forward(audio_modules, ax, audio)
+        if ax is None:  # the video stream alone (HDR IC-LoRA), as the reference's block without audio
+            vx = vx + self._self_attention(video_modules, vx, video, skips)
+            vx = vx + self._text_cross_attention(video_modules, vx, video, video_kv)
+            return vx + self._feed_forward(video_modules, vx, video), None
         vx = vx + self._self_attention(video_modules, vx, video, skips)
         vx = vx + self._text_cross_attention(video_modules, vx, video, video_kv)
         ax = ax + self._self_attention(audio_modules, ax, audio, skips)
@@ -135,11 +140,11 @@ class AVTransformerBlock(nn.Module):
         return m.self_attn(h, rope=args.rope, keep=skip.keep, passthrough=skip.skip_all,
                            mask=args.attention) * gate
 
-    def text_keys_values(self, video_context: torch.Tensor | None, audio_context: torch.Tensor
-                         ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    def text_keys_values(self, video_context: torch.Tensor | None, audio_context: torch.Tensor | None
+                         ) -> tuple[torch.Tensor | None, ...]:
         """(video keys, video values, audio keys, audio values) of the text cross-attentions, (B, S, inner) each,
         for text K/V that do not depend on the step (`TransformerConfig.static_text_kv`): computed once per run.
-        No video context (audio only): the video's are None."""
+        No video context (audio only): the video's are None; no audio context (video only): the audio's."""
         kv = []
         for m, context in zip(self._streams(), (video_context, audio_context)):
             kv += [None, None] if context is None else m.text_attn.keys_values(self._prompt_context(m, context, None))

@@ -3,7 +3,8 @@
 Usage: `run = model.prepare_run(positions…, contexts…)` once, then `model(video, audio, run, perturbations)` every
 step; it returns velocities, `to_x0` turns them into denoised latents. Audio only (text to audio): video positions
 and context None in `prepare_run` and `video` None in every forward; the blocks then run the audio stream alone (no
-video tokens, no audio<->video cross-attention), as the reference's forward with `video=None`.
+video tokens, no audio<->video cross-attention), as the reference's forward with `video=None`. Video only (the HDR
+IC-LoRA): audio positions and context None and `audio` None, the mirror image.
 """
 
 from __future__ import annotations
@@ -70,9 +71,9 @@ class LTX2Transformer(nn.Module):
     def prepare_run(
         self,
         video_positions: torch.Tensor | None,
-        audio_positions: torch.Tensor,
+        audio_positions: torch.Tensor | None,
         video_context: torch.Tensor | None,
-        audio_context: torch.Tensor,
+        audio_context: torch.Tensor | None,
         dtype: torch.dtype | None = None,
         cache_text_kv: bool | None = None,
         video_attention: torch.Tensor | None = None,
@@ -88,10 +89,14 @@ class LTX2Transformer(nn.Module):
         `ConditionedStream.attention`), turned here into the self-attention's log bias (`attention_bias`); None:
         no bias, the attention runs without a mask. `video_marked`: (1, video tokens, 1) the tokens the keyframe
         embedding marks besides the first latent frame (generated keyframe slots, `ConditionedStream.marked`),
-        joined here with the first frame's, once per run; ignored by a model without the embedding."""
+        joined here with the first frame's, once per run; ignored by a model without the embedding.
+        `audio_positions` None: a video-only run (the audio context is then ignored; every forward of the run takes
+        `audio` None; the HDR IC-LoRA's)."""
         cache_text_kv = self.cache_text_kv if cache_text_kv is None else cache_text_kv
         cfg = self.config
         dtype = dtype or self.compute_dtype
+        if audio_positions is None:
+            return self._video_only_run(video_positions, video_context, dtype, cache_text_kv, video_attention)
         audio_context = audio_context.to(dtype)
         if hasattr(self, "caption_projection"):
             audio_context = self.audio_caption_projection(audio_context)
@@ -119,7 +124,22 @@ class LTX2Transformer(nn.Module):
             video_attention=None if video_attention is None else attention_bias(video_attention, dtype),
         )
 
-    def _text_kv(self, video_context: torch.Tensor | None, audio_context: torch.Tensor):
+    def _video_only_run(self, video_positions: torch.Tensor, video_context: torch.Tensor, dtype: torch.dtype,
+                        cache_text_kv: bool, video_attention: torch.Tensor | None) -> RunConstants:
+        """The run constants without audio (no audio RoPE, context or cross-attention RoPE)."""
+        cfg = self.config
+        video_context = video_context.to(dtype)
+        if hasattr(self, "caption_projection"):
+            video_context = self.caption_projection(video_context)
+        return RunConstants(
+            video_rope=self._rope(video_positions, cfg.video, cfg.video.max_pos, cfg.video.width, dtype),
+            audio_rope=None, video_cross_rope=None, audio_cross_rope=None, video_context=video_context,
+            audio_context=None, text_kv=self._text_kv(video_context, None) if cache_text_kv else None,
+            video_keyframes=first_frame_mask(video_positions, dtype) if cfg.keyframe_embedding else None,
+            video_attention=None if video_attention is None else attention_bias(video_attention, dtype),
+        )
+
+    def _text_kv(self, video_context: torch.Tensor | None, audio_context: torch.Tensor | None):
         if not self.config.static_text_kv:
             return None
         return tuple(block.text_keys_values(video_context, audio_context) for block in self.transformer_blocks)
@@ -135,17 +155,18 @@ class LTX2Transformer(nn.Module):
     def forward(
         self,
         video: StreamInput | None,
-        audio: StreamInput,
+        audio: StreamInput | None,
         run: RunConstants,
         perturbations: BatchPerturbations | None = None,
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """-> velocities (B, video_tokens, out_channels), (B, audio_tokens, out_channels) in the latents' dtype;
-        `video` None (an audio-only run): the video velocity is None. `run.should_stop()` true before a block:
-        `Interrupted`."""
-        audio_args, audio_embedded = self._stream_args(audio, video, run.audio_context, run.audio_rope,
-                                                       run.audio_cross_rope, audio_side=True)
-        ax = self.audio_patchify_proj(audio.latent)
-        vx = video_args = None
+        `video` None (an audio-only run): the video velocity is None; `audio` None (video only): the audio's.
+        `run.should_stop()` true before a block: `Interrupted`."""
+        ax = audio_args = vx = video_args = None
+        if audio is not None:
+            audio_args, audio_embedded = self._stream_args(audio, video, run.audio_context, run.audio_rope,
+                                                           run.audio_cross_rope, audio_side=True)
+            ax = self.audio_patchify_proj(audio.latent)
         if video is not None:
             video_args, video_embedded = self._stream_args(video, audio, run.video_context, run.video_rope,
                                                            run.video_cross_rope, audio_side=False)
@@ -158,10 +179,11 @@ class LTX2Transformer(nn.Module):
                 raise Interrupted(f"stopped on request before transformer block {index}")
             text_kv = None if run.text_kv is None else run.text_kv[index]
             vx, ax = block(vx, ax, video_args, audio_args, block_skips(perturbations, index), text_kv)
-        audio_out = self._output(ax, audio_embedded, self.audio_scale_shift_table, self.audio_proj_out)
-        if video is None:
-            return None, audio_out
-        return self._output(vx, video_embedded, self.scale_shift_table, self.proj_out), audio_out
+        video_out = None if video is None else self._output(vx, video_embedded, self.scale_shift_table,
+                                                            self.proj_out)
+        if audio is None:
+            return video_out, None
+        return video_out, self._output(ax, audio_embedded, self.audio_scale_shift_table, self.audio_proj_out)
 
     def _stream_args(
         self, own: StreamInput, other: StreamInput | None, context: torch.Tensor, rope: Rope,

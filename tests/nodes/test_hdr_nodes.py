@@ -1,0 +1,79 @@
+"""LTX-2 HDR (IC-LoRA) and LTX-2 Save EXR on the tiny model: the node runs the pipeline's HDR request on ComfyUI's
+IMAGE frames (its preview the sRGB of its linear output, which equals `hdr_pipeline.generate_hdr` on the same
+request), Save EXR writes the frames and the preview into a fresh folder, and the refusals name their fix before
+any model work: a model without the HDR IC-LoRA, a size under 64, OpenEXR missing (only in the writer)."""
+
+from __future__ import annotations
+
+import builtins
+
+import pytest
+import torch
+
+from ltx2_core import Models
+from ltx2_core.exr import read_exr
+from ltx2_core.hdr import HDR, srgb_preview
+from ltx2_core.hdr_pipeline import generate_hdr
+from ltx2_core.pipeline import LocalSampler, Request
+from ltx2_core.video_io import VideoFrames
+from nodes import bridge
+from support.model_files import write_lora
+from support.node_calls import node
+
+
+@pytest.fixture(scope="module")
+def hdr_model(loaded, tmp_path_factory):
+    path = write_lora(tmp_path_factory.mktemp("hdr") / "hdr.safetensors", seed=3, version="2.0",
+                      metadata={"hdr_transform": "logc3"})
+    (model,) = node("LTX2LoraLoader", loaded[0], str(path), 1.0)
+    return model
+
+
+def _frames() -> torch.Tensor:
+    return torch.rand(9, 64, 96, 3, generator=torch.Generator().manual_seed(5))
+
+
+def test_the_hdr_node_runs_the_pipelines_request_and_save_exr_writes_it(loaded, hdr_model, files, tmp_path,
+                                                                        monkeypatch):
+    (upsampler,) = node("LTX2UpsamplerLoader", files["upsampler"], hdr_model)
+    conditioning = loaded[2]
+    preview, hdr, fps = node("LTX2HDR", hdr_model, conditioning, upsampler, _frames(), 24.0, 100, 70, 0, 4, 0.9,
+                             False)
+    assert preview.shape == (9, 70, 100, 3) and fps == 24.0 and torch.equal(preview, srgb_preview(hdr.linear))
+    request = Request("p", width=100, height=70, frames=9, seed=4, mode="hdr",
+                      hdr=HDR(VideoFrames(_frames(), 24.0), 0.9))
+    models = Models(hdr_model.host.transformer, None, hdr_model.decoders, upsampler, None, hdr_model.video_encoder,
+                    None, tuple(hdr_model.loras))
+    expected = generate_hdr(request, models, sampler=LocalSampler(hdr_model.host.transformer),
+                            positive=conditioning.positive)
+    torch.testing.assert_close(hdr.linear, expected.linear, atol=1e-5, rtol=1e-5)  # the same run
+    monkeypatch.setattr(bridge, "output_folder", lambda: str(tmp_path))
+    for expected_folder in ("clip_00001", "clip_00002"):
+        ui = node("LTX2SaveEXR", hdr, "clip", True, True)
+        folder = tmp_path / expected_folder
+        assert str(folder) in ui["ui"]["text"][0]
+        assert sorted(p.name for p in folder.iterdir()) == [f"frame_{i:05d}.exr" for i in range(9)] + ["preview.mp4"]
+    pixels, _ = read_exr(tmp_path / "clip_00001" / "frame_00003.exr")
+    torch.testing.assert_close(pixels, hdr.linear[3].half().float(), atol=0, rtol=0)  # float16 rounding only
+
+
+def test_refusals_name_the_fix(loaded, hdr_model, files, tmp_path, monkeypatch):
+    (upsampler,) = node("LTX2UpsamplerLoader", files["upsampler"], hdr_model)
+    with pytest.raises(ValueError, match="load the HDR IC-LoRA"):
+        node("LTX2HDR", loaded[0], loaded[2], upsampler, _frames(), 24.0, 0, 0, 0, 4, 1.0, False)
+    with pytest.raises(ValueError, match="at least 64x64"):
+        node("LTX2HDR", hdr_model, loaded[2], upsampler, _frames(), 24.0, 40, 0, 0, 4, 1.0, False)
+    with pytest.raises(ValueError, match="filename_prefix '../x' leaves the output folder"):
+        monkeypatch.setattr(bridge, "output_folder", lambda: str(tmp_path))
+        node("LTX2SaveEXR", None, "../x")
+    real_import = builtins.__import__
+
+    def no_openexr(name, *args, **kwargs):
+        if name == "OpenEXR":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_openexr)
+    with pytest.raises(ValueError, match="pip install OpenEXR"):
+        node("LTX2SaveEXR", None, "x")
+    assert not any(tmp_path.iterdir())  # nothing written
