@@ -1,9 +1,9 @@
 """DFR (ltx-pipelines 1.2.0's `DFRPipeline`): a long clip from a keyframe-slot transformer, spatially detailed, with
-optional temporal x2 rounds. What has landed so far: the checks a DFR request passes before any model work, and
-the rounds' bookkeeping (slot seeds, the keyframes carried to the next round, a tile's images, the output length). The
-chain of stages (stage 1 with slots, stage 2 detailing, the tiled temporal rounds and their stitch) is to come; its
-pieces are `dfr_layout` (canvas, tiles, stitch), `conditioning.keyframe_slots`, `Stage.ancestral_eta` and the
-temporal upsampler (`model.upsampler`, `ModelFiles.temporal_upsampler`)."""
+optional temporal x2 rounds. Here: the request's settings (`DFR`), the checks a DFR request passes before any model
+work, and the rounds' bookkeeping (slot seeds, the keyframes carried to the next round, a tile's images, the output
+length, the sound's cut). The chain of stages is `ltx2_core.dfr_pipeline`; its other pieces are `dfr_layout` (canvas,
+tiles, stitch), `conditioning.keyframe_slots`, `Stage.ancestral_eta` and the temporal upsampler (`model.upsampler`,
+`ModelFiles.temporal_upsampler`)."""
 
 from __future__ import annotations
 
