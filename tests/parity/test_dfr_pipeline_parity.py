@@ -8,7 +8,8 @@ metadata) for stage 2, the tiny temporal x2 upsampler, two images (frames 0 and 
 by call in the order they ran (stage 1, stage 2, tile 0, tile 1): the video latent, the audio latent (the tiles have
 none on either side) and the generated keyframes, at TOL (the other pipelines' 1e-4: the same fp32 model through
 different op orders); then the latents handed to the decoders (the stitched video trimmed to 97 frames; stage 1's
-audio) and the sound's cut."""
+audio) and the sound's cut; the same run through `pipeline.generate` (Request mode "dfr"). A second case: two
+rounds (2 tiles, then 4: the second round carries the first's keyframes and slots), no detailing LoRA, no images."""
 
 from __future__ import annotations
 
@@ -127,3 +128,44 @@ def test_request_mode_dfr_runs_the_same_chain(runs):
     torch.testing.assert_close(latent.audio, ref["out.audio"], **TOL, msg="stage 1's audio decoded")
     assert generation.frames.shape[0] == int(ref["out.frames"]) and generation.fps == FPS * 2 ** ROUNDS
     assert generation.waveform.shape[-1] == int(ref["out.audio_samples"]) < AUDIO_SAMPLES  # cut: integers, exact
+
+
+@pytest.fixture(scope="module")
+def two_rounds(tmp_path_factory):
+    """Two temporal rounds (193 frames at 96 fps: 2 tiles, then 4, the second round carrying the first's keyframes
+    and slots), no detailing LoRA, no images, another seed: each call and the decoders' latents."""
+    folder = tmp_path_factory.mktemp("dfr120r2")
+    paths = write_release25(folder / "models")
+    config = dataclasses.replace(TransformerConfig.tiny("2.5"), keyframe_embedding=True)
+    write_transformer25(paths["dev"], demo_transformer(config, seed=3).state_dict(), config)
+    paths["temporal_upsampler"] = write_temporal_upsampler(folder / "models" / "temporal.safetensors")
+    files = ModelFiles(checkpoint=str(paths["dev"]), text_encoder=str(paths["text_encoder"]),
+                       upsampler=str(paths["upsampler"]), vae=str(paths["vae"]), audio_vae=str(paths["audio_vae"]),
+                       distilled_lora=str(paths["distilled_lora"]), temporal_upsampler=str(paths["temporal_upsampler"]),
+                       version="2.5")
+    models = files.load("cpu", torch.float32)
+    positive, _ = encode(models.prompt_encoder, "waves rolling in")
+    results = []
+    result = sample_dfr(LocalSampler(models.transformer), models, positive, [], SIZE, SIZE, FRAMES, FPS, SEED + 1, 2,
+                        models.temporal_upsampler, None, 2, results)
+    settings = {"files": {k: str(v) for k, v in paths.items()}, "detailing": None,
+                "audio_samples": AUDIO_SAMPLES, "audio_rate": AUDIO_RATE,
+                "call": {"prompt": "unused", "seed": SEED + 1, "height": SIZE, "width": SIZE, "num_frames": FRAMES,
+                         "frame_rate": FPS, "images": [], "temporal_upsample_rounds": 2}}
+    ref = run_reference("dfr.py", {"positive.video": positive.video, "positive.audio": positive.audio}, settings,
+                        folder, timeout=1800)
+    return results, result, ref
+
+
+def test_two_rounds_without_detailing_match_the_reference_call(two_rounds):
+    results, result, ref = two_rounds
+    calls = sorted(int(key[4:].split(".")[0]) for key in ref if key.startswith("call") and key.endswith(".video"))
+    assert len(results) == len(calls) == 8  # stage 1, stage 2, 2 tiles, 4 tiles
+    for n, sampled in enumerate(results):
+        torch.testing.assert_close(sampled.video, ref[f"call{n}.video"], **TOL, msg=f"call {n} video")
+        assert (sampled.keyframes is None) == (f"call{n}.keyframes" not in ref)
+        if sampled.keyframes is not None:
+            torch.testing.assert_close(sampled.keyframes, ref[f"call{n}.keyframes"], **TOL, msg=f"call {n} slots")
+    assert int(ref["out.frames"]) == output_frames(FRAMES, 2) == 193 and result.latent.fps == FPS * 4
+    torch.testing.assert_close(result.latent.video, ref["out.video"], **TOL, msg="the video decoded")
+    torch.testing.assert_close(result.latent.audio, ref["out.audio"], **TOL, msg="stage 1's audio decoded")
