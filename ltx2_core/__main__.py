@@ -75,7 +75,8 @@ from ltx2_core.video_io import video_info
 from ltx2_core.long_video import generate_long
 from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW, Windows, frames_for
 from ltx2_core.exr import check_openexr
-from ltx2_core.dfr import DFR, check_dfr
+from ltx2_core.dfr import DFR, check_dfr, output_frames
+from ltx2_core.dfr_layout import canvas
 from ltx2_core.hdr import HDR, hdr_config
 from ltx2_core.hdr_pipeline import HdrGeneration, check_hdr, generate_hdr
 from ltx2_core.loader.safetensors_file import read_header
@@ -367,6 +368,8 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     config = files.transformer_config()
     budget = int(args.memory_budget * GB) if args.memory_budget else None
     frames = min(request.frames, request.windows.window) if request.windows is not None else request.frames
+    if request.dfr is not None:  # DFR: the padded canvas at the output rate (a bound: a round's tile is smaller)
+        frames = output_frames(canvas(request.frames)[0], request.dfr.rounds)
     return files.plan(args.device, frames=frames, height=request.height, width=request.width,
                       passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                       fps=request.fps, images=len(request.images) + request.video_frames, dtype=DTYPES[args.dtype] if args.dtype else None,

@@ -58,3 +58,16 @@ def test_bad_dfr_command_lines_are_refused(flags, tmp_path, capsys, extra, messa
     captured = capsys.readouterr()
     assert "loaded in" not in captured.out
     assert re.search(re.escape(message), captured.err), captured.err
+
+
+def test_the_memory_job_counts_the_output_canvas():
+    """The memory check's Job of a DFR request: the padded canvas at the output rate, no guidance, two stages, the
+    half-size reference and every slot as guiding tokens."""
+    from ltx2_core.dfr import DFR
+    from ltx2_core.pipeline import request_job
+    from ltx2_core.request import Request
+
+    request = Request("x", width=128, height=128, frames=49, mode="dfr", dfr=DFR(1))
+    job = request_job(request, TransformerConfig.tiny("2.5"))
+    assert (job.frames, job.fps, job.passes, job.two_stage) == (97, 48.0, 1, True)
+    assert job.guide_tokens == 7 * 2 * 2 + 2 * 2 * 4 * 4  # the half-size latent (7 frames of 2x2), 4 slots of 4x4
