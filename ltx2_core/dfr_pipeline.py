@@ -154,7 +154,6 @@ def generate_dfr(request, models, *, sampler, tiling: TilingConfig | None = Tili
     """A `Request` of mode "dfr" end to end (module docstring) on `sampler` (a `pipeline.StageSampler`): the frames
     ((N − 1)·2^R + 1 at fps·2^R) and stage 1's sound cut to them, as a `stages.Generation`."""
     from ltx2_core.loader.lora import load_lora
-    from ltx2_core.pipeline import generator_on
     from ltx2_core.stages import decode, encode
 
     request.check()
@@ -168,8 +167,11 @@ def generate_dfr(request, models, *, sampler, tiling: TilingConfig | None = Tili
     result = sample_dfr(sampler, models, positive, request.images, request.width, request.height, request.frames,
                         request.fps, request.seed, settings.rounds, models.temporal_upsampler, detailing,
                         detailing_downscale(settings.detailing_lora))
-    generation = decode(result.latent, models.decoders, tiling,
-                        generator=generator_on(result.generator, request.seed, models.decoders))
+    # the decoder's noise continues the stages' generator where both share a device type (`pipeline.generator_on`)
+    device = next(models.decoders.video.parameters()).device
+    generator = result.generator if result.generator.device.type == device.type else \
+        torch.Generator(device).manual_seed(request.seed)
+    generation = decode(result.latent, models.decoders, tiling, generator=generator)
     samples = sound_samples(generation.waveform.shape[-1], generation.frames.shape[0], generation.fps,
                             generation.sample_rate)
     return generation._replace(waveform=generation.waveform[..., :samples])
