@@ -39,6 +39,7 @@ and sound, with --window-prompt giving window by window prompts; the windows are
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import replace
@@ -81,6 +82,8 @@ from ltx2_core.video_io import video_info
 from ltx2_core.long_video import generate_long
 from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW, Windows, frames_for
 from ltx2_core.exr import check_openexr
+from ltx2_core.dfr import DFR, check_dfr, output_frames
+from ltx2_core.dfr_layout import canvas
 from ltx2_core.hdr import HDR, hdr_config
 from ltx2_core.hdr_pipeline import HdrGeneration, check_hdr, generate_hdr
 from ltx2_core.loader.safetensors_file import read_header
@@ -165,6 +168,7 @@ def _one_request(args: argparse.Namespace) -> Request:
         return _video_request(args)
     if args.replace_sound:
         raise ValueError("--replace-sound goes with --video (a video whose sound is replaced); drop it or add --video")
+    dfr = _dfr_settings(args)
     # a checkpoint's release is read from its header after the file checks; every release has the same sizes so far
     width, height, frames = RELEASES[demo_version(args)].default_size(args.checkpoint is None, args.mode != "one-stage")
     frames = frames if auto is not None else args.frames or frames  # auto: a placeholder until predicted
@@ -172,7 +176,7 @@ def _one_request(args: argparse.Namespace) -> Request:
         prompt=args.prompt, negative_prompt=args.negative_prompt, width=args.width or width,
         height=args.height or height, frames=frames, fps=24.0 if args.fps is None else args.fps, steps=args.steps,
         seed=args.seed, mode=args.mode, images=tuple(image if auto else image.at(frames) for image in args.image),
-        audio=args.audio, audio_only=args.audio_only, controls=control_conditions(args), auto_frames=auto)
+        audio=args.audio, audio_only=args.audio_only, controls=control_conditions(args), auto_frames=auto, dfr=dfr)
 
 
 def auto_frames(args: argparse.Namespace) -> AutoFrames | None:
@@ -183,6 +187,19 @@ def auto_frames(args: argparse.Namespace) -> AutoFrames | None:
     if args.frames != "auto" and args.auto_duration is None:
         return None
     return AutoFrames() if args.auto_duration is None else AutoFrames(*args.auto_duration)
+
+
+def _dfr_settings(args: argparse.Namespace) -> DFR | None:
+    """--mode dfr's settings (--temporal-rounds, --detailing-lora); ValueError for them without --mode dfr."""
+    if args.mode != "dfr":
+        given = [flag for flag, value in (("--temporal-rounds", args.temporal_rounds),
+                                          ("--detailing-lora", args.detailing_lora),
+                                          ("--temporal-upsampler", args.temporal_upsampler)) if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} go with --mode dfr; add it or drop them")
+        return None
+    path, strength = args.detailing_lora or (None, 1.0)
+    return DFR(args.temporal_rounds or 0, path, strength)
 
 
 def _hdr_request(args: argparse.Namespace) -> Request:
@@ -324,6 +341,10 @@ def check_early(args: argparse.Namespace, request: Request, files: ModelFiles) -
         check_outputs(args, request.audio_only)
     files.check(files_mode(request))
     check_version(args, files)
+    if request.mode == "dfr":  # the keyframe-slot transformer, rounds and the temporal file, from headers
+        check_dfr(request.frames, request.dfr.rounds, files.transformer_config(),
+                  os.path.basename(files.checkpoint) if files.checkpoint else "(the demo model)",
+                  files.temporal_upsampler)
     request = with_guidance(request, args, files)
     if request.audio_only and (layout(args).world_size > 1 or launch.ranks() > 1):
         raise ValueError(ONE_GPU)
@@ -442,6 +463,8 @@ def memory_plan(args: argparse.Namespace, request: Request, files: ModelFiles) -
     config = files.transformer_config()
     budget = int(args.memory_budget * GB) if args.memory_budget else None
     frames = min(request.frames, request.windows.window) if request.windows is not None else request.frames
+    if request.dfr is not None:  # DFR: the padded canvas at the output rate (a bound: a round's tile is smaller)
+        frames = output_frames(canvas(request.frames)[0], request.dfr.rounds)
     return files.plan(args.device, frames=frames, height=request.height, width=request.width,
                       passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                       fps=request.fps, images=len(request.images) + request.video_frames, dtype=DTYPES[args.dtype] if args.dtype else None,
@@ -497,7 +520,8 @@ def run(args: argparse.Namespace) -> None:
     files = ModelFiles(args.checkpoint, args.text_encoder, args.upsampler, args.distilled_lora, tuple(args.lora),
                        demo_version(args), args.fp8, args.vae, args.audio_vae,
                        controls=bool(request.controls) or request.mode == "hdr", text_projection=args.text_projection,
-                       fp8_matmul=args.fp8_matmul, duration_head=args.duration_head).resolved(files_mode(request))
+                       fp8_matmul=args.fp8_matmul, duration_head=args.duration_head,
+                       temporal_upsampler=args.temporal_upsampler).resolved(files_mode(request))
     request = check_early(args, request, files)
     request = predict_clip_length(args, request, files)
     plan = memory_plan(args, request, files)

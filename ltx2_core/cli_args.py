@@ -252,6 +252,16 @@ def parser() -> argparse.ArgumentParser:
     h.add_argument("--text-embeddings", metavar="FILE",
                    help="with --hdr: the prompt's contexts from a .safetensors of video_context and audio_context "
                         "(the reference's input) instead of encoding --prompt")
+    d = p.add_argument_group("DFR: a long clip from a keyframe-slot transformer (--mode dfr)")
+    d.add_argument("--temporal-rounds", type=int, choices=(0, 1, 2), metavar="R",
+                   help="with --mode dfr: temporal x2 rounds (0, 1 or 2; default 0): (frames-1)*2^R+1 frames at "
+                        "fps*2^R; needs --temporal-upsampler")
+    d.add_argument("--temporal-upsampler", metavar="FILE",
+                   help="with --mode dfr: DFR's temporal x2 latent upsampler (not public yet); a models folder's "
+                        "latent_upscale_models is searched when --checkpoint is a folder")
+    d.add_argument("--detailing-lora", type=values.lora, metavar="PATH[:STRENGTH]",
+                   help="with --mode dfr: stage 2's x2 detailing IC-LoRA (its reference_downscale_factor from its "
+                        "metadata, default 2); omit to refine without it")
     p.add_argument("--output", help="file to write: an mp4 (default ltx2_output.mp4); with --audio-only .wav, .flac, "
                                     ".m4a or .mp4; with --hdr a folder (default ltx2_hdr)")
     p.add_argument("--tensors", help="also write the decoded frames and waveform (float32) to this .safetensors")

@@ -1,13 +1,14 @@
 """DFR (ltx-pipelines 1.2.0's `DFRPipeline`): a long clip from a keyframe-slot transformer, spatially detailed, with
-optional temporal x2 rounds. What has landed so far: the checks a DFR request passes before any model work, and
-the rounds' bookkeeping (slot seeds, the keyframes carried to the next round, a tile's images, the output length). The
-chain of stages (stage 1 with slots, stage 2 detailing, the tiled temporal rounds and their stitch) is to come; its
-pieces are `dfr_layout` (canvas, tiles, stitch), `conditioning.keyframe_slots`, `Stage.ancestral_eta` and the
-temporal upsampler (`model.upsampler`, `ModelFiles.temporal_upsampler`)."""
+optional temporal x2 rounds. Here: the request's settings (`DFR`), the checks a DFR request passes before any model
+work, and the rounds' bookkeeping (slot seeds, the keyframes carried to the next round, a tile's images, the output
+length, the sound's cut). The chain of stages is `ltx2_core.dfr_pipeline`; its other pieces are `dfr_layout` (canvas,
+tiles, stitch), `conditioning.keyframe_slots`, `Stage.ancestral_eta` and the temporal upsampler (`model.upsampler`,
+`ModelFiles.temporal_upsampler`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 
@@ -21,6 +22,15 @@ ANCHOR_STRENGTH = 0.95  # carried keyframes of a temporal round (1.2.0's _ANCHOR
 ROUND_ETA = 0.5  # the rounds' ancestral eta (_TEMPORAL_ANCESTRAL_ETA)
 MAX_CONDITIONING_FPS = 60.0  # the rounds' conditioning frame rate cap (_MAX_CONDITIONING_FPS)
 ROUND_SEED_STEP = 1000  # a tile's ancestral seed: seed + 1000·round + tile
+
+
+class DFR(NamedTuple):
+    """A DFR request's own settings (`Request.dfr`, mode "dfr"): temporal x2 `rounds` (0, 1 or 2) and the detailing
+    IC-LoRA of stage 2 (a file path, or None: stage 2 without it) with its strength."""
+
+    rounds: int = 0
+    detailing_lora: str | None = None
+    detailing_strength: float = 1.0
 
 
 def check_dfr(frames: int, rounds: int, transformer: TransformerConfig, transformer_label: str,

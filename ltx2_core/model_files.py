@@ -467,6 +467,8 @@ class ModelFiles:
             audio_encoder=_audio_encoder(sources, load),
             ic_loras=tuple((load_lora(path), strength) for path, strength in ic_loras),
             duration_head=_duration_head(sources, device),
+            temporal_upsampler=load_upsampler(self.temporal_upsampler, temporal=True, **visiting)
+            if whole and self.temporal_upsampler else None,
         ), device)
 
     def split_loras(self) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:

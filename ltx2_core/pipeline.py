@@ -119,6 +119,7 @@ class Models(NamedTuple):
     # only and restored bit for bit after it, as the reference's ICLoraPipeline refines stage 2 without them
     ic_loras: tuple[tuple[Lora, float], ...] = ()
     duration_head: DurationHead | None = None  # LTX-2.5's clip length from the prompt (`Request.auto_frames`)
+    temporal_upsampler: LatentUpsampler | None = None  # DFR's temporal x2 upsampler (its temporal rounds)
 
 
 def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceParams, GuidanceParams]:
@@ -126,7 +127,7 @@ def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceP
     Text to audio: no video guidance, and the audio's modality scale 1 (no video: ltx-pipelines 1.2.0's T2A). A
     sound held exactly (audio-to-video at strength 1) is not sampled, so its default is no audio guidance, as the
     reference's audio-to-video pipeline (the video's modality guidance still pulls the picture to the sound)."""
-    if request.mode in ("distilled", "hdr"):
+    if request.mode in ("distilled", "hdr", "dfr"):
         return GuidanceParams(), GuidanceParams()
     video, audio = default_guidance(config.version, config.num_layers)
     if request.mode == "two-stage-hq":  # the HQ preset's, for every release (no STG: no blocks)
@@ -150,6 +151,10 @@ def request_job(request: Request, config: TransformerConfig, tiling: TilingConfi
         from ltx2_core.hdr_pipeline import hdr_job
 
         return hdr_job(request, tiling, stages)
+    if request.mode == "dfr":
+        from ltx2_core.dfr_pipeline import dfr_job
+
+        return dfr_job(request, tiling, stages)
     return Job(request.frames, request.height, request.width, request.fps, stages,
                passes=len(active_passes(*guidance_for(request, config))), two_stage=request.two_stage,
                window=request.windows.window if request.windows is not None else None, images=len(request.images),
@@ -331,6 +336,13 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
         if distribution != SINGLE_PROCESS:
             raise ValueError("HDR runs in one process; load the model without parallelism for mode hdr")
         return generate_hdr(request, models, tiling=tiling, sampler=sampler or LocalSampler(
+            models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward))
+    if request.mode == "dfr":  # DFR's chain (`ltx2_core.dfr_pipeline`): one process
+        from ltx2_core.dfr_pipeline import generate_dfr
+
+        if distribution != SINGLE_PROCESS:
+            raise ValueError("DFR runs in one process; load the model without parallelism for mode dfr")
+        return generate_dfr(request, models, tiling=tiling, sampler=sampler or LocalSampler(
             models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward))
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner,

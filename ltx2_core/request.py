@@ -25,6 +25,7 @@ from ltx2_core.conditioning.retake import Retake
 from ltx2_core.model.duration_head import clip_frames
 from ltx2_core.errors import SettingError
 from ltx2_core.geometry import VIDEO_SPACE_SCALE, is_frame_count, video_tokens
+from ltx2_core.dfr import DFR
 from ltx2_core.hdr import HDR
 from ltx2_core.sampling import DISTILLED_SIGMAS, GuidanceParams
 from ltx2_core.sampling.cache import CacheSettings
@@ -32,7 +33,7 @@ from ltx2_core.sampling.stage import SAMPLERS
 from ltx2_core.releases import DEFAULT_VERSION, RELEASES
 from ltx2_core.windows import Windows
 
-MODES = ("one-stage", "two-stage", "distilled", "two-stage-hq", "keyframes", "hdr")
+MODES = ("one-stage", "two-stage", "distilled", "two-stage-hq", "keyframes", "hdr", "dfr")
 # the modes whose stage 1 is guided and refined with the distilled LoRA: two-stage (Lightricks' TI2Vid two-stage
 # pipeline), two-stage-hq (its TI2VidTwoStagesHQPipeline: res_2s, the LoRA in both stages) and keyframes (its
 # KeyframeInterpolationPipeline: the same stages, every image appended as a keyframe)
@@ -82,10 +83,14 @@ def check_settings(mode: str, width: int, height: int, frames: int, fps: float, 
     mode = known.get("mode")
     if mode == "keyframes" and not given.images:
         raise SettingError("images", KEYFRAMES_NEED_TWO)
+    if mode == "dfr" and (audio_only or given.audio or given.controls or clip):
+        raise SettingError("mode", "DFR generates a clip from its prompt and images only (no audio, controls, "
+                                   "video_input, retake or audio_only); drop them, or use another mode")
     if mode == "hdr":
         _hdr_settings(known, audio_only, given)
     else:
-        _check_sizes(known, audio_only, two_stage=mode in GUIDED_TWO_STAGE or (mode == "distilled" and clip is None))
+        _check_sizes(known, audio_only, two_stage=mode in (*GUIDED_TWO_STAGE, "dfr")
+                     or (mode == "distilled" and clip is None))
     _check_numbers(known)
     check_request_sampler(known.get("mode"), sampler)
 
@@ -115,6 +120,9 @@ def check_stage_models(mode: str, *, upsampler: bool, distilled_lora: bool, one_
     if not upsampler and (mode in GUIDED_TWO_STAGE or (mode == "distilled" and not one_stage_input)):
         raise SettingError("upsampler", f"the {mode} pipeline needs the x2 spatial latent upsampler "
                                         "(ltx-2-spatial-upscaler-x2-*.safetensors); pass it, or use mode one-stage")
+    if mode == "dfr" and not (upsampler and distilled_lora):
+        raise SettingError("upsampler" if not upsampler else "distilled_lora", "DFR needs the x2 spatial latent "
+                           "upsampler and the distilled LoRA (every stage runs with it); pass both")
     if not distilled_lora and mode in GUIDED_TWO_STAGE:
         raise SettingError("distilled_lora", f"the {mode} pipeline needs the distilled LoRA for its refinement "
                                              "stage (ltx-2-19b-distilled-lora-*.safetensors); pass it, or use mode "
@@ -311,6 +319,8 @@ class Request:
     # a length predicted by LTX-2.5's duration head (`ltx2_core.duration`): `frames` is then a placeholder until
     # `generate` resolves it, after encoding the prompt and before sampling; None: `frames` as given
     auto_frames: AutoFrames | None = None
+    # mode "dfr": temporal rounds and the detailing IC-LoRA (`ltx2_core.dfr.DFR`; the chain: `ltx2_core.dfr_pipeline`)
+    dfr: DFR | None = None
 
     @property
     def seconds(self) -> float:
@@ -321,7 +331,7 @@ class Request:
     def two_stage(self) -> bool:
         """Whether an upsampled second stage follows: two-stage, hdr, and distilled without `video_input` or `retake`
         (sound for a video and a retake run the distilled table in one stage, as the reference)."""
-        return self.mode in (*GUIDED_TWO_STAGE, "hdr") or (self.mode == "distilled" and not self.one_stage_input)
+        return self.mode in (*GUIDED_TWO_STAGE, "hdr", "dfr") or (self.mode == "distilled" and not self.one_stage_input)
 
     @property
     def stage_sampler(self) -> str:
@@ -386,6 +396,12 @@ class Request:
         if (self.mode == "hdr") != (self.hdr is not None):
             raise SettingError("hdr", "mode hdr needs its SDR video (Request.hdr, --hdr VIDEO)" if self.hdr is None
                                else f"an HDR video was given with mode {self.mode}; set mode to hdr")
+        if (self.mode == "dfr") != (self.dfr is not None):
+            raise SettingError("dfr", "mode dfr needs its settings (Request.dfr = DFR(rounds, detailing LoRA))" if
+                               self.dfr is None else f"DFR settings were given with mode {self.mode}; set mode to dfr")
+        if self.dfr is not None and (self.cache is not None or self.windows is not None):
+            raise SettingError("cache" if self.cache is not None else "windows", "DFR makes its long clip in one "
+                               "canvas with its own temporal rounds; drop step caching and windows")
         if self.hdr is not None and self.cache is not None:
             raise SettingError("cache", "step caching is not available for HDR; drop it")
         check_request_sampler(self.mode, self.stage_sampler, cache=self.cache is not None)

@@ -52,7 +52,7 @@ class LTX2Generate:
                 "prompt": ("STRING", {"multiline": True, "default": "", "tooltip": "what to see and hear"}),
                 "negative_prompt": ("STRING", {"multiline": True, "default": DEFAULT_NEGATIVE_PROMPT,
                                                "tooltip": "what to avoid (used by CFG)"}),
-                "mode": ([m for m in MODES if m != "hdr"], {"default": "one-stage", "tooltip": "one-stage: full size with guidance; "
+                "mode": ([m for m in MODES if m not in ("hdr", "dfr")], {"default": "one-stage", "tooltip": "one-stage: full size with guidance; "
                          "two-stage: half size, x2 upsample, 3 refinement steps (upsampler + distilled LoRA; with "
                          "images: Lightricks' TI2Vid pipeline); distilled: a distilled checkpoint, 8 + 3 steps "
                          "(upsampler); two-stage-hq: two-stage with the res_2s sampler, 15 steps, the HQ guidance and "

@@ -86,11 +86,16 @@ def euler_ancestral_step(state: StreamState, x0: torch.Tensor, sigma: torch.Tens
     x' = (α'/α↓)·(σ↓/σ·x + (1 − σ↓/σ)·x0) + noise·√max(σ'² − σ↓²α'²/α↓², 0). η = 0 is the plain Euler step.
     At σ' = 0 this is x0 exactly (σ↓ = 0, no noise term), so the last step needs no branch on the schedule.
     `x0` is the prediction with the conditioned tokens already kept (`keep_clean`); they are kept again after the
-    noise, which covers every token."""
+    noise, which covers every token, except on the last step (σ' = 0), which returns `x0` as it is, as the
+    reference's loop does: keeping twice would blend a partly held token (0 < mask < 1) toward its clean value
+    once more (a device-side select, no host read)."""
     x = state.latent.float()
     sigma_down = sigma_next * (1 + (sigma_next / sigma - 1) * eta)
     ratio = sigma_down / sigma
     alpha_next, alpha_down = 1 - sigma_next, 1 - sigma_down
     renoise = (sigma_next**2 - sigma_down**2 * alpha_next**2 / alpha_down**2).clamp(min=0).sqrt()
     stepped = (alpha_next / alpha_down) * (ratio * x + (1 - ratio) * x0.float()) + noise.float() * renoise
-    return keep_clean(stepped, state).to(state.latent.dtype)
+    kept = keep_clean(stepped, state)
+    if state.mask is not None:  # a host flag: the last step's x0 is already kept
+        kept = torch.where(sigma_next == 0, x0.float(), kept)
+    return kept.to(state.latent.dtype)

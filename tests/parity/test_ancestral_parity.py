@@ -28,7 +28,7 @@ class ToyRunner:
                 torch.tanh(audio.latent * w["audio_a"] + w["audio_b"]))
 
 
-def _case(masked: bool) -> dict[str, torch.Tensor]:
+def _case(masked: bool, partial: bool = False) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(3)
     tensors = {"sigmas": torch.tensor(DISTILLED_SIGMAS, dtype=torch.float32)}
     for name, tokens in TOKENS.items():
@@ -39,6 +39,8 @@ def _case(masked: bool) -> dict[str, torch.Tensor]:
         if masked and name == "video":
             mask[:, :4] = 0.0  # the first latent frame is an image condition
             tensors[f"{name}_latent"][:, :4] = tensors[f"{name}_clean"][:, :4]
+            if partial:  # the next frame held in part (an image of strength 0.8): kept once on the last step
+                mask[:, 4:8] = 0.2
         tensors[f"{name}_mask"] = mask
         tensors[f"{name}_a"] = torch.rand(CHANNELS, generator=g) + 0.5
         tensors[f"{name}_b"] = torch.randn(CHANNELS, generator=g) * 0.1
@@ -82,3 +84,14 @@ def test_the_seed_changes_the_result_and_reproduces():
     first, again, other = _ours(t, 7, 1.0), _ours(t, 7, 1.0), _ours(t, 8, 1.0)
     torch.testing.assert_close(first[0], again[0], rtol=0, atol=0)  # same seed, same draws: a pure repeat
     assert (first[0] - other[0]).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("eta", [1.0, 0.5], ids=["eta1", "eta0.5"])
+def test_partly_held_tokens_match_the_reference(tmp_path, eta):
+    """Tokens held in part (0 < mask < 1): the last step returns the kept prediction as the reference does, not kept a
+    second time."""
+    t = _case(masked=True, partial=True)
+    want = run_reference("ancestral.py", t, {"seed": 10042, "eta": eta}, tmp_path=tmp_path)
+    video, audio = _ours(t, 10042, eta)
+    torch.testing.assert_close(video, want["video"], rtol=0, atol=1e-5)
+    torch.testing.assert_close(audio, want["audio"], rtol=0, atol=1e-5)

@@ -96,7 +96,8 @@ class LTX2Transformer(nn.Module):
         cfg = self.config
         dtype = dtype or self.compute_dtype
         if audio_positions is None:
-            return self._video_only_run(video_positions, video_context, dtype, cache_text_kv, video_attention)
+            return self._video_only_run(video_positions, video_context, dtype, cache_text_kv, video_attention,
+                                        video_marked)
         audio_context = audio_context.to(dtype)
         if hasattr(self, "caption_projection"):
             audio_context = self.audio_caption_projection(audio_context)
@@ -125,8 +126,10 @@ class LTX2Transformer(nn.Module):
         )
 
     def _video_only_run(self, video_positions: torch.Tensor, video_context: torch.Tensor, dtype: torch.dtype,
-                        cache_text_kv: bool, video_attention: torch.Tensor | None) -> RunConstants:
-        """The run constants without audio (no audio RoPE, context or cross-attention RoPE)."""
+                        cache_text_kv: bool, video_attention: torch.Tensor | None,
+                        video_marked: torch.Tensor | None = None) -> RunConstants:
+        """The run constants without audio (no audio RoPE, context or cross-attention RoPE); the keyframe marks as
+        with audio (first latent frame or `video_marked`: DFR's temporal rounds generate slots video only)."""
         cfg = self.config
         video_context = video_context.to(dtype)
         if hasattr(self, "caption_projection"):
@@ -135,7 +138,7 @@ class LTX2Transformer(nn.Module):
             video_rope=self._rope(video_positions, cfg.video, cfg.video.max_pos, cfg.video.width, dtype),
             audio_rope=None, video_cross_rope=None, audio_cross_rope=None, video_context=video_context,
             audio_context=None, text_kv=self._text_kv(video_context, None) if cache_text_kv else None,
-            video_keyframes=first_frame_mask(video_positions, dtype) if cfg.keyframe_embedding else None,
+            video_keyframes=keyframe_marks(video_positions, video_marked, dtype) if cfg.keyframe_embedding else None,
             video_attention=None if video_attention is None else attention_bias(video_attention, dtype),
         )
 
