@@ -10,6 +10,8 @@ transformer file's config, else the connectors file's, else from the shapes (`te
 
 from __future__ import annotations
 
+import functools
+
 import json
 import os
 from typing import NamedTuple
@@ -23,6 +25,7 @@ from ltx2_core.quant.files import StoredFormats, default_scales, install_layers,
 from ltx2_core.loader.gemma_files import GemmaSource, find_gemma, load_gemma
 from ltx2_core.loader.gguf_file import gguf_header, gguf_transformer_config, read_gguf_tensors
 from ltx2_core.loader.gguf_reader import is_gguf
+from ltx2_core.loader.vision_weights import load_vision_tower
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.loader.sources import SECTIONS, Component, Source, Sources
 from ltx2_core.loader.text_shapes import text_config_from_shapes
@@ -249,6 +252,7 @@ def load_prompt_encoder(
     encoder = PromptEncoder(tokenizer, model, _fill(projection, home, dtype), backbone=gemma.backbone, device=device,
                             offload_device=offload_device)
     encoder.gemma_source = gemma
+    encoder.load_vision = functools.partial(load_vision_tower, gemma)
     return encoder
 
 

@@ -97,7 +97,8 @@ def test_our_sampler_node_takes_the_step_cache_node(loaded, caplog):
     model, _, conditioning, guidance = loaded
     (cache,) = node("LTX2StepCache", 1.0, 0.15, 0.95)
     assert cache == CacheSettings(reuse_threshold=1.0)
-    assert list(LTX2Sampler.INPUT_TYPES()["optional"])[-1] == "cache"
+    # appended in the order they came (saved workflows keep their widget values): the cache, then the sampler
+    assert list(LTX2Sampler.INPUT_TYPES()["optional"])[-2:] == ["cache", "sampler"]
     (latent,) = node("LTX2EmptyLatent", 96, 64, 9, 24.0)
     (plain,) = node("LTX2Sampler", model, conditioning, latent, 4, 12, "ltx2", guidance=guidance)
     with caplog.at_level(logging.INFO, logger="ltx2_core.sampling.cache"):

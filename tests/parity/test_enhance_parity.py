@@ -12,6 +12,8 @@ reference so both use the same text.
 
 from __future__ import annotations
 
+import functools
+
 import contextlib
 
 import pytest
@@ -20,6 +22,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from ltx2_core.loader.gemma_files import find_gemma, load_gemma
+from ltx2_core.loader.vision_weights import load_vision_tower
 from ltx2_core.model.text import enhance
 from support.gemma4 import write_gemma4_file
 from support.gemma_chat import GEMMA3_CHAT_TEMPLATE, write_chat_folder, write_vision_weights
@@ -125,6 +128,7 @@ def test_gemma3_image_to_video_enhancement_matches_ltx_pipelines_120(tmp_path):
     want = run_reference("enhance.py", {"unused": torch.zeros(1)}, settings, tmp_path=tmp_path)
     encoder = _Encoder(folder)
     encoder.gemma_source = find_gemma(folder)
+    encoder.load_vision = functools.partial(load_vision_tower, encoder.gemma_source)
     torch.testing.assert_close(pixel_values(resized_image(picture), VisionSettings.of(encoder.gemma_source)),
                                want["pixels.5"], atol=0, rtol=0)  # the same ops on the same uint8 image
     result = enhance.enhance_prompt(encoder, PROMPT, seed=5, image=picture, max_new_tokens=MAX_NEW)

@@ -90,7 +90,7 @@ def test_the_command_line_refuses_before_loading(tmp_path, capsys):
 
 def test_the_vision_tower_leaves_nothing_on_meta(tmp_path):
     from ltx2_core.loader.gemma_files import find_gemma
-    from ltx2_core.model.text.vision import load_vision_tower
+    from ltx2_core.loader.vision_weights import load_vision_tower
     from support.gemma_chat import write_chat_folder, write_vision_weights
 
     folder = write_vision_weights(write_chat_folder(tmp_path / "g"))

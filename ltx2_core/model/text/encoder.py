@@ -58,6 +58,8 @@ class PromptEncoder:
         self.device = torch.device(device)
         self.offload_device = None if offload_device is None else torch.device(offload_device)
         self.gemma_source = None  # the loader's GemmaSource: where image-to-video enhancement finds the vision tower
+        # set by the loader: (text hidden size, device, dtype) -> the vision tower of that file (`loader.vision_weights`)
+        self.load_vision = None
 
     def encode(self, positive: str, negative: str | None = None) -> tuple[TextEmbeddings, TextEmbeddings | None]:
         """Both prompts in one batched pass; returns (positive, negative or None), each with batch 1."""

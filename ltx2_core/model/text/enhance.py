@@ -183,7 +183,7 @@ def enhance_prompt(encoder, prompt: str, *, seed: int = 42, image=None, system_p
     if image is not None and kind == "gemma4":
         raise ValueError("LTX-2.5's Gemma 4 enhances prompts from the text alone (ltx-core 1.2.0 has no image path "
                          "for it): leave the image out")
-    if image is not None and getattr(encoder, "gemma_source", None) is None:
+    if image is not None and getattr(encoder, "load_vision", None) is None:
         raise ValueError("image-to-video enhancement needs a text encoder loaded from its file (its vision tower); "
                          "this one was built in memory: enhance without the image")
     decoding = GEMMA4_DECODING if kind == "gemma4" else GEMMA3_DECODING
@@ -208,7 +208,7 @@ def enhance_prompt(encoder, prompt: str, *, seed: int = 42, image=None, system_p
 def _image_chat(encoder, codec: ChatCodec, prompt: str, system: str, image):
     """The i2v chat's ids and mask (the image placeholder expanded as Gemma 3's processor does) and what replaces
     the image tokens' embeddings: (image token id, features (1, tokens, D) on the encoder's device)."""
-    from ltx2_core.model.text.vision import BOI, VisionSettings, load_vision_tower, pixel_values, resized_image
+    from ltx2_core.model.text.vision import BOI, VisionSettings, pixel_values, resized_image
 
     source = encoder.gemma_source
     settings = VisionSettings.of(source)
@@ -216,7 +216,7 @@ def _image_chat(encoder, codec: ChatCodec, prompt: str, system: str, image):
     ids, mask = chat_ids(codec, text, encoder.tokenizer.pad_id)
     weight = encoder.gemma.embed_tokens.weight
     pixels = pixel_values(resized_image(image), settings)
-    tower = load_vision_tower(source, weight.shape[1], encoder.device, weight.dtype)
+    tower = encoder.load_vision(weight.shape[1], encoder.device, weight.dtype)
     with torch.no_grad():
         features = tower(pixels.to(encoder.device, weight.dtype))
     del tower
