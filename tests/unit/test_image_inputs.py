@@ -89,8 +89,9 @@ def test_settings_are_read_from_the_right_with_minus_one_the_last_frame(tmp_path
     Image.fromarray(_pixels()).save(tmp_path / "a:b.png")  # a colon inside the name
     path = f"{tmp_path}/a:b.png"
     args = parse_args(["--frames", "25", "--image", f"{path}:-1:.5", "--image", path, "--image", f"{path}:8:0.9:0"])
-    assert [tuple(i) for i in build_request(args).images] == [(path, 24, 0.5, None), (path, 0, 1.0, None),
-                                                              (path, 8, 0.9, 0)]  # None: the release's CRF
+    # None: the release's CRF; False: held, not a keyframe (the command line's --mode keyframes appends them all)
+    assert [tuple(i) for i in build_request(args).images] == [(path, 24, 0.5, None, False), (path, 0, 1.0, None, False),
+                                                              (path, 8, 0.9, 0, False)]
     missing = parse_args(["--image", f"{tmp_path}/missing.png:-1:.5"]).image[0]
     assert missing == ImageCondition(f"{tmp_path}/missing.png", -1, 0.5)  # reported later as "no such file"
 
