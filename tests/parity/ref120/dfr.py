@@ -9,11 +9,10 @@ order it ran (stage 1, stage 2 through `stage_detailing`, then each round's tile
 the audio latent (none for the tiles) and the generated keyframes. The decoders are recorders of the latents handed
 to them; the audio decoder returns a silent waveform of the length the latent decodes to, so the cut runs."""
 
-import types
 from functools import partial
 
 import torch
-from exchange import inputs, outputs
+from exchange import Float32Torch, inputs, outputs
 from ltx_core.loader import LoraPathStrengthAndSDOps
 from ltx_core.loader.fuse_loras import FuseRule, _bf16_fuse
 from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
@@ -27,16 +26,8 @@ cpu = torch.device("cpu")
 files = settings["files"]
 
 
-class _Float32Torch(types.ModuleType):
-    """torch as the pipeline module sees it, with bfloat16 meaning float32 (as pipelines.py)."""
 
-    bfloat16 = torch.float32
-
-    def __getattr__(self, name):
-        return getattr(torch, name)
-
-
-dfr_pipeline.torch = _Float32Torch("torch")
+dfr_pipeline.torch = Float32Torch("torch")
 # the ancestral loop keeps its latents in `model_dtype` (bf16 by default): fp32 here, as everything else
 dfr_pipeline.euler_ancestral_denoising_loop = partial(dfr_pipeline.euler_ancestral_denoising_loop,
                                                       model_dtype=torch.float32)

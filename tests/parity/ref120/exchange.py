@@ -61,3 +61,13 @@ def guider(params: dict, negative: torch.Tensor):
     from ltx_core.components.guiders import MultiModalGuider
 
     return MultiModalGuider(guider_params(params), negative_context=negative)
+
+
+class Float32Torch(types.ModuleType):
+    """torch as a reference pipeline module sees it once assigned to its `torch`, with bfloat16 meaning float32 (the
+    pipelines hard-code bf16; the parity runs in fp32)."""
+
+    bfloat16 = torch.float32
+
+    def __getattr__(self, name):
+        return getattr(torch, name)

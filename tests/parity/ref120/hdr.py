@@ -9,10 +9,9 @@ one that records the latent it is given and returns the test's fixed frames (chu
 pipeline's `_decode_video` (LogC3 inverse, crop, high-quality frame drop) runs on the same values as ours. Also:
 ltx-core's tiles (slices and blend masks of `VideoModalityTilingHelper`, non-causal) for the test's layouts."""
 
-import types
 
 import torch
-from exchange import inputs, outputs
+from exchange import Float32Torch, inputs, outputs
 from ltx_core.loader.fuse_loras import FuseRule, _bf16_fuse
 from ltx_core.tiling import DimensionTilingConfig, TileCountConfig, create_tiles, identity_mapping_operation
 from ltx_core.types import SpatioTemporalScaleFactors
@@ -24,16 +23,8 @@ cpu = torch.device("cpu")
 files = settings["files"]
 
 
-class _Float32Torch(types.ModuleType):
-    """torch as the pipeline module sees it, with bfloat16 meaning float32 (as pipelines.py)."""
 
-    bfloat16 = torch.float32
-
-    def __getattr__(self, name):
-        return getattr(torch, name)
-
-
-hdr_ic_lora.torch = _Float32Torch("torch")
+hdr_ic_lora.torch = Float32Torch("torch")
 
 
 class Recorder:

@@ -24,10 +24,9 @@ Automatic length (tests/parity/test_duration120_parity.py): pipelines t2a and on
 """
 
 import functools
-import types
 
 import torch
-from exchange import guider_params, inputs, outputs
+from exchange import Float32Torch, guider_params, inputs, outputs
 from ltx_core.loader import LoraPathStrengthAndSDOps
 from ltx_core.loader.fuse_loras import FuseRule, _bf16_fuse
 from ltx_core.loader.sd_ops import LTXV_LORA_COMFY_RENAMING_MAP
@@ -43,18 +42,10 @@ cpu = torch.device("cpu")
 files = settings["files"]
 
 
-class _Float32Torch(types.ModuleType):
-    """torch as a pipeline module sees it, with bfloat16 meaning float32."""
-
-    bfloat16 = torch.float32
-
-    def __getattr__(self, name):
-        return getattr(torch, name)
-
 
 for module in (a2vid_two_stage, distilled, dubit, ic_lora, keyframe_interpolation, retake, t2a_one_stage,
                ti2vid_one_stage, ti2vid_two_stages, ti2vid_two_stages_hq):
-    module.torch = _Float32Torch("torch")
+    module.torch = Float32Torch("torch")
 ti2vid_two_stages_hq.res2s_audio_video_denoising_loop = functools.partial(  # its bf16 default bound at import
     samplers.res2s_audio_video_denoising_loop, model_dtype=torch.float32)
 
