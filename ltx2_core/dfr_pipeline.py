@@ -136,15 +136,22 @@ def check_dfr_models(request, models, config) -> None:
     """ValueError naming the fix, once the models are known and before any model work: the x2 spatial upsampler,
     the distilled LoRA, the temporal upsampler for rounds, the video encoder for images, the keyframe-slot
     transformer (`dfr.check_dfr`)."""
-    if models.upsampler is None or models.upsampler.config.spatial_scale != 2.0:
-        raise ValueError("DFR needs the x2 spatial latent upsampler (ltx-2*-spatial-upscaler-x2-*.safetensors); pass "
-                         "it")
+    if models.transformer is None:  # a WorkerHost's: the keyframe slots come back from the stages in this process
+        raise ValueError("DFR runs the model in this process; load it without a multi-GPU layout")
+    if models.upsampler is None or models.upsampler.config.temporal or models.upsampler.config.spatial_scale != 2.0:
+        raise ValueError("DFR needs the x2 spatial latent upsampler (ltx-2*-spatial-upscaler-x2-*.safetensors) as "
+                         "its upsampler" + ("; the one given is the temporal upsampler: give it as the temporal "
+                                            "upsampler" if models.upsampler is not None and
+                                            models.upsampler.config.temporal else "; pass it"))
     if models.distilled_lora is None:
         raise ValueError("DFR runs every stage with the distilled LoRA on the keyframe-slot transformer; pass it "
                          "(--distilled-lora)")
     if request.images and models.video_encoder is None:
         raise ValueError("image conditioning needs the video VAE encoder; pass it as Models.video_encoder")
     temporal = getattr(models, "temporal_upsampler", None)
+    if temporal is not None and not temporal.config.temporal:
+        raise ValueError("DFR's temporal upsampler is a spatial one (it enlarges H and W); give the temporal x2 latent "
+                         "upsampler (config temporal_upsample: true) there")
     check_dfr(request.frames, request.dfr.rounds, config, "loaded", None if temporal is None else "loaded")
 
 
@@ -152,7 +159,9 @@ def check_dfr_models(request, models, config) -> None:
 def generate_dfr(request, models, *, sampler, tiling: TilingConfig | None = TilingConfig(),
                  positive: TextEmbeddings | None = None):
     """A `Request` of mode "dfr" end to end (module docstring) on `sampler` (a `pipeline.StageSampler`): the frames
-    ((N − 1)·2^R + 1 at fps·2^R) and stage 1's sound cut to them, as a `stages.Generation`."""
+    ((N − 1)·2^R + 1 at fps·2^R) and stage 1's sound cut to them, as a `stages.Generation`. Unless `positive` is given, the
+    prompt is encoded here (as it stands: `pipeline.generate` enhances it first where asked); an automatic length
+    (`request.auto_frames`) is predicted from the prompt by `models.duration_head` before any noise."""
     from ltx2_core.loader.lora import load_lora
     from ltx2_core.stages import decode, encode
 
@@ -162,8 +171,13 @@ def generate_dfr(request, models, *, sampler, tiling: TilingConfig | None = Tili
     detailing = None
     if settings.detailing_lora is not None:
         detailing = (load_lora(settings.detailing_lora), float(settings.detailing_strength))
-    if positive is None:
+    if positive is None:  # `pipeline.generate` enhanced it first where asked
         positive, _ = encode(models.prompt_encoder, request.prompt)
+    if request.auto_frames is not None:  # the length from the prompt, before any noise (the reference's order)
+        from ltx2_core.duration import resolve_frames
+
+        request = resolve_frames(request, models.duration_head, positive)
+        canvas(request.frames)  # the length chosen lays out on DFR's segments
     result = sample_dfr(sampler, models, positive, request.images, request.width, request.height, request.frames,
                         request.fps, request.seed, settings.rounds, models.temporal_upsampler, detailing,
                         detailing_downscale(settings.detailing_lora))

@@ -171,6 +171,9 @@ def check_request(request: Request, models: Models, config: TransformerConfig | 
     check_auto_frames(request, models.duration_head is not None, config.version.value)
     check_stage_models(request.mode, upsampler=models.upsampler is not None,
                        distilled_lora=models.distilled_lora is not None, one_stage_input=request.one_stage_input)
+    if request.two_stage and models.upsampler.config.temporal:  # refused here, not after stage 1
+        raise ValueError("the upsampler given is DFR's temporal one (it doubles the frames); the two-stage pipelines "
+                         "need the x2 spatial latent upsampler (ltx-2*-spatial-upscaler-x2-*.safetensors)")
     if request.two_stage and models.upsampler.config.spatial_scale != 2.0:
         raise ValueError(f"the two-stage pipelines need a x2 upsampler, got x{models.upsampler.config.spatial_scale}")
     check_stg_blocks(request, config)
@@ -342,8 +345,11 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
 
         if distribution != SINGLE_PROCESS:
             raise ValueError("DFR runs in one process; load the model without parallelism for mode dfr")
+        if prompts is None:  # the prompt enhanced where asked (seeing the first image), as the reference's DFR
+            request = enhance_request(request, models.prompt_encoder)
         return generate_dfr(request, models, tiling=tiling, sampler=sampler or LocalSampler(
-            models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward))
+            models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward),
+                            positive=None if prompts is None else prompts[0])
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner,
                                       one_gpu=distribution == SINGLE_PROCESS)

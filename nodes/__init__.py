@@ -6,6 +6,7 @@ from . import bridge
 
 from .audio import LTX2AudioCondition
 from .decode import LTX2Decode, LTX2LatentUpsample
+from .dfr import LTX2DFR
 from .dub import LTX2Dub
 from .duration import LTX2PredictLength
 from .generate import LTX2Generate
@@ -46,6 +47,7 @@ NODE_DISPLAY_NAME_MAPPINGS: dict[str, str] = {
     "LTX2HDR": "LTX-2 HDR (IC-LoRA)",
     "LTX2SaveEXR": "LTX-2 Save EXR",
     "LTX2PredictLength": "LTX-2 Predict Length (duration head)",
+    "LTX2DFR": "LTX-2 DFR (long clip)",
 }
 NODE_CLASS_MAPPINGS: dict[str, type] = {
     node.__name__: node
@@ -53,7 +55,7 @@ NODE_CLASS_MAPPINGS: dict[str, type] = {
                  LTX2TextEncode, LTX2EmptyLatent, LTX2Guidance, LTX2Sampler, LTX2LatentUpsample, LTX2Decode,
                  LTX2Generate, LTX2ParallelConfig, LTX2ImageCondition, LTX2AudioCondition,
                  LTX2VideoGuide, LTX2Retake, LTX2GenerateLong, LTX2SamplerCustomAdvanced, LTX2StepCache,
-                 LTX2Dub, LTX2HDR, LTX2SaveEXR, LTX2PredictLength)
+                 LTX2Dub, LTX2HDR, LTX2SaveEXR, LTX2PredictLength, LTX2DFR)
 }
 
 # the pictures and sounds the examples load (LoadImage and LoadAudio read ComfyUI's input folder)

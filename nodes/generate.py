@@ -183,6 +183,22 @@ class StageBars:
             bar(done, total)
 
 
+class ProgressSampler:
+    """A host's sampler (`pipeline.StageSampler`) with a progress bar per call, named `name(call number from 1, the
+    call's Stage)`: for the chains that call it more than once per stage (tiles, rounds)."""
+
+    def __init__(self, sampler, bars: StageBars, name: Callable[[int, object], str]) -> None:
+        self.sampler, self.config, self.device = sampler, sampler.config, sampler.device
+        self.model = getattr(sampler, "model", None)
+        self.bars, self.name, self.calls = bars, name, 0
+
+    def __call__(self, positive, negative, latent, stage, generator, *args, **kwargs):
+        self.calls += 1
+        label = self.name(self.calls, stage)
+        return self.sampler(positive, negative, latent, stage, generator, *args,
+                            progress=lambda done, total: self.bars(label, done, total))
+
+
 # the generate nodes' inputs that are conditions of the request (ltx2_core's `Given`: input -> its field), and
 # ltx2_core's settings these nodes call otherwise
 GENERATE_SAMPLERS = ("auto", "euler", "res_2s")  # auto: the mode's (`Request.stage_sampler`)

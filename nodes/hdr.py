@@ -18,7 +18,7 @@ from ltx2_core.pipeline import request_job
 from ltx2_core.video_io import VideoFrames
 
 from . import bridge
-from .generate import StageBars
+from .generate import ProgressSampler, StageBars
 from .handles import CONDITIONING, MODEL, UPSAMPLER, Conditioning, ModelHandle
 from .sampling import MAX_FRAMES, MAX_SEED
 from .validation import limits_problem
@@ -88,23 +88,10 @@ class LTX2HDR:
         if problem := model.host.memory_problem(job, model.decoders, upsampler):
             raise MemoryPlanError(problem)
         with model.host.sampler((), should_stop=bridge.interrupt_requested) as (sampler, ready), bridge.interrupts():
-            result = generate_hdr(request, models, sampler=_Progress(sampler, unique_id, ready),
+            bars = ProgressSampler(sampler, StageBars(unique_id, ready), _call_name)
+            result = generate_hdr(request, models, sampler=bars,
                                   tiling=model.host.tiling(), positive=conditioning.positive)
         return srgb_preview(result.linear), result, result.fps
-
-
-class _Progress:
-    """The host's sampler with a progress bar per call (stage 1, then each tile)."""
-
-    def __init__(self, sampler, unique_id: str | None, ready) -> None:
-        self.sampler, self.config, self.device = sampler, sampler.config, sampler.device
-        self.model = getattr(sampler, "model", None)
-        self.bars, self.calls = StageBars(unique_id, ready), 0
-
-    def __call__(self, *args, **kwargs):
-        self.calls += 1
-        name = "stage 1" if self.calls == 1 else f"stage 2 tile {self.calls - 1}"
-        return self.sampler(*args, progress=lambda done, total: self.bars(name, done, total))
 
 
 class LTX2SaveEXR:
@@ -134,6 +121,11 @@ class LTX2SaveEXR:
         if preview:
             write_mp4(os.path.join(folder, "preview.mp4"), srgb_preview(hdr.linear), hdr.fps)
         return {"ui": {"text": [f"{len(paths)} EXR frames in {folder}"]}}
+
+
+def _call_name(call: int, stage) -> str:
+    """HDR's sampler calls: stage 1, then stage 2's tiles (all named "stage 2")."""
+    return "stage 1" if call == 1 else f"stage 2 tile {call - 1}"
 
 
 def next_folder(root: str, prefix: str) -> str:

@@ -272,7 +272,8 @@ class LTX2LoraLoader:
 
 
 class LTX2UpsamplerLoader:
-    DESCRIPTION = "Loads the x2 spatial latent upsampler of the two-stage pipelines."
+    DESCRIPTION = ("Loads a latent upsampler: the x2 spatial one of the two-stage pipelines, or DFR's temporal x2 one "
+                   "(it doubles the frames; LTX-2 DFR's temporal_upsampler), told apart by the file's header.")
     CATEGORY = CATEGORY
     RETURN_TYPES = (UPSAMPLER,)
     RETURN_NAMES = ("upsampler",)
@@ -282,8 +283,9 @@ class LTX2UpsamplerLoader:
     def INPUT_TYPES(cls):
         return {"required": {
             "upscale_model_name": (_options("latent_upscale_models"), {
-                "tooltip": "ltx-2-spatial-upscaler-x2-*.safetensors (2.0) or ltx-2.3-spatial-upscaler-x2-* (2.3) "
-                           "from models/latent_upscale_models"}),
+                "tooltip": "ltx-2-spatial-upscaler-x2-*.safetensors (2.0), ltx-2.3-spatial-upscaler-x2-* (2.3), "
+                           "ltx-2.5-latent-spatial-upscaler-x2-* (2.5) or DFR's temporal x2 upsampler, from "
+                           "models/latent_upscale_models"}),
             "model": (MODEL, {"tooltip": "the model it upsamples for (its device and dtype)"}),
         }}
 
@@ -296,5 +298,5 @@ class LTX2UpsamplerLoader:
         param = model.check_loaded().weights
         path = bridge.model_path("latent_upscale_models", upscale_model_name)
         if model.memory is None:
-            return (load_upsampler(path, device=param.device, dtype=param.dtype),)
-        return (offload(load_upsampler(path, dtype=param.dtype), param.device),)  # visits while it upsamples
+            return (load_upsampler(path, device=param.device, dtype=param.dtype, temporal=None),)
+        return (offload(load_upsampler(path, dtype=param.dtype, temporal=None), param.device),)  # visits while it upsamples

@@ -81,18 +81,19 @@ def _check_kernel(file: SafetensorsFile, name: str) -> None:
 
 def load_upsampler(
     path: str | os.PathLike | Source, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
-    temporal: bool = False,
+    temporal: bool | None = False,
 ) -> LatentUpsampler:
     """The latent upsampler of `path` (its file, or a `Source`), in eval mode on `device`; `dtype` (e.g.
     torch.bfloat16) casts the weights. `temporal`: the frame-doubling upsampler is wanted (ConfigError naming the fix
-    for a file of the other direction).
+    for a file of the other direction); None: either, as its header says (`config.temporal`).
 
     Format, config, key set and shapes are checked before any weight is read.
     """
     source = component_source(path, Component.UPSAMPLER)
     file = read_header(source.path, "latent upsampler")
     config = upsampler_config(file)
-    check_direction(config, temporal, str(file.path))
+    if temporal is not None:
+        check_direction(config, temporal, str(file.path))
     with torch.device("meta"):
         model = LatentUpsampler(config)
     keys = upsampler_keys(file, model, source.prefix)

@@ -20,7 +20,7 @@ from support.comfy_quant import write_comfy_quantised
 from support.fp8_files import write_fp8_checkpoint
 from support.model_files import write_lora, write_upsampler
 from support.native_files import write_native_checkpoint
-from support.release25 import write_release25
+from support.release25 import write_dfr_files, write_release25
 
 ROOT = Path(__file__).resolve().parents[2]
 PACK_FOLDER = "ComfyUI-LTX2-Fast"
@@ -101,6 +101,7 @@ def _models(base: Path, tiny_checkpoints: dict, gemma_files: tuple) -> None:
         write_comfy_quantised(native, folders["checkpoints"] / TINY[name], fmt)
     (folders["checkpoints"] / TINY["misplaced"]).symlink_to(gemma_files[0])  # a Gemma file in the checkpoint slot
     write_release25(base / "models")  # LTX-2.5's files under their released names, as its examples pick them
+    write_dfr_files(base / "models")  # and DFR's, not public yet, under the names its example gives them
     write_lora(folders["loras"] / TINY["dub_it_lora"], seed=7, version="2.5",
                metadata={"reference_downscale_factor": "1"})  # the Dub-It IC-LoRA is not public: its layout
     _gguf_model(base / "models")

@@ -79,6 +79,9 @@ EXAMPLES = {
 # HDR from the shipped clip through a tiny HDR IC-LoRA (the IC-LoRA's layout plus hdr_transform metadata): no sound,
 # so its own test below; the preview mp4 at the size asked for (generated at 128x64, cropped back), the EXR frames
 HDR_EXAMPLE = ([f"lora_name={TINY['hdr_lora']}", UPSAMPLER, "8.width=120", "8.height=64", "8.frames=9"], (9, 120, 64))
+# DFR's long clip on its files beside the tiny release (support.release25.DFR_FILES): 17 frames at 128x128, one
+# temporal round: 33 frames at 48 fps, with stage 1's sound; its own test below (the rate is not 24)
+DFR_EXAMPLE = (["8.width=128", "8.height=128", "8.frames=17"], (33, 128, 128))
 # the audio-to-video examples: (LoadAudio's file, the audio condition's start), whose clip the written file carries
 SOUNDS = {"ltx2_a2v_lipsync": ("ltx2_example_voice.wav", 0.0), "ltx2_a2v_music_video": ("ltx2_example_song.flac", 1.0)}
 
@@ -191,6 +194,18 @@ def test_the_hdr_example_writes_exr_frames_and_an_srgb_preview(comfyui, tmp_path
 
     with OpenEXR.File(str(folders[-1] / "frame_00000.exr")) as exr:
         assert exr.channels()["RGB"].pixels.shape == (height, width, 3)
+
+
+def test_the_dfr_example_writes_the_clip_doubled_in_time_with_its_sound(comfyui, tmp_path):
+    settings, (frames, width, height) = DFR_EXAMPLE
+    run = client(comfyui, "ltx25_dfr_long_clip", *settings, out=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    (video_file,) = tmp_path.glob("*.mp4")
+    with av.open(str(video_file)) as container:
+        video = container.streams.video[0]
+        assert (video.frames, video.width, video.height, video.average_rate) == (frames, width, height, 48)
+    written = read_audio(video_file)
+    assert abs(written.seconds - frames / 48) < 0.1 and written.samples.abs().max() > 0
 
 
 def test_the_text_to_audio_example_writes_a_flac_of_the_clips_length(comfyui, tmp_path):

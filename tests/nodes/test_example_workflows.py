@@ -45,7 +45,7 @@ CORE |= {"CheckpointLoaderSimple": ({"ckpt_name"}, set(), 3), "LTXVAudioVAELoade
          "PrimitiveBoolean": ({"value"}, set(), 1), "PrimitiveInt": ({"value"}, set(), 1),
          "PrimitiveFloat": ({"value"}, set(), 1)}
 FOLDER_COMBOS = {"ckpt_name", "transformer", "video_vae", "audio_vae", "text_encoder", "lora_name", "upscale_model_name",
-                 "distilled_lora", "text_projection", "image", "audio", "file", "ic_lora"}
+                 "distilled_lora", "text_projection", "image", "audio", "file", "ic_lora", "detailing_lora"}
 
 
 def _inputs(class_type: str) -> tuple[dict, dict, int]:

@@ -47,3 +47,32 @@ def write_release25(models: Path) -> dict[str, Path]:
     write_lora(paths["distilled_lora"], seed=1, version="2.5")
     write_duration_head(paths["duration_head"], TransformerConfig.tiny("2.5"))
     return paths
+
+
+# DFR's files, not public yet, under the names the DFR example gives them: field -> (ComfyUI folder, file name)
+DFR_FILES = {
+    "dfr_transformer": ("diffusion_models", "ltx-2.5-22b-dfr-transformer-bf16.safetensors"),
+    "temporal_upsampler": ("latent_upscale_models", "ltx-2.5-latent-temporal-upscaler-x2-bf16.safetensors"),
+    "detailing_lora": ("loras", "ltx-2.5-dfr-detailing-ic-lora-bf16.safetensors"),
+}
+
+
+def write_dfr_files(models: Path) -> dict[str, Path]:
+    """DFR's files beside a tiny release in `models`: the keyframe-slot transformer (the tiny 2.5 dev transformer
+    with `use_keyframes_abs_pos_embedding`), the temporal x2 upsampler, the x2 detailing IC-LoRA
+    (reference_downscale_factor 2); field -> path."""
+    import dataclasses
+
+    from ltx2_core.demo import demo_transformer
+    from support.model_files import write_temporal_upsampler
+    from support.transformer25 import write_transformer25
+
+    paths = {}
+    for field, (folder, name) in DFR_FILES.items():
+        (models / folder).mkdir(parents=True, exist_ok=True)
+        paths[field] = models / folder / name
+    config = dataclasses.replace(TransformerConfig.tiny("2.5"), keyframe_embedding=True)
+    write_transformer25(paths["dfr_transformer"], demo_transformer(config, seed=3).state_dict(), config)
+    write_temporal_upsampler(paths["temporal_upsampler"])
+    write_lora(paths["detailing_lora"], seed=8, version="2.5", metadata={"reference_downscale_factor": "2"})
+    return paths

@@ -32,7 +32,7 @@ def flags(tmp_path_factory):
               str(paths["audio_vae"]), "--upsampler", str(paths["upsampler"]), "--distilled-lora",
               str(paths["distilled_lora"]), "--no-progress", "--width", "128", "--height", "128", "--frames", "49"]
     return {"dev": str(paths["dev"]), "plain": str(paths["distilled"]), "common": common, "temporal": str(temporal),
-            "detailing": str(detailing)}
+            "detailing": str(detailing), "head": str(paths["duration_head"]), "paths": paths}
 
 
 def test_a_dfr_run_writes_the_doubled_clip(flags, tmp_path):
@@ -71,3 +71,45 @@ def test_the_memory_job_counts_the_output_canvas():
     job = request_job(request, TransformerConfig.tiny("2.5"))
     assert (job.frames, job.fps, job.passes, job.two_stage) == (97, 48.0, 1, True)
     assert job.guide_tokens == 7 * 2 * 2 + 2 * 2 * 4 * 4  # the half-size latent (7 frames of 2x2), 4 slots of 4x4
+
+
+def test_dfr_takes_the_predicted_length(flags, tmp_path, capsys):
+    """--frames auto with --mode dfr: the duration head's 0.9 s within 0.3..2 s is 17 frames (the reference's DFR
+    resolves the length the same way), laid out on DFR's segments."""
+    out = tmp_path / "auto.mp4"
+    assert main(["generate", "--checkpoint", flags["dev"], *flags["common"], "--mode", "dfr", "--frames", "auto",
+                 "--auto-duration", "0.3", "2", "--duration-head", flags["head"], "--prompt", "a long walk",
+                 "--output", str(out)]) == 0
+    assert "-> 17 frames (0.71 s at 24 fps; bounds 0.3..2 s)" in capsys.readouterr().out
+    assert video_info(str(out)).frames == 17
+
+
+def test_the_pipeline_enhances_the_prompt_and_predicts_the_length_of_a_dfr_request(flags, tmp_path, monkeypatch):
+    """`pipeline.generate` with a DFR request asking for both: the prompt enhanced before it is encoded, the length
+    predicted from it (17 frames), as the reference's DFR `__call__` does them."""
+    import torch
+
+    from ltx2_core import pipeline
+    from ltx2_core.dfr import DFR
+    from ltx2_core.duration import AutoFrames
+    from ltx2_core.model_files import ModelFiles
+    from ltx2_core.request import Request
+
+    paths = flags["paths"]
+    models = ModelFiles(checkpoint=flags["dev"], text_encoder=str(paths["text_encoder"]), vae=str(paths["vae"]),
+                        audio_vae=str(paths["audio_vae"]), upsampler=str(paths["upsampler"]),
+                        distilled_lora=str(paths["distilled_lora"]), duration_head=flags["head"],
+                        version="2.5").load("cpu", torch.float32)
+    seen, enhance = [], pipeline.enhance_request
+
+    def recording_enhance(request, encoder):
+        seen.append(request.prompt)
+        return enhance(request, encoder)
+
+    monkeypatch.setattr(pipeline, "enhance_request", recording_enhance)
+    system = tmp_path / "system.txt"
+    system.write_text("Rewrite the prompt with more detail.")
+    request = Request("a long walk", width=128, height=128, frames=49, mode="dfr", dfr=DFR(0),
+                      auto_frames=AutoFrames(0.3, 2.0), enhance_prompt=True, system_prompt=str(system))
+    result = pipeline.generate(request, models)
+    assert seen == ["a long walk"] and result.frames.shape[0] == 17

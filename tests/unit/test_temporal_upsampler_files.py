@@ -71,3 +71,22 @@ def test_the_temporal_upsampler_loads_from_a_file_or_the_folder(release):
     assert loaded(torch.randn(1, 128, 2, 2, 2)).shape == (1, 128, 3, 2, 2)
     assert ModelFiles(checkpoint=str(paths["dev"])).load_temporal_upsampler() is None
     assert ModelFiles().load_temporal_upsampler() is None
+
+
+def test_either_direction_loads_when_asked_and_a_two_stage_run_refuses_the_temporal_one(release):
+    """`load_upsampler(temporal=None)` (LTX-2 Latent Upsampler Loader) takes the file its header says; a two-stage
+    request given the temporal upsampler is refused before any model work, naming the spatial file."""
+    from ltx2_core import Models, Request, load_upsampler
+    from ltx2_core.demo import demo_transformer
+    from ltx2_core.model.transformer.config import TransformerConfig
+    from ltx2_core.pipeline import check_request
+
+    _, paths = release
+    temporal = load_upsampler(str(paths["temporal"]), temporal=None)
+    spatial = load_upsampler(str(paths["upsampler"]), temporal=None)
+    assert temporal.config.temporal and not spatial.config.temporal
+    transformer = demo_transformer(TransformerConfig.tiny("2.5"), seed=0)
+    request = Request("x", width=128, height=128, frames=9, mode="distilled")
+    check_request(request, Models(transformer, None, None, spatial))  # the spatial one passes
+    with pytest.raises(ValueError, match="need the x2 spatial latent upsampler"):
+        check_request(request, Models(transformer, None, None, temporal))
