@@ -413,7 +413,8 @@ class ModelFiles:
             sources = files.sources()
             if files.text_encoder is not None:
                 side = side_bytes(sources, files.text_encoder, files.upsampler, weights_dtype, images=images,
-                                  frames=frames, height=height, width=width, enhance=enhance)
+                                  frames=frames, height=height, width=width, enhance=enhance,
+                                  temporal_upsampler=files.temporal_upsampler)
             else:
                 side = text_and_image_bytes(sources, dtype, frames, height, width) if cuda else SideBytes()
             resident = decoder_bytes(sources) + duration_head_bytes(sources)  # beside the transformer for the run

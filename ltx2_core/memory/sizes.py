@@ -329,10 +329,11 @@ def _gb(count: int) -> str:
 
 
 def side_bytes(checkpoint, text_encoder, upsampler, dtype: torch.dtype, *, images: int, frames: int, height: int,
-               width: int, enhance: bool = False) -> SideBytes:
+               width: int, enhance: bool = False, temporal_upsampler=None) -> SideBytes:
     """What a run of these files holds beside the transformer (headers only): the text side always, the video
-    encoder with `images`, the upsampler when given (two-stage), at the full size height × width. `checkpoint`: a
-    bundle's path or the model's `Sources`."""
+    encoder with `images`, the upsampler when given (two-stage), at the full size height × width; DFR's temporal
+    upsampler (`temporal_upsampler`, its rounds) beside the spatial one. `checkpoint`: a bundle's path or the
+    model's `Sources`."""
     projection, encoder = checkpoint_side_bytes(checkpoint, dtype)
     rest, layer, layers = gemma_bytes(text_encoder, dtype)
     config = find_gemma_config(text_encoder)
@@ -351,6 +352,8 @@ def side_bytes(checkpoint, text_encoder, upsampler, dtype: torch.dtype, *, image
         mid = upsampler_config(read_header(upsampler)).mid_channels
         side = side._replace(upsampler=upsampler_bytes(upsampler, dtype),
                              upsample_activations=upsample_activation_bytes(frames, height, width, mid, dtype))
+        if temporal_upsampler is not None:  # both held for the run; `frames` (DFR's output canvas) bounds its pass
+            side = side._replace(upsampler=side.upsampler + upsampler_bytes(temporal_upsampler, dtype))
     return side
 
 

@@ -90,3 +90,17 @@ def test_either_direction_loads_when_asked_and_a_two_stage_run_refuses_the_tempo
     check_request(request, Models(transformer, None, None, spatial))  # the spatial one passes
     with pytest.raises(ValueError, match="need the x2 spatial latent upsampler"):
         check_request(request, Models(transformer, None, None, temporal))
+
+
+def test_the_memory_plan_counts_the_temporal_upsampler_beside_the_spatial_one(release):
+    from ltx2_core.memory.sizes import side_bytes, upsampler_bytes
+
+    _, paths = release
+    sources = ModelFiles(checkpoint=str(paths["dev"]), vae=str(paths["vae"])).sources()
+    common = dict(images=0, frames=97, height=128, width=128)
+    spatial = side_bytes(sources, str(paths["text_encoder"]), str(paths["upsampler"]), torch.bfloat16, **common)
+    both = side_bytes(sources, str(paths["text_encoder"]), str(paths["upsampler"]), torch.bfloat16, **common,
+                      temporal_upsampler=str(paths["temporal"]))
+    temporal = upsampler_bytes(str(paths["temporal"]), torch.bfloat16)
+    assert temporal > 0 and both.upsampler == spatial.upsampler + temporal
+    assert both._replace(upsampler=spatial.upsampler) == spatial  # nothing else changes
