@@ -136,8 +136,6 @@ def check_dfr_models(request, models, config) -> None:
     """ValueError naming the fix, once the models are known and before any model work: the x2 spatial upsampler,
     the distilled LoRA, the temporal upsampler for rounds, the video encoder for images, the keyframe-slot
     transformer (`dfr.check_dfr`)."""
-    if models.transformer is None:  # a WorkerHost's: the keyframe slots come back from the stages in this process
-        raise ValueError("DFR runs the model in this process; load it without a multi-GPU layout")
     if models.upsampler is None or models.upsampler.config.temporal or models.upsampler.config.spatial_scale != 2.0:
         raise ValueError("DFR needs the x2 spatial latent upsampler (ltx-2*-spatial-upscaler-x2-*.safetensors) as "
                          "its upsampler" + ("; the one given is the temporal upsampler: give it as the temporal "
@@ -157,11 +155,12 @@ def check_dfr_models(request, models, config) -> None:
 
 @torch.no_grad()
 def generate_dfr(request, models, *, sampler, tiling: TilingConfig | None = TilingConfig(),
-                 positive: TextEmbeddings | None = None):
+                 positive: TextEmbeddings | None = None, decodes: bool = True):
     """A `Request` of mode "dfr" end to end (module docstring) on `sampler` (a `pipeline.StageSampler`): the frames
     ((N − 1)·2^R + 1 at fps·2^R) and stage 1's sound cut to them, as a `stages.Generation`. Unless `positive` is given, the
     prompt is encoded here (as it stands: `pipeline.generate` enhances it first where asked); an automatic length
-    (`request.auto_frames`) is predicted from the prompt by `models.duration_head` before any noise."""
+    (`request.auto_frames`) is predicted from the prompt by `models.duration_head` before any noise. `decodes`
+    False (a rank of a torchrun launch other than 0): the stages run and None is returned."""
     from ltx2_core.loader.lora import load_lora
     from ltx2_core.stages import decode, encode
 
@@ -181,6 +180,8 @@ def generate_dfr(request, models, *, sampler, tiling: TilingConfig | None = Tili
     result = sample_dfr(sampler, models, positive, request.images, request.width, request.height, request.frames,
                         request.fps, request.seed, settings.rounds, models.temporal_upsampler, detailing,
                         detailing_downscale(settings.detailing_lora))
+    if not decodes:
+        return None
     # the decoder's noise continues the stages' generator where both share a device type (`pipeline.generator_on`)
     device = next(models.decoders.video.parameters()).device
     generator = result.generator if result.generator.device.type == device.type else \

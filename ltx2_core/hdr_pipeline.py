@@ -176,8 +176,6 @@ def sample_hdr(sampler, models, hdr: HDR, positive: TextEmbeddings, width: int, 
 
 def check_hdr_models(models) -> HdrConfig:
     """The HDR settings of the loaded HDR IC-LoRA, once the models can run HDR; ValueError naming the fix."""
-    if models.transformer is None:  # a WorkerHost's: the tiles and the fused LoRA need the model here
-        raise ValueError("LTX-2 HDR runs the model in this process; load it without a multi-GPU layout")
     if models.upsampler is None or models.upsampler.config.spatial_scale != 2.0:
         raise ValueError("HDR needs the x2 spatial latent upsampler (ltx-2*-spatial-upscaler-x2-*.safetensors); "
                          "pass it")

@@ -343,13 +343,13 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     if request.mode == "dfr":  # DFR's chain (`ltx2_core.dfr_pipeline`): one process
         from ltx2_core.dfr_pipeline import generate_dfr
 
-        if distribution != SINGLE_PROCESS:
-            raise ValueError("DFR runs in one process; load the model without parallelism for mode dfr")
-        if prompts is None:  # the prompt enhanced where asked (seeing the first image), as the reference's DFR
-            request = enhance_request(request, models.prompt_encoder)
+        # the prompt enhanced where asked (seeing the first image), as the reference's DFR; no negative (no guidance)
+        positive = (prompts or distribution.prompts(lambda: encode(
+            models.prompt_encoder, enhance_request(request, models.prompt_encoder).prompt)))[0]
         return generate_dfr(request, models, tiling=tiling, sampler=sampler or LocalSampler(
-            models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward),
-                            positive=None if prompts is None else prompts[0])
+            models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward,
+            runner=distribution.runner, one_gpu=distribution == SINGLE_PROCESS), positive=positive,
+                            decodes=distribution.decodes)
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner,
                                       one_gpu=distribution == SINGLE_PROCESS)

@@ -137,7 +137,9 @@ class LocalTokensRun:
         return run._replace(video_rope=self._local(run.video_rope), video_cross_rope=self._local(run.video_cross_rope),
                             video_keyframes=keyframes)
 
-    def _local(self, rope: Rope) -> Rope:
+    def _local(self, rope: Rope | None) -> Rope | None:
+        if rope is None:  # a video-only run (HDR, DFR's temporal rounds) has no cross-modal tables
+            return None
         local = self.layout.local  # tokens are dim 1 of every table
         return Rope(rope.cos[:, local], rope.sin[:, local], None if rope.freqs is None else rope.freqs[:, local])
 

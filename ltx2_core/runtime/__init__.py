@@ -11,7 +11,6 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from ltx2_core.conditioning import KeyframeSlots
 from ltx2_core.loader.lora import Lora
 from ltx2_core.pipeline import Models, StageProgress, generate
 from ltx2_core.request import ONE_GPU, Request
@@ -53,16 +52,14 @@ class WorkerSampler:
                  progress: Callable[[int, int], None] | None = None) -> AVLatent:
         if latent.video is None:
             raise ValueError(ONE_GPU)
-        if any(isinstance(condition, KeyframeSlots) for condition in stage.conditions):
-            raise ValueError(f"{stage.name}: generated keyframe slots (DFR) return their content from the sampler, "
-                             "which the workers do not send back yet; run DFR on one GPU (no worker mesh)")
         files = tuple((_file_of(lora), float(strength)) for lora, strength in (*self.loras, *stage.loras))
-        job = StageJob(AVLatent(latent.video.cpu(), latent.audio.cpu(), latent.fps), positive.to("cpu"),
+        audio = None if latent.audio is None else latent.audio.cpu()  # None: a video-only stage (DFR's rounds)
+        job = StageJob(AVLatent(latent.video.cpu(), audio, latent.fps), positive.to("cpu"),
                        None if negative is None else negative.to("cpu"), generator.get_state(),
                        replace(stage.cpu(), loras=files), self.compile, self.projection, self.attention)
-        video, audio, state = self.controller.run(job, progress, self.should_stop, self._keep)
+        video, audio, state, keyframes = self.controller.run(job, progress, self.should_stop, self._keep)
         generator.set_state(state)
-        return AVLatent(video, audio, latent.fps, kept_sound(latent, stage))
+        return AVLatent(video, audio, latent.fps, kept_sound(latent, stage), keyframes)
 
 
 def _file_of(lora: Lora) -> str:

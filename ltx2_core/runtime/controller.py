@@ -1,7 +1,7 @@
 """The caller's side of a multi-device generation: persistent workers, started once per layout and reused.
 
     controller = Controller(ModelFiles(...), ParallelConfig(cfg=2, sp=2))
-    video, audio, generator_state = controller.run(StageJob(...), progress, should_stop)
+    video, audio, generator_state, keyframes = controller.run(StageJob(...), progress, should_stop)
     controller.shutdown()    # also when the controller is collected, and at interpreter exit
 
 (`WorkerSampler` wraps `run` as a pipeline's `StageSampler`.) Faults become exceptions within `timeout` seconds,
@@ -129,8 +129,9 @@ class Controller:
 
     def run(self, job: StageJob, progress: Callable[[int, int], None] | None = None,
             should_stop: Callable[[], bool] | None = None, preview: Callable[[np.ndarray], None] | None = None
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One sampling stage on the workers: (video latent, audio latent, generator state), on the CPU.
+            ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
+        """One sampling stage on the workers: (video latent, audio latent (None for a video-only stage), generator
+        state, generated keyframes (DFR's slots; None without)), on the CPU.
         `preview` gets each preview image (RGB uint8) rank 0 sends, before the step's `progress`."""
         self.start(should_stop)
         self.job += 1
@@ -161,7 +162,8 @@ class Controller:
                     stopped = exc
                     self.interrupt()
             elif isinstance(message, Done) and stopped is None:
-                return message.video.clone(), message.audio.clone(), message.generator_state
+                return (message.video.clone(), _clone(message.audio), message.generator_state,
+                        _clone(message.keyframes))
             elif isinstance(message, (Done, Stopped)):
                 raise stopped or JobInterrupted("interrupted; every rank stopped at the same point")
 
@@ -230,6 +232,11 @@ class Controller:
         controller) and waits until no spawned process remains."""
         if self.workers.active:
             self.workers.close(timeout)
+
+
+def _clone(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    """A received tensor copied out of the queue's shared memory (None stays None)."""
+    return None if tensor is None else tensor.clone()
 
 
 def _by_error(errors: dict[int, str]) -> str:

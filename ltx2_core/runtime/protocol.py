@@ -89,12 +89,14 @@ class Progress(NamedTuple):
 
 
 class Done(NamedTuple):
-    """Rank 0's result of job `job`: the latent (CPU) and the generator's state after it."""
+    """Rank 0's result of job `job`: the latent (CPU; `audio` None for a video-only stage), the generator's state
+    after it, and the denoised content of the stage's generated keyframe slots (DFR; None without slots)."""
 
     job: int
     video: torch.Tensor
-    audio: torch.Tensor
+    audio: torch.Tensor | None
     generator_state: torch.Tensor
+    keyframes: torch.Tensor | None = None
 
 
 class Stopped(NamedTuple):

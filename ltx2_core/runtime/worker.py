@@ -161,6 +161,10 @@ def _join_torchrun_group(backend: str) -> None:
                             world_size=world)
 
 
+def _cpu(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    return None if tensor is None else tensor.cpu()
+
+
 def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
     transformer, device = loaded.transformer, loaded.device
     loras, compiled = _Loras(loaded.shards), False
@@ -183,7 +187,8 @@ def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
                                  job.latent, replace(job.stage, loras=loras(job.stage.loras)), generator,
                                  progress=_Progress(job_id, channel, preview) if rank == 0 else None)
             if rank == 0:
-                channel.put(Done(job_id, latent.video.cpu(), latent.audio.cpu(), generator.get_state()))
+                channel.put(Done(job_id, latent.video.cpu(), _cpu(latent.audio), generator.get_state(),
+                                 _cpu(latent.keyframes)))
         except Interrupted:
             if rank == 0:
                 channel.put(Stopped(job_id))

@@ -3,7 +3,7 @@ pipeline's DFR request (its frames and sound equal `dfr_pipeline.generate_dfr` o
 one temporal round: (N - 1)·2 + 1 frames at twice the rate, with the detailing IC-LoRA), the upsampler loader takes
 the temporal file too, and the refusals name their fix before any sampling: rounds without the temporal upsampler
 (when queued and when run), the upsamplers swapped, a transformer without the keyframe embedding, an IC-LoRA on the
-model, DFR's sizes and frames."""
+model, DFR's sizes and frames. On two sequence-parallel workers it gives what it gives here."""
 
 from __future__ import annotations
 
@@ -107,6 +107,23 @@ def test_swapped_upsamplers_and_wrong_models_are_refused_before_sampling(dfr, mo
     with pytest.raises(ValueError, match="pick it in detailing_lora"):
         _run(dfr, model=with_ic)
     request = Request("p", width=SIZE, height=SIZE, frames=FRAMES, mode="dfr", dfr=DFR())
-    on_workers = Models(None, None, model.decoders, upsampler, load_lora(paths["distilled_lora"]))
-    with pytest.raises(ValueError, match="without a multi-GPU layout"):
-        check_dfr_models(request, on_workers, model.config)
+    with pytest.raises(ValueError, match="needs the x2 spatial latent upsampler"):
+        check_dfr_models(request, Models(None, None, model.decoders, None, None), model.config)
+
+
+def test_dfr_on_two_sequence_parallel_workers_gives_what_it_gives_here(dfr):
+    """The transformer on two CPU worker processes (gloo, Ulysses sp 2): the slots' denoised keyframes come back
+    from the workers with each stage's latent (rank 0's reply), the rounds' video-only tiles travel without audio."""
+    paths, model, conditioning, upsampler, temporal = dfr
+    (layout,) = node("LTX2ParallelConfig", '{"cfg": 1, "sp": 2, "tp": 1}', 4)
+    (spread,) = node("LTX2ModelLoader", paths["dev"], paths["vae"], paths["audio_vae"], "auto", "cpu",
+                     parallel=layout, unique_id="dfr-workers")
+    try:
+        assert spread.host.transformer is None
+        here = _run(dfr, detailing_lora="none")
+        there = _run(dfr, model=spread, detailing_lora="none")
+    finally:
+        spread.release()
+    torch.testing.assert_close(there[0], here[0], atol=1e-3, rtol=0)  # decoded frames of latents equal to ~1e-5
+    torch.testing.assert_close(there[1]["waveform"], here[1]["waveform"], atol=1e-3, rtol=0)
+    assert there[2] == here[2] == 48.0

@@ -70,3 +70,21 @@ def test_refusals_name_the_fix(loaded, hdr_model, files, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="pip install OpenEXR"):
         node("LTX2SaveEXR", None, "x")
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_the_hdr_node_on_two_sequence_parallel_workers_gives_what_it_gives_here(loaded, hdr_model, files):
+    """The transformer on two CPU worker processes (gloo, Ulysses sp 2): the video-only stages and tiles travel
+    without audio, the HDR IC-LoRA is read from its file by the workers for every tile."""
+    (layout,) = node("LTX2ParallelConfig", '{"cfg": 1, "sp": 2, "tp": 1}', 4)
+    (spread,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", parallel=layout,
+                     unique_id="hdr-workers")
+    try:
+        (spread_hdr,) = node("LTX2LoraLoader", spread, hdr_model.loras[0][0].path, 1.0)
+        results = []
+        for model in (hdr_model, spread_hdr):
+            (upsampler,) = node("LTX2UpsamplerLoader", files["upsampler"], model)
+            results.append(node("LTX2HDR", model, loaded[2], upsampler, _frames(), 24.0, 64, 64, 0, 4, 0.9, False))
+        assert spread.host.transformer is None
+    finally:
+        spread.release()
+    torch.testing.assert_close(results[1][1].linear, results[0][1].linear, atol=1e-3, rtol=1e-3)
