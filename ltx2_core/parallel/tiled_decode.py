@@ -20,6 +20,7 @@ decoder, the decoder's dtype for the diffusion one). `DecodeTraffic` counts them
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -35,11 +36,13 @@ from ltx2_core.model.video_vae.tiling import TilingConfig, blank_video, decode_t
 
 @dataclass
 class DecodeTraffic:
-    """What one rank did in a spread decode: the indices of the tiles it decoded (blend order) and the payload
-    bytes it sent (broadcasts counted once per receiving rank)."""
+    """What one rank did in a spread decode: the indices of the tiles it decoded (blend order), of all tiles, the
+    payload bytes it sent (broadcasts counted once per receiving rank) and the tile bytes it received (the root)."""
 
     tiles: list[int] = field(default_factory=list)
+    count: int = 0
     sent_bytes: int = 0
+    received_bytes: int = 0
 
     def add(self, tensor: torch.Tensor, receivers: int = 1) -> None:
         self.sent_bytes += tensor.numel() * tensor.element_size() * receivers
@@ -48,10 +51,11 @@ class DecodeTraffic:
 class SpreadDecode:
     """`decode_video` over the ranks of `group` (default: the world): call it on every rank with a latent of the
     same shape; the root (group rank `root`) gets the video, the others None. `last` is this rank's traffic of the
-    latest call."""
+    latest call. `report` (e.g. `print` on the root) is told in one line how the decode was spread."""
 
-    def __init__(self, group: dist.ProcessGroup | None = None, root: int = 0) -> None:
-        self.group, self.root = group, root
+    def __init__(self, group: dist.ProcessGroup | None = None, root: int = 0,
+                 report: Callable[[str], None] | None = None) -> None:
+        self.group, self.root, self.report = group, root, report
         self.last = DecodeTraffic()
 
     def __call__(self, latent: torch.Tensor, decoder: VideoDecoder | DiffusionVideoDecoder,
@@ -60,6 +64,10 @@ class SpreadDecode:
                  output_device: torch.device | str | None = None) -> torch.Tensor | None:
         video, self.last = decode_across(latent, decoder, tiling, self.group, generator=generator, timestep=timestep,
                                          output_device=output_device, root=self.root)
+        if self.report is not None:
+            self.report(f"video decoded in {self.last.count} tiles over {dist.get_world_size(self.group)} ranks "
+                        f"({len(self.last.tiles)} here); {self.last.received_bytes / 2**20:.1f} MiB of tiles "
+                        "received from the others")
         return video
 
 
@@ -83,6 +91,7 @@ def decode_across(latent: torch.Tensor, decoder: VideoDecoder | DiffusionVideoDe
     z = link.broadcast(decoder.prepare(latent, generator) if rank == root else torch.empty_like(latent))
     axes = tile_axes(tuple(z.shape[2:]), tiling or TilingConfig.off())
     tiles = video_tiles(axes)
+    traffic.count = len(tiles)
     if len(tiles) == 1:
         return (decoder.decode_prepared(z, timestep, torch.float32).to(output_device or z.device)
                 if rank == root else None), traffic
@@ -110,6 +119,7 @@ def _diffusion(latent: torch.Tensor, decoder: DiffusionVideoDecoder, tiling: Til
     state = link.broadcast(generator.get_state()).cpu()
     generator.set_state(state)
     plan: TiledDecode = plan_tiles(decoder, latent, tiling, generator=generator)
+    link.traffic.count = len(plan.tiles)
     if len(plan.tiles) == 1:
         return crop_video(plan, diffusion_tile(decoder, plan, plan.tiles[0]), latent.dtype) if rank == link.root \
             else None
@@ -157,6 +167,7 @@ class _Link:
         if self.rank == self.root:
             buffer = torch.empty(shape, dtype=dtype, device=self.device)
             dist.recv(buffer, self._global(owner), self.group)
+            self.traffic.received_bytes += buffer.numel() * buffer.element_size()
             return buffer
         if piece is not None:
             self.drain()

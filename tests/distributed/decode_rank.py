@@ -73,6 +73,7 @@ def main(rank: int, world: int, init_file: str, case: str, out: str) -> None:
         spread = SpreadDecode()
         video = spread(latent, model, tiling, generator=torch.Generator().manual_seed(SEED + rank))
         result = {"tiles": spread.last.tiles, "sent": spread.last.sent_bytes, "is_none": video is None,
+                  "received": spread.last.received_bytes, "count": spread.last.count,
                   "latent_bytes": latent.numel() * 4, "state_bytes": torch.Generator().get_state().numel(),
                   "own_tile_bytes": tile_bytes(model, latent, tiling, torch.Generator().manual_seed(SEED), world, rank)}
         if rank == 0:

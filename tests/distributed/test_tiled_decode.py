@@ -32,3 +32,5 @@ def test_spread_decode_equals_one_device_and_counts_its_bytes(tmp_path, case, wo
     assert root["sent"] == (world - 1) * (root["latent_bytes"] + state)  # the broadcast, once per other rank
     for result in results[1:]:
         assert result["sent"] == result["own_tile_bytes"] > (0 if case != "conv-1" else -1), result
+    assert root["received"] == sum(r["sent"] for r in results[1:])  # every tile sent reached the root
+    assert {r["count"] for r in results} == {max(len(tiles), 1)}
