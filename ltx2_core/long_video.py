@@ -140,6 +140,7 @@ def generate_long(request: Request, models: Models, progress: StageProgress | No
     latent, generator = sample_windows(
         request, models, progress, sampler=sampler,
         prompts=lambda one: distribution.prompts(lambda: encode_request(one, encoder, sampler.config)))
-    if not distribution.decodes:
+    if not distribution.decodes and distribution.video_decode is None:
         return None
-    return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders))
+    return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders),
+                  video_decode=distribution.video_decode)

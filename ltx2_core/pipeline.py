@@ -95,6 +95,7 @@ from ltx2_core.sampling.guidance import active_passes, default_guidance
 from ltx2_core.sampling.recipe import StageParts, build_stage, guided, held_audio_guidance
 from ltx2_core.stages import AVLatent, Generation, decode, empty_audio_latent, empty_latent, encode, sample, upsample
 from ltx2_core.sampling.denoise import Observer, RunnerFactory
+from ltx2_core.stages import VideoDecode
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
 from ltx2_core.releases import HQ_PRESET, RELEASES
@@ -299,11 +300,14 @@ class Distribution(NamedTuple):
     runner: builds each step's pass runner (e.g. CFG-parallel); None: every pass in this process.
     prompts: gets the encoded prompts given the function that encodes them (e.g. encode on one rank, broadcast).
     decodes: whether this process decodes and returns the media (one rank does; the others return None).
+    video_decode: the video decode every rank takes part in (its tiles spread, `parallel.tiled_decode`); None: only
+    the rank that `decodes` decodes, alone.
     """
 
     runner: RunnerFactory | None = None
     prompts: Callable[[Callable[[], Prompts]], Prompts] = lambda encode_here: encode_here()
     decodes: bool = True
+    video_decode: VideoDecode | None = None
 
 
 SINGLE_PROCESS = Distribution()
@@ -365,9 +369,10 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     retake = encode_request_retake(request, models)
     latent, generator = sample_request(request, models, positive, negative, progress, sampler=sampler, audio=audio,
                                        video=video, retake=retake)
-    if not distribution.decodes:
+    if not distribution.decodes and distribution.video_decode is None:
         return None
-    return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders))
+    return decode(latent, models.decoders, tiling, generator=generator_on(generator, request.seed, models.decoders),
+                  video_decode=distribution.video_decode)
 
 
 def encode_request_audio(request: Request, models: Models) -> tuple[EncodedAudio, Waveform] | None:

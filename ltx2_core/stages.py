@@ -55,6 +55,9 @@ from ltx2_core.releases import RELEASES, Release
 from ltx2_core.types import TextEmbeddings
 
 AUDIO_CHANNELS, MEL_BINS = 8, 16
+# `decode_video`'s call (latent, decoder, tiling, *, generator, output_device) -> the video, or None on a rank that
+# does not hold it (`ltx2_core.parallel.tiled_decode.SpreadDecode`)
+VideoDecode = Callable[..., 'torch.Tensor | None']
 
 
 class AVLatent(NamedTuple):
@@ -330,24 +333,30 @@ def upsample_time(latent: AVLatent, upsampler: LatentUpsampler, decoders: Decode
 
 
 def decode(latent: AVLatent, decoders: Decoders, tiling: TilingConfig | None = TilingConfig(),
-           generator: torch.Generator | None = None) -> Generation:
+           generator: torch.Generator | None = None, video_decode: VideoDecode | None = None) -> Generation | None:
     """Frames and waveform of the first clip of the batch; the video is decoded tile by tile into CPU memory.
     An audio-only latent: only the audio decoder and vocoder run, the frames are None. A latent that holds a
     sound (`AVLatent.sound`) returns that sound as it is, sample for sample, instead of decoding the audio latent
     (the reference writes the input audio, never a re-decoded copy). One NaN/inf check of the decoded media
-    (NonFiniteError before anything is returned)."""
-    video = None
+    (NonFiniteError before anything is returned). `video_decode` replaces `decode_video` (e.g. the tiles spread over
+    ranks, `ltx2_core.parallel.tiled_decode`): where it returns None (a rank that does not hold the video) so does
+    this, before any audio is decoded."""
+    video, decode_frames = None, video_decode or decode_video
     if latent.audio is None:  # video only: frames and an empty waveform
         video_param = next(decoders.video.parameters())
-        video = decode_video(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,
-                             generator=generator, output_device="cpu")
+        video = decode_frames(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,
+                              generator=generator, output_device="cpu")
+        if video is None:
+            return None
         check_finite("decoding", {"decoded video": video}, DECODING_CAUSES, "Nothing was written.")
         return Generation(video_to_frames(video)[0], torch.zeros(2, 0), 0, latent.fps)
     audio_param = next(decoders.audio.parameters())
     if latent.video is not None:
         video_param = next(decoders.video.parameters())
-        video = decode_video(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,
-                             generator=generator, output_device="cpu")
+        video = decode_frames(latent.video.to(video_param.device, video_param.dtype), decoders.video, tiling,
+                              generator=generator, output_device="cpu")
+        if video is None:
+            return None
     if latent.sound is not None and video is not None:
         check_finite("decoding", {"decoded video": video}, DECODING_CAUSES, "Nothing was written.")
         return Generation(video_to_frames(video)[0], latent.sound.samples, latent.sound.rate, latent.fps)

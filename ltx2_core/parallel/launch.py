@@ -1,8 +1,9 @@
 """One generation over the ranks of a torchrun launch: join the group, shard the model, share the prompts.
 
 `torchrun --nproc-per-node N -m ltx2_core generate --cfg C --sp S --tp T` (C·S·T = N): every rank holds its shard
-of the transformer and samples; global rank 0 alone encodes the prompts (then broadcasts the embeddings) and
-decodes and writes the video. NCCL on GPUs (one device per local rank), gloo on the CPU.
+of the transformer and samples; global rank 0 alone encodes the prompts (then broadcasts the embeddings); every
+rank decodes its share of the video's tiles (`tiled_decode`), rank 0 blends them, decodes the audio and writes.
+NCCL on GPUs (one device per local rank), gloo on the CPU.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ltx2_core.parallel.cfg_parallel import CfgParallel
 from ltx2_core.parallel.config import ParallelConfig
 from ltx2_core.parallel.mesh import device_mesh
 from ltx2_core.parallel.sequence_parallel import sequence_parallel
+from ltx2_core.parallel.tiled_decode import SpreadDecode
 from ltx2_core.parallel.tensor_parallel import tensor_parallel
 from ltx2_core.pipeline import Distribution, Prompts
 from ltx2_core.types import TextEmbeddings
@@ -110,7 +112,8 @@ def finish(model: LTX2Transformer, mesh: DeviceMesh, layout: ParallelConfig) -> 
         sequence_parallel(model, mesh["sp"].get_group())
     device = next(model.parameters()).device
     runner = CfgParallel(mesh["cfg"].get_group()) if layout.cfg > 1 else None
-    return Distribution(runner, lambda encode_here: broadcast_prompts(encode_here, device), dist.get_rank() == 0)
+    return Distribution(runner, lambda encode_here: broadcast_prompts(encode_here, device), dist.get_rank() == 0,
+                        SpreadDecode(report=print if dist.get_rank() == 0 else None))
 
 
 def broadcast_prompts(encode_here, device: torch.device) -> Prompts:

@@ -53,10 +53,37 @@ class Span(NamedTuple):
     right: int
 
 
+class TiledDecode(NamedTuple):
+    """What every tile of one decode reads: the starting noise, the stage-4 input, the tiles in blend order (rows,
+    then columns) and the geometry that maps stage-4 cells to pixels and crops the result."""
+
+    x_init: torch.Tensor
+    feature: torch.Tensor
+    tiles: list[tuple[Span, Span]]
+    scale: tuple[int, int]
+    stage5_frames: int
+    crop: tuple[int, int, int, int, int]  # frames, top, height, left, width of the video in the padded pixels
+
+
 def decode_tiles(decoder: StagedDecoder, latent: torch.Tensor, tiling: SpatialTiling | None, *,
                  generator: torch.Generator | None = None, noise: torch.Tensor | None = None) -> torch.Tensor:
     """Normalised latent (B, 128, F', H', W') -> video (B, 3, 8(F'−1)+1, 32·H', 32·W') in [−1, 1], the latent's
     dtype; `tiling` None (or without a spatial tile) decodes stages 4-5 in one piece."""
+    plan = plan_tiles(decoder, latent, tiling, generator=generator, noise=noise)
+    if len(plan.tiles) == 1:
+        return crop_video(plan, decode_tile(decoder, plan, plan.tiles[0]), latent.dtype)
+    out, weights = blank_pixels(plan)
+    for tile in plan.tiles:
+        pixels, mask = decode_tile(decoder, plan, tile), tile_mask(plan, tile)
+        h_px, w_px = pixel_slices(plan, tile)
+        out[:, :, :, h_px, w_px] += pixels * mask
+        weights[h_px, w_px] += mask
+    return finish(plan, out, weights, latent.dtype)
+
+
+def plan_tiles(decoder: StagedDecoder, latent: torch.Tensor, tiling: SpatialTiling | None, *,
+               generator: torch.Generator | None = None, noise: torch.Tensor | None = None) -> TiledDecode:
+    """Draws the noise, runs stages 1-3 on the whole latent and cuts the stage-4 input into tiles."""
     config = decoder.config
     check_latent(latent, config.latent_channels)
     frames, height, width = decoder.pixel_shape(tuple(latent.shape))[2:]
@@ -64,31 +91,53 @@ def decode_tiles(decoder: StagedDecoder, latent: torch.Tensor, tiling: SpatialTi
     padded, (top, left) = decoder.pad_latent(latent)
     feature = decoder.stages_1_to_3(padded)
     (st, sh, sw), _ = config.upsamples[3]
-    scale = (sh * config.patch_size, sw * config.patch_size)
     s4_frames = stage4_frames(decoder, padded.shape[2])
     rows, cols = (spatial_spans(decoder, feature.shape[axis], tiling, axis - 1) for axis in (2, 3))
-    full = len(rows) == len(cols) == 1
-    out = torch.zeros(x_init.shape, dtype=feature.dtype, device=feature.device)
-    weights = None if full else torch.zeros(x_init.shape[3:], dtype=feature.dtype, device=feature.device)
     stage5_frames = max(s4_frames * st - (1 if st == 2 else 0), config.stage5_kernel[0])
-    for row in rows:
-        for col in cols:
-            h_px = slice(row.start * scale[0], row.end * scale[0])
-            w_px = slice(col.start * scale[1], col.end * scale[1])
-            x_t = resize_axis(x_init[:, :, :, h_px, w_px], 2, stage5_frames, symmetric=False)[0]
-            context = decoder.context(feature[:, :, row.start:row.end, col.start:col.end], True, True)
-            pixels = decoder.denoise(context, x_t)[:, :, :x_init.shape[2]]
-            if full:
-                out.copy_(pixels)
-                continue
-            mask = (trapezoid(pixels.shape[3], row.left * scale[0], row.right * scale[0])[:, None]
-                    * trapezoid(pixels.shape[4], col.left * scale[1], col.right * scale[1])[None, :]).to(out)
-            out[:, :, :, h_px, w_px] += pixels * mask
-            weights[h_px, w_px] += mask
-    if weights is not None:
-        out /= weights
-    top, left = top * config.space_scale, left * config.space_scale
-    return out[:, :, :frames, top:top + height, left:left + width].to(latent.dtype)
+    crop = (frames, top * config.space_scale, height, left * config.space_scale, width)
+    return TiledDecode(x_init, feature, [(row, col) for row in rows for col in cols],
+                       (sh * config.patch_size, sw * config.patch_size), stage5_frames, crop)
+
+
+def pixel_slices(plan: TiledDecode, tile: tuple[Span, Span]) -> tuple[slice, slice]:
+    """The (height, width) pixel slices of a tile in the padded video."""
+    (row, col), scale = tile, plan.scale
+    return slice(row.start * scale[0], row.end * scale[0]), slice(col.start * scale[1], col.end * scale[1])
+
+
+def decode_tile(decoder: StagedDecoder, plan: TiledDecode, tile: tuple[Span, Span]) -> torch.Tensor:
+    """Stages 4-5 of one tile: its pixels (B, 3, F, h, w) in the feature's dtype, not yet weighted."""
+    h_px, w_px = pixel_slices(plan, tile)
+    row, col = tile
+    x_t = resize_axis(plan.x_init[:, :, :, h_px, w_px], 2, plan.stage5_frames, symmetric=False)[0]
+    context = decoder.context(plan.feature[:, :, row.start:row.end, col.start:col.end], True, True)
+    return decoder.denoise(context, x_t)[:, :, :plan.x_init.shape[2]]
+
+
+def tile_mask(plan: TiledDecode, tile: tuple[Span, Span]) -> torch.Tensor:
+    """The tile's (h, w) blend weights in the feature's dtype and device (separable trapezoids)."""
+    (row, col), scale = tile, plan.scale
+    h, w = (s.end - s.start for s in tile)
+    mask = (trapezoid(h * scale[0], row.left * scale[0], row.right * scale[0])[:, None]
+            * trapezoid(w * scale[1], col.left * scale[1], col.right * scale[1])[None, :])
+    return mask.to(plan.feature)
+
+
+def blank_pixels(plan: TiledDecode) -> tuple[torch.Tensor, torch.Tensor]:
+    """The zero padded video and the zero (H, W) weight sum the weighted tiles are added into."""
+    out = torch.zeros(plan.x_init.shape, dtype=plan.feature.dtype, device=plan.feature.device)
+    return out, torch.zeros(plan.x_init.shape[3:], dtype=plan.feature.dtype, device=plan.feature.device)
+
+
+def finish(plan: TiledDecode, out: torch.Tensor, weights: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The blended tiles divided by their weight sum, cropped to the video, in `dtype`."""
+    return crop_video(plan, out.div_(weights), dtype)
+
+
+def crop_video(plan: TiledDecode, pixels: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The padded pixels cropped to the video (padding and trailing frames off), in `dtype`."""
+    frames, top, height, left, width = plan.crop
+    return pixels[:, :, :frames, top:top + height, left:left + width].to(dtype)
 
 
 def stage4_frames(decoder: StagedDecoder, latent_frames: int) -> int:

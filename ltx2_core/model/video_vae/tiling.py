@@ -89,17 +89,47 @@ def decode_video(
     axes = tile_axes(tuple(z.shape[2:]), tiling or TilingConfig.off())
     if all(len(axis.latent) == 1 for axis in axes):  # one tile: no blend buffer, no second copy of the video
         return decoder.decode_prepared(z, timestep, torch.float32).to(output_device or z.device)
-    batch, frames, height, width = z.shape[0], *(p.output[-1].stop for p in axes)
-    out = torch.zeros(batch, decoder.config.out_channels, frames, height, width, dtype=torch.float32,
-                      device=output_device or z.device)
-    time, rows, cols = axes
-    for t_in, t_out, t_w in zip(time.latent, time.output, time.weights):
-        for h_in, h_out, h_w in zip(rows.latent, rows.output, rows.weights):
-            for w_in, w_out, w_w in zip(cols.latent, cols.output, cols.weights):
-                tile = decoder.decode_prepared(z[:, :, t_in, h_in, w_in], timestep, torch.float32)
-                tile.mul_(t_w.to(tile.device)[:, None, None]).mul_(h_w.to(tile.device)[:, None])
-                out[:, :, t_out, h_out, w_out] += tile.mul_(w_w.to(tile.device)).to(out.device)
+    out = blank_video(decoder, z, axes, output_device or z.device)
+    for tile in video_tiles(axes):
+        out[(slice(None), slice(None), *tile.output)] += decode_tile(decoder, z, tile, timestep).to(out.device)
     return out
+
+
+@dataclass(frozen=True)
+class VideoTile:
+    """One tile of the grid: its latent slices and output slices (time, height, width) and 1-D blend weights."""
+
+    latent: tuple[slice, slice, slice]
+    output: tuple[slice, slice, slice]
+    weights: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def video_tiles(axes: tuple[AxisTiles, AxisTiles, AxisTiles]) -> list[VideoTile]:
+    """The tiles of `tile_axes` in blend order: time outermost, then rows, then columns (the order in which
+    `decode_video` adds them up, which other tiled decodes keep to give the same sums)."""
+    time, rows, cols = axes
+    return [VideoTile((t_in, h_in, w_in), (t_out, h_out, w_out), (t_w, h_w, w_w))
+            for t_in, t_out, t_w in zip(time.latent, time.output, time.weights)
+            for h_in, h_out, h_w in zip(rows.latent, rows.output, rows.weights)
+            for w_in, w_out, w_w in zip(cols.latent, cols.output, cols.weights)]
+
+
+def blank_video(decoder: VideoDecoder, z: torch.Tensor, axes: tuple[AxisTiles, AxisTiles, AxisTiles],
+                device: torch.device | str) -> torch.Tensor:
+    """The zero fp32 video (B, C, F, H, W) the weighted tiles of a prepared latent `z` are added into."""
+    frames, height, width = (axis.output[-1].stop for axis in axes)
+    return torch.zeros(z.shape[0], decoder.config.out_channels, frames, height, width, dtype=torch.float32,
+                       device=device)
+
+
+def decode_tile(decoder: VideoDecoder, z: torch.Tensor, tile: VideoTile,
+                timestep: torch.Tensor | None = None) -> torch.Tensor:
+    """One tile of the prepared latent `z` decoded and multiplied by its blend weights: fp32 on the decoder's
+    device, shaped as the tile's output slices."""
+    t_in, h_in, w_in = tile.latent
+    pixels = decoder.decode_prepared(z[:, :, t_in, h_in, w_in], timestep, torch.float32)
+    t_w, h_w, w_w = (weight.to(pixels.device) for weight in tile.weights)
+    return pixels.mul_(t_w[:, None, None]).mul_(h_w[:, None]).mul_(w_w)
 
 
 def tile_axes(latent_size: tuple[int, int, int], tiling: TilingConfig) -> tuple[AxisTiles, AxisTiles, AxisTiles]:
