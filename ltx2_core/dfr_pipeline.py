@@ -155,12 +155,13 @@ def check_dfr_models(request, models, config) -> None:
 
 @torch.no_grad()
 def generate_dfr(request, models, *, sampler, tiling: TilingConfig | None = TilingConfig(),
-                 positive: TextEmbeddings | None = None, decodes: bool = True):
+                 positive: TextEmbeddings | None = None, decodes: bool = True, video_decode=None):
     """A `Request` of mode "dfr" end to end (module docstring) on `sampler` (a `pipeline.StageSampler`): the frames
-    ((N − 1)·2^R + 1 at fps·2^R) and stage 1's sound cut to them, as a `stages.Generation`. Unless `positive` is given, the
-    prompt is encoded here (as it stands: `pipeline.generate` enhances it first where asked); an automatic length
-    (`request.auto_frames`) is predicted from the prompt by `models.duration_head` before any noise. `decodes`
-    False (a rank of a torchrun launch other than 0): the stages run and None is returned."""
+    ((N − 1)·2^R + 1 at fps·2^R) and stage 1's sound cut to them, as a `stages.Generation`. Unless `positive` is
+    given, the prompt is encoded here (as it stands: `pipeline.generate` enhances it first where asked); an
+    automatic length (`request.auto_frames`) is predicted from the prompt by `models.duration_head` before any noise.
+    `decodes` False (a rank of a torchrun launch other than 0): the stages run and None is returned, after this
+    rank's share of the video decode where `video_decode` spreads it (`pipeline.Distribution.video_decode`)."""
     from ltx2_core.loader.lora import load_lora
     from ltx2_core.stages import decode, encode
 
@@ -180,13 +181,15 @@ def generate_dfr(request, models, *, sampler, tiling: TilingConfig | None = Tili
     result = sample_dfr(sampler, models, positive, request.images, request.width, request.height, request.frames,
                         request.fps, request.seed, settings.rounds, models.temporal_upsampler, detailing,
                         detailing_downscale(settings.detailing_lora))
-    if not decodes:
+    if not decodes and video_decode is None:
         return None
     # the decoder's noise continues the stages' generator where both share a device type (`pipeline.generator_on`)
     device = next(models.decoders.video.parameters()).device
     generator = result.generator if result.generator.device.type == device.type else \
         torch.Generator(device).manual_seed(request.seed)
-    generation = decode(result.latent, models.decoders, tiling, generator=generator)
+    generation = decode(result.latent, models.decoders, tiling, generator=generator, video_decode=video_decode)
+    if generation is None:  # a rank that decoded its share of the tiles
+        return None
     samples = sound_samples(generation.waveform.shape[-1], generation.frames.shape[0], generation.fps,
                             generation.sample_rate)
     return generation._replace(waveform=generation.waveform[..., :samples])

@@ -353,7 +353,7 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
         return generate_dfr(request, models, tiling=tiling, sampler=sampler or LocalSampler(
             models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward,
             runner=distribution.runner, one_gpu=distribution == SINGLE_PROCESS), positive=positive,
-                            decodes=distribution.decodes)
+                            decodes=distribution.decodes, video_decode=distribution.video_decode)
     sampler = sampler or LocalSampler(models.transformer, cuda_graphs=cuda_graphs,
                                       passes_per_forward=passes_per_forward, runner=distribution.runner,
                                       one_gpu=distribution == SINGLE_PROCESS)
