@@ -22,6 +22,7 @@ from ltx2_core.model.text import PromptEncoder
 from ltx2_core.parallel.gemma_pipeline import GemmaPipeline, allowed_cuts
 from ltx2_core.parallel.prompt_split import Traffic, encode_split
 from ltx2_core.pipeline import Distribution, Models
+from ltx2_core.request import Request
 from ltx2_core.types import TextEmbeddings
 
 
@@ -97,3 +98,15 @@ def spread_prompts(models: Models, distribution: Distribution, group: dist.Proce
     (the encoder's calls are the collectives). Collective."""
     encoder = SpreadEncoder(models.prompt_encoder, plan_for(models.prompt_encoder, group, budget), group)
     return models._replace(prompt_encoder=encoder), distribution._replace(prompts=lambda encode_here: encode_here())
+
+
+def spread_text(request: Request, models: Models, distribution: Distribution,
+                group: dist.ProcessGroup | None = None) -> tuple[Models, Distribution, str | None]:
+    """The command line's hook under torchrun: (models, distribution, what was chosen) with the prompts encoded
+    across `group`; unchanged (None) where a rank alone must encode: the prompt is enhanced first (sampling text
+    needs the whole model on one rank), the mode runs in one process (hdr, dfr), there is no encoder or one rank."""
+    if (request.enhance_prompt or request.mode in ("hdr", "dfr") or models.prompt_encoder is None
+            or dist.get_world_size(group) == 1):
+        return models, distribution, None
+    models, distribution = spread_prompts(models, distribution, group)
+    return models, distribution, models.prompt_encoder.layout.describe()
