@@ -107,6 +107,9 @@ def plan_text(sizes: TextBytes, free: Sequence[int], prompts: int, cuts: Collect
 def _refusal(sizes: TextBytes, free: Sequence[int], prompts: int, cuts: Collection[int] | None) -> str:
     """Names what is short and the smallest number of such devices a pipeline would fit."""
     ranks, least = len(free), min(free)
+    if ranks > len(sizes.layers):
+        return (f"the text encoder does not fit one rank whole, and a pipeline of its {len(sizes.layers)} layers "
+                f"cannot span {ranks} ranks (one layer each at least); free memory on the devices")
     fitting = next((n for n in range(ranks + 1, len(sizes.layers) + 1)
                     if pipeline_bounds(sizes, [least] * n, prompts, cuts) is not None), None)
     more = (f"launch at least {fitting} ranks (torchrun --nproc-per-node {fitting}) so Gemma's layers split further"
