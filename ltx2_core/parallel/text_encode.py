@@ -64,6 +64,8 @@ class SpreadEncoder:
                          if layout.mode == "pipeline" else None)
 
     def __getattr__(self, name: str):
+        if name == "inner":  # not set yet (a copy being built): no recursion through `inner`
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def encode(self, positive: str, negative: str | None = None) -> tuple[TextEmbeddings, TextEmbeddings | None]:
