@@ -2,7 +2,8 @@
 
 `torchrun --nproc-per-node N -m ltx2_core generate --cfg C --sp S --tp T` (C·S·T = N): every rank holds its shard
 of the transformer and samples; the ranks encode the prompts together (`parallel.text_encode`; global rank 0 alone,
-then broadcasting the embeddings, where the prompt is enhanced); global rank 0 decodes and writes the video. NCCL on GPUs (one device per local rank), gloo on the CPU.
+then broadcasting the embeddings, where the prompt is enhanced); global rank 0 decodes and writes the video. NCCL on
+GPUs (one device per local rank), gloo on the CPU.
 """
 
 from __future__ import annotations
