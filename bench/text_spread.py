@@ -98,7 +98,8 @@ def main() -> None:
         ms, peak = forward_ms(model, batch, layers, device, args.repeats)
         result[name] = {"ms": round(ms, 2), "peak_extra_gb": round(peak / GB, 3)}
     result["split_over_batched"] = round(result["batch1"]["ms"] / result["batch2"]["ms"], 3)
-    for ranks in (n for n in (2, 4, 8) if n <= len(model.layers)):  # each rank's bytes in a balanced pipeline (projection not counted here)
+    # each rank's bytes in a balanced pipeline (the projection not counted here)
+    for ranks in (n for n in (2, 4, 8) if n <= len(model.layers)):
         layout = plan_text(sizes, [sizes.whole] * ranks, prompts=2)  # a replica and its states do not fit: cut
         result[f"pipeline{ranks}_rank_gb"] = [round(n / GB, 2) for n in layout.rank_bytes]
     state2 = 2 * sizes.state
