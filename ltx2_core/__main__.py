@@ -70,6 +70,7 @@ from ltx2_core.model.text.enhance import system_prompt
 from ltx2_core.model.transformer.attention_select import check_attention, device_table, set_attention
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
+from ltx2_core.parallel.text_encode import spread_text
 from ltx2_core.duration import AutoFrames, check_auto_frames, predict_seconds, with_length
 from ltx2_core.pipeline import (Distribution, Generation, check_stg_blocks, encode_request, enhance_request,
                                 generate, guidance_for, request_job)
@@ -551,6 +552,9 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
     models = files.load(device, DTYPES[args.dtype] if args.dtype else None,
                         parallelize=launch.tensor_parallel_for(mesh, layout(args)) if parallel else None, plan=plan)
     distribution = launch.finish(models.transformer, mesh, layout(args)) if parallel else Distribution()
+    if parallel:  # the prompts encoded across the ranks (issue 38, item 2)
+        models, distribution, text = spread_text(request, models, distribution)
+        say(text or "text encoder: rank 0 encodes the prompts")
     config = files.transformer_config()  # the attention checked again with the dtype the transformer computes in
     set_attention(args.attention, device, models.transformer.scale_shift_table.dtype,
                   (config.video.head_dim, config.audio.head_dim))

@@ -1,9 +1,10 @@
 """One generation over the ranks of a torchrun launch: join the group, shard the model, share the prompts.
 
 `torchrun --nproc-per-node N -m ltx2_core generate --cfg C --sp S --tp T` (C·S·T = N): every rank holds its shard
-of the transformer and samples; global rank 0 alone encodes the prompts (then broadcasts the embeddings); every
-rank decodes its share of the video's tiles (`tiled_decode`), rank 0 blends them, decodes the audio and writes.
-NCCL on GPUs (one device per local rank), gloo on the CPU.
+of the transformer and samples; the ranks encode the prompts together (`parallel.text_encode`; global rank 0 alone,
+then broadcasting the embeddings, where the prompt is enhanced); every rank decodes its share of the video's tiles
+(`tiled_decode`), rank 0 blends them, decodes the audio and writes. NCCL on GPUs (one device per local rank), gloo on
+the CPU.
 """
 
 from __future__ import annotations
