@@ -1,0 +1,103 @@
+"""The facts the layout cost model (`cost_model.py`) is fed: links between GPUs, GPUs, and measured forward times.
+
+Every number names its source. Link figures are the vendors' nominal per-direction rates times NCCL's typical bus
+efficiency (`LINK_EFFICIENCY`); latencies are the order of a small NCCL collective on that link. Forward times are
+the GPU suite's (bench/gpu_suite.py `forward` section: one pass, batch 1, the 8-block slice of the released
+structure at full widths), as docs/performance.md publishes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+GB = 1e9
+LINK_EFFICIENCY = 0.8  # NCCL bus bandwidth ≈ 80 % of the nominal link rate on large messages (nccl-tests busbw)
+
+
+@dataclass(frozen=True)
+class Link:
+    """One kind of connection between two ranks: per-direction bytes/s each GPU can send, and seconds of latency
+    per collective step (a ring or pairwise exchange takes n−1 of them)."""
+
+    name: str
+    bandwidth: float  # effective bytes per second per direction per GPU
+    latency: float  # seconds per collective step
+    source: str
+
+
+def _link(name: str, nominal_gb_s: float, latency_us: float, source: str) -> Link:
+    return Link(name, nominal_gb_s * GB * LINK_EFFICIENCY, latency_us * 1e-6, source)
+
+
+LINKS: Mapping[str, Link] = MappingProxyType({link.name: link for link in (
+    _link("nvlink4", 450, 10, "NVLink 4 (H100/H200 SXM): 900 GB/s both ways per GPU through NVSwitch (NVIDIA H100 "
+          "datasheet); ~10 µs per small NCCL step"),
+    _link("nvlink5", 900, 8, "NVLink 5 (B200 HGX): 1.8 TB/s both ways per GPU (NVIDIA B200 datasheet)"),
+    _link("pcie4", 32, 20, "PCIe 4.0 x16: 32 GB/s per direction (PCI-SIG 4.0, 16 GT/s × 16 lanes, 128b/130b)"),
+    _link("pcie5", 64, 15, "PCIe 5.0 x16: 64 GB/s per direction (PCI-SIG 5.0, 32 GT/s × 16 lanes)"),
+    _link("eth100", 12.5, 50, "100 Gb Ethernet between machines (RoCE): 12.5 GB/s per direction, ~50 µs per step"),
+    _link("eth400", 50, 30, "400 Gb Ethernet / NDR InfiniBand between machines: 50 GB/s per direction"),
+)})
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU kind: how fast it computes relative to the GPU its forward times were measured on, the links its
+    machines usually have, and its memory."""
+
+    name: str
+    compute_scale: float  # measured-device seconds of compute × this = this GPU's seconds (1.0 where measured)
+    measured_on: str  # the GPU whose forward times feed this one (itself where it was measured)
+    intra_link: str  # between GPUs of one machine (SXM boards)
+    memory_bytes: float
+    source: str
+
+
+GPUS: Mapping[str, Gpu] = MappingProxyType({gpu.name: gpu for gpu in (
+    Gpu("H100", 1.0, "H100", "nvlink4", 80 * GB, "measured (docs/performance.md, GPU suite 2026-11-24)"),
+    Gpu("H200", 1.0, "H100", "nvlink4", 141 * GB,
+        "the H100's GH100 die and clocks with faster HBM3e (4.8 against 3.35 TB/s): the same dense bf16 peak (989 "
+        "TFLOP/s, NVIDIA datasheets), so the H100's compute times; memory-bound kernels may run faster"),
+    Gpu("B200", 989 / 2250, "H100", "nvlink5", 180 * GB,
+        "dense bf16 peak 2.25 PFLOP/s against the H100's 989 TFLOP/s (NVIDIA datasheets), applied to the compute "
+        "time above the launch floor; the floor (host-bound) is kept"),
+)})
+
+
+@dataclass(frozen=True)
+class ForwardTimes:
+    """Measured milliseconds of one forward pass (batch 1) of `blocks` blocks at some video-token counts."""
+
+    version: str
+    gpu: str
+    blocks: int
+    ms: Mapping[int, float]  # video tokens -> ms of one forward of `blocks` blocks
+    source: str
+
+    def block_points(self) -> list[tuple[int, float]]:
+        """(video tokens, seconds per block), by token count."""
+        return sorted((tokens, ms / 1000 / self.blocks) for tokens, ms in self.ms.items())
+
+
+_SUITE_H100 = "docs/performance.md, GPU suite `forward` on an H100 80GB HBM3, bf16, 2026-11-24"
+MEASURED: Mapping[tuple[str, str], ForwardTimes] = MappingProxyType({
+    ("2.0", "H100"): ForwardTimes("2.0", "H100", 8, MappingProxyType({1536: 28.4, 6144: 67.4, 15360: 195.0}),
+                                  _SUITE_H100 + " (first loan)"),
+    ("2.3", "H100"): ForwardTimes("2.3", "H100", 8, MappingProxyType({1536: 64.3, 6144: 75.8, 15360: 206.0}),
+                                  _SUITE_H100 + " (first loan)"),
+    ("2.5", "H100"): ForwardTimes("2.5", "H100", 8, MappingProxyType({1536: 44.8, 6144: 73.3, 15360: 205.0}),
+                                  _SUITE_H100 + " (second loan)"),
+})
+
+# whole 48-block guided steps (4 passes, one per forward) measured beside the slices: the model's N = 1 check
+MEASURED_STEPS_MS: Mapping[str, tuple[int, float]] = MappingProxyType({
+    "2.0": (6144, 1540.0), "2.3": (6144, 1680.0), "2.5": (6144, 1620.0)})
+
+# one-GPU times of the parts around the transformer (seconds), at 768×512×121 and the larger sizes where measured
+DECODE_S: Mapping[str, Mapping[int, float]] = MappingProxyType({  # output pixels per frame -> seconds (tiled)
+    "conv": MappingProxyType({768 * 512: 0.53, 1536 * 1024: 2.25}),
+    "diffusion": MappingProxyType({768 * 512: 1.54, 1536 * 1024: 7.43}),
+})
+DECODE_SOURCE = "docs/performance.md, bench/decoders25.py on an H100 (2026-11-24), tiled decodes, 121 frames"
