@@ -106,37 +106,34 @@ class Prediction:
         return sum(s.seconds for s in self.stages) + sum(self.parts.values())
 
 
-def block_seconds(times: ForwardTimes, config: TransformerConfig, tokens: Tokens, layout: ParallelConfig,
-                  gpu: Gpu, batch: int = 1) -> float:
-    """Seconds one rank spends on one block of `batch` passes: the measured curve at the rank's FLOPs."""
-    points = [(batch_flops(config, Tokens(t, tokens.audio, tokens.text)), s) for t, s in times.block_points()]
+def forward_seconds(times: ForwardTimes, config: TransformerConfig, tokens: Tokens, layout: ParallelConfig,
+                    gpu: Gpu, batch: int = 1) -> float:
+    """Seconds one rank spends on one forward of `batch` passes: the measured curves (per block, and fixed per
+    forward) read at the rank's FLOPs per block."""
     flops = batch * block_flops(config, tokens, layout)
-    floor_f, floor_s = points[0]
-    if flops <= floor_f:
-        return floor_s  # launch-bound: the time of the smallest measured size
-    for (f0, s0), (f1, s1) in itertools.pairwise(points):
-        if flops <= f1:
-            return _scaled(floor_s, s0 + (s1 - s0) * (flops - f0) / (f1 - f0), gpu)
-    last_f, last_s = points[-1]
-    return _scaled(floor_s, last_s * flops / last_f, gpu)
+    points = [(block_flops(config, Tokens(t, tokens.audio, tokens.text)), b, a) for t, b, a in times.points()]
+    per_block, fixed = _curve([(f, b) for f, b, _ in points], flops), _curve([(f, a) for f, _, a in points], flops)
+    floor = points[0][1]  # host-bound: launches the device outruns, which fewer FLOPs do not shorten
+    return fixed + config.num_layers * max(floor, per_block * gpu.compute_scale)
 
 
-def batch_flops(config: TransformerConfig, tokens: Tokens) -> float:
-    return block_flops(config, tokens)
-
-
-def _scaled(floor: float, seconds: float, gpu: Gpu) -> float:
-    """The measured device's `seconds` on `gpu`: the compute above the launch floor scales, the floor stays."""
-    return floor + (seconds - floor) * gpu.compute_scale
+def _curve(points: list[tuple[float, float]], x: float) -> float:
+    """`points` (by x) read at `x`: linear between them, flat below the first, proportional above the last."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1] * x / points[-1][0]
 
 
 def stage_time(stage: Stage, layout: ParallelConfig, config: TransformerConfig, setting: Setting) -> StageTime:
     """Seconds of one stage's steps in `layout` (compute and collectives, none overlapped)."""
     times = setting.times or MEASURED[(config.version.value, setting.gpu.measured_on)]
     mine = -(-stage.passes // layout.cfg)  # passes on the busiest rank
-    one = block_seconds(times, config, stage.tokens, layout, setting.gpu)
-    batched = block_seconds(times, config, stage.tokens, layout, setting.gpu, batch=mine)
-    compute = stage.steps * config.num_layers * min(mine * one, batched)
+    one = forward_seconds(times, config, stage.tokens, layout, setting.gpu)
+    batched = forward_seconds(times, config, stage.tokens, layout, setting.gpu, batch=mine)
+    compute = stage.steps * min(mine * one, batched)
     traffic = forward_traffic(config, stage.tokens, layout)
     link = setting.link
     per_forward = ((traffic.sp_bytes + traffic.tp_bytes) / link.bandwidth

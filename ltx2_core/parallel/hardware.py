@@ -9,7 +9,7 @@ structure at full widths), as docs/performance.md publishes them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 GB = 1e9
@@ -57,41 +57,63 @@ class Gpu:
 
 GPUS: Mapping[str, Gpu] = MappingProxyType({gpu.name: gpu for gpu in (
     Gpu("H100", 1.0, "H100", "nvlink4", 80 * GB, "measured (docs/performance.md, GPU suite 2026-11-24)"),
-    Gpu("H200", 1.0, "H100", "nvlink4", 141 * GB,
-        "the H100's GH100 die and clocks with faster HBM3e (4.8 against 3.35 TB/s): the same dense bf16 peak (989 "
-        "TFLOP/s, NVIDIA datasheets), so the H100's compute times; memory-bound kernels may run faster"),
-    Gpu("B200", 989 / 2250, "H100", "nvlink5", 180 * GB,
-        "dense bf16 peak 2.25 PFLOP/s against the H100's 989 TFLOP/s (NVIDIA datasheets), applied to the compute "
-        "time above the launch floor; the floor (host-bound) is kept"),
+    Gpu("H200", 1.0, "H200", "nvlink4", 141 * GB, "measured (bench/results/issue38, 2026-11-28)"),
+    Gpu("B200", 989 / 2250, "H200", "nvlink5", 180 * GB,
+        "not measured: the H200's times with the device part scaled by the dense bf16 peaks, 989 TFLOP/s against "
+        "2.25 PFLOP/s (NVIDIA datasheets); the host-bound floor (launches) is kept"),
 )})
 
 
 @dataclass(frozen=True)
 class ForwardTimes:
-    """Measured milliseconds of one forward pass (batch 1) of `blocks` blocks at some video-token counts."""
+    """Measured milliseconds of one forward pass (batch 1) of `blocks` blocks at some video-token counts, and where
+    measured, of the whole `full_blocks`-block model: the two depths split a forward into a per-block time and a
+    fixed per-forward one (host work outside the blocks, which hides under the device's work at large sizes)."""
 
     version: str
     gpu: str
     blocks: int
     ms: Mapping[int, float]  # video tokens -> ms of one forward of `blocks` blocks
     source: str
+    full_blocks: int = 48
+    full_ms: Mapping[int, float] = field(default_factory=dict)  # video tokens -> ms of the `full_blocks`-block forward
 
-    def block_points(self) -> list[tuple[int, float]]:
-        """(video tokens, seconds per block), by token count."""
-        return sorted((tokens, ms / 1000 / self.blocks) for tokens, ms in self.ms.items())
+    def points(self) -> list[tuple[int, float, float]]:
+        """(video tokens, seconds per block, fixed seconds per forward), by token count; without the whole model's
+        time the fixed part is 0 and the slice's time is all per block."""
+        found = []
+        for tokens, ms in sorted(self.ms.items()):
+            full = self.full_ms.get(tokens)
+            per_block = ms / self.blocks if full is None else (full - ms) / (self.full_blocks - self.blocks)
+            found.append((tokens, per_block / 1000, max(0.0, ms - self.blocks * per_block) / 1000))
+        return found
 
 
-_SUITE_H100 = "docs/performance.md, GPU suite `forward` on an H100 80GB HBM3, bf16, 2026-11-24"
+_SUITE_H100 = "docs/performance.md, GPU suite `forward` on an H100 80GB HBM3, bf16, torch 2.11, 2026-11-24"
+_SCALE_H200 = ("bench/results/issue38/h200_forward_{8,48}blocks.json: bench/scale_forward.py on an H200 (143 GB), "
+               "bf16, torch 2.11+cu130, 2026-11-28, the code of b12e536")
+
+
+def _times(*pairs: tuple[int, float]) -> Mapping[int, float]:
+    return MappingProxyType(dict(pairs))
+
+
 MEASURED: Mapping[tuple[str, str], ForwardTimes] = MappingProxyType({
-    ("2.0", "H100"): ForwardTimes("2.0", "H100", 8, MappingProxyType({1536: 28.4, 6144: 67.4, 15360: 195.0}),
+    ("2.0", "H100"): ForwardTimes("2.0", "H100", 8, _times((1536, 28.4), (6144, 67.4), (15360, 195.0)),
                                   _SUITE_H100 + " (first loan)"),
-    ("2.3", "H100"): ForwardTimes("2.3", "H100", 8, MappingProxyType({1536: 64.3, 6144: 75.8, 15360: 206.0}),
+    ("2.3", "H100"): ForwardTimes("2.3", "H100", 8, _times((1536, 64.3), (6144, 75.8), (15360, 206.0)),
                                   _SUITE_H100 + " (first loan)"),
-    ("2.5", "H100"): ForwardTimes("2.5", "H100", 8, MappingProxyType({1536: 44.8, 6144: 73.3, 15360: 205.0}),
+    ("2.5", "H100"): ForwardTimes("2.5", "H100", 8, _times((1536, 44.8), (6144, 73.3), (15360, 205.0)),
                                   _SUITE_H100 + " (second loan)"),
+    ("2.3", "H200"): ForwardTimes("2.3", "H200", 8,
+                                  _times((1536, 45.87), (3840, 57.22), (6144, 71.62), (15360, 199.61)), _SCALE_H200,
+                                  full_ms=_times((1536, 209.1), (3840, 274.21), (6144, 440.05), (15360, 1212.6))),
+    ("2.5", "H200"): ForwardTimes("2.5", "H200", 8,
+                                  _times((1536, 53.15), (3840, 54.2), (6144, 71.63), (15360, 204.48)), _SCALE_H200),
 })
 
-# whole 48-block guided steps (4 passes, one per forward) measured beside the slices: the model's N = 1 check
+# whole 48-block guided steps (4 passes, one per forward) measured on the H100 beside the slices (GPU suite `step`,
+# docs/performance.md): not fed to the model, the N = 1 check of its H100 figures
 MEASURED_STEPS_MS: Mapping[str, tuple[int, float]] = MappingProxyType({
     "2.0": (6144, 1540.0), "2.3": (6144, 1680.0), "2.5": (6144, 1620.0)})
 

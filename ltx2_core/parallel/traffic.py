@@ -8,7 +8,8 @@ collectives are the ones the passes in this package issue (counted under gloo by
   video output. The audio stream is replicated.
 * tp (Megatron, `tensor_parallel.py`): per block 20 all-reduces: per attention (6: video and audio self, text
   cross, a2v, v2a) the q-norm and k-norm sums of squares (fp32, one value per token) and the row-parallel output;
-  per feed-forward (2) the output.
+  per feed-forward (2) the output (4 outputs of video tokens, 4 of audio tokens). Where the text keys are the
+  same every step (2.0, 2.5) the run computes them once: the two text k-norms leave the forward (18 all-reduces).
 * cfg (`cfg_parallel.py`): one all-gather of every pass's prediction per step.
 
 "Sent per rank" counts what leaves one rank: a ring all-reduce 2(n−1)/n of its payload, an all-to-all (n−1)/n of
@@ -63,38 +64,41 @@ def block_flops(config: TransformerConfig, tokens: Tokens, layout: ParallelConfi
     return (video_linear + audio_linear + attention + text_kv) / layout.tp
 
 
-def forward_traffic(config: TransformerConfig, tokens: Tokens, layout: ParallelConfig) -> Traffic:
-    """Bytes and collective steps one rank sends in one forward of one pass (bf16 activations)."""
-    per_block = _sp_block(config, tokens, layout) + _tp_block(config, tokens, layout)
+def forward_traffic(config: TransformerConfig, tokens: Tokens, layout: ParallelConfig,
+                    element: int = BF16) -> Traffic:
+    """Bytes and collective steps one rank sends in one forward of one pass (activations of `element` bytes)."""
+    per_block = _sp_block(config, tokens, layout, element) + _tp_block(config, tokens, layout, element)
     blocks = config.num_layers
     total = Traffic(per_block.sp_bytes * blocks, per_block.sp_steps * blocks,
                     per_block.tp_bytes * blocks, per_block.tp_steps * blocks)
     if layout.sp > 1:  # the video output gathered once per forward
-        total += Traffic(sp_bytes=tokens.video / layout.sp * LATENT_CHANNELS * BF16 * (layout.sp - 1), sp_steps=1)
+        out = config.video.out_channels
+        total += Traffic(sp_bytes=tokens.video / layout.sp * out * element * (layout.sp - 1), sp_steps=1)
     return total
 
 
-def _sp_block(config: TransformerConfig, tokens: Tokens, layout: ParallelConfig) -> Traffic:
+def _sp_block(config: TransformerConfig, tokens: Tokens, layout: ParallelConfig, element: int) -> Traffic:
     s, t = layout.sp, layout.tp
     if s == 1:
         return Traffic()
     local = tokens.video / s
     share = (s - 1) / s
-    qkv_and_out = 4 * local * config.video.width / t * BF16 * share  # all-to-all in (q, k, v) and out
-    v2a = 2 * tokens.video * config.audio.width / t * BF16 * share  # all-gather of all video tokens' k, v
+    qkv_and_out = 4 * local * config.video.width / t * element * share  # all-to-all in (q, k, v) and out
+    v2a = 2 * tokens.video * config.audio.width / t * element * share  # all-gather of all video tokens' k, v
     return Traffic(sp_bytes=qkv_and_out + v2a, sp_steps=SP_COLLECTIVES)
 
 
-def _tp_block(config: TransformerConfig, tokens: Tokens, layout: ParallelConfig) -> Traffic:
+def _tp_block(config: TransformerConfig, tokens: Tokens, layout: ParallelConfig, element: int) -> Traffic:
     t = layout.tp
     if t == 1:
         return Traffic()
-    tv, ta, c = tokens.video / layout.sp, tokens.audio, tokens.text
-    outputs = (4 * tv * config.video.width + 3 * ta * config.audio.width) * BF16
-    # q-norm and k-norm sums: video self (tv, tv), video text (tv, c), audio self (ta, ta), audio text (ta, c),
-    # a2v (tv queries, audio keys), v2a (audio queries, all video keys)
-    norms = (2 * tv + tv + c + 2 * ta + ta + c + tv + ta + ta + tokens.video) * FP32
-    return Traffic(tp_bytes=(outputs + norms) * 2 * (t - 1) / t, tp_steps=TP_ALL_REDUCES * 2)
+    tv, ta = tokens.video / layout.sp, tokens.audio
+    text_keys = 0 if config.static_text_kv else 2  # the text k-norms, in the forward only where K/V change per step
+    outputs = 4 * (tv * config.video.width + ta * config.audio.width) * element
+    # q-norm and k-norm sums: video self (tv, tv), video text (tv; text keys), audio self (ta, ta), audio text (ta;
+    # text keys), a2v (tv queries, audio keys), v2a (audio queries, all video keys)
+    norms = (4 * tv + tokens.video + 5 * ta + text_keys * tokens.text) * FP32
+    return Traffic(tp_bytes=(outputs + norms) * 2 * (t - 1) / t, tp_steps=(TP_ALL_REDUCES - 2 + text_keys) * 2)
 
 
 def cfg_gather_bytes(tokens: Tokens, passes: int, layout: ParallelConfig) -> float:
