@@ -78,7 +78,9 @@ class Setting:
     gpu: Gpu = GPUS["H100"]
     link: Link = LINKS["nvlink4"]
     spread: bool = False  # text encoding over 2 ranks, decode tiles over all (issue 38 items 1–2)
-    lora_fuse: bool = True  # stage 2's LoRA fused per run (off: a distilled checkpoint loaded as such)
+    # stage 2's distilled LoRA fused and restored per run (its 8 s is an estimate, not measured: off by default, so
+    # that no layout is chosen for it; on: tp divides it)
+    lora_fuse: bool = False
     times: ForwardTimes | None = None  # measured forward times (default: MEASURED for the version on the H100)
 
 
@@ -109,12 +111,13 @@ class Prediction:
 def forward_seconds(times: ForwardTimes, config: TransformerConfig, tokens: Tokens, layout: ParallelConfig,
                     gpu: Gpu, batch: int = 1) -> float:
     """Seconds one rank spends on one forward of `batch` passes: the measured curves (per block, and fixed per
-    forward) read at the rank's FLOPs per block."""
+    forward) read at the rank's FLOPs per block, never below the host's time (the smallest measured size, where
+    the device waits for launches: fewer FLOPs or a faster device do not shorten it)."""
     flops = batch * block_flops(config, tokens, layout)
     points = [(block_flops(config, Tokens(t, tokens.audio, tokens.text)), b, a) for t, b, a in times.points()]
     per_block, fixed = _curve([(f, b) for f, b, _ in points], flops), _curve([(f, a) for f, _, a in points], flops)
-    floor = points[0][1]  # host-bound: launches the device outruns, which fewer FLOPs do not shorten
-    return fixed + config.num_layers * max(floor, per_block * gpu.compute_scale)
+    host = points[0][2] + config.num_layers * points[0][1]
+    return max(host, (fixed + config.num_layers * per_block) * gpu.compute_scale)
 
 
 def _curve(points: list[tuple[float, float]], x: float) -> float:
@@ -129,7 +132,7 @@ def _curve(points: list[tuple[float, float]], x: float) -> float:
 
 def stage_time(stage: Stage, layout: ParallelConfig, config: TransformerConfig, setting: Setting) -> StageTime:
     """Seconds of one stage's steps in `layout` (compute and collectives, none overlapped)."""
-    times = setting.times or MEASURED[(config.version.value, setting.gpu.measured_on)]
+    times = setting.times or measured(config.version.value, setting.gpu)
     mine = -(-stage.passes // layout.cfg)  # passes on the busiest rank
     one = forward_seconds(times, config, stage.tokens, layout, setting.gpu)
     batched = forward_seconds(times, config, stage.tokens, layout, setting.gpu, batch=mine)
@@ -141,6 +144,16 @@ def stage_time(stage: Stage, layout: ParallelConfig, config: TransformerConfig, 
     gather = (cfg_gather_bytes(stage.tokens, stage.passes, layout) / link.bandwidth
               + (layout.cfg - 1) * link.latency) if layout.cfg > 1 else 0.0
     return StageTime(layout, compute, stage.steps * (mine * per_forward + gather))
+
+
+def measured(version: str, gpu: Gpu) -> ForwardTimes:
+    """The forward times the model has for `version` on `gpu` (those of the GPU it is derived from)."""
+    found = MEASURED.get((version, gpu.measured_on))
+    if found is None:
+        have = ", ".join(f"{v} on {g}" for v, g in MEASURED)
+        raise ValueError(f"no measured forward times of LTX-{version} for the {gpu.name} (from the "
+                         f"{gpu.measured_on}); the model has {have}: run bench/scale_forward.py there")
+    return found
 
 
 def layouts(gpus: int, passes: int, heads: tuple[int, ...] = RELEASED_HEADS) -> list[ParallelConfig]:
@@ -190,7 +203,7 @@ def predict(workload: Workload, first: ParallelConfig, second: ParallelConfig, c
               stage_time(workload.stages[1], second, config, setting))
     parts = around_seconds(workload, first.world_size, setting)
     parts["lora"] = lora_seconds(second, setting)
-    parts["reshard"] = reshard_seconds(first, second, config, setting)
+    parts["reshard"] = reshard_seconds(first, second, config, setting) if first != second else 0.0
     return Prediction(first.world_size, stages, parts)
 
 
@@ -205,7 +218,7 @@ def best(workload: Workload, gpus: int, config: TransformerConfig, setting: Sett
     """The fastest single layout for the whole run, and the fastest pair (one layout per stage, re-sharding
     counted); `min_tp`: the tensor-parallel degree the weights need to fit."""
     options = [c for c in layouts(gpus, workload.stages[0].passes) if c.tp >= min_tp]
-    distilled = [c for c in layouts(gpus, 1) if c.tp >= min_tp]
+    distilled = options  # a stage-2 layout with cfg > 1 leaves those ranks without a pass (the runtime's today)
     if not options:
         raise ValueError(f"no layout of {gpus} GPUs has tp ≥ {min_tp} for heads {RELEASED_HEADS}")
     one = min((single(workload, c, config, setting) for c in options), key=lambda p: p.seconds)
