@@ -57,7 +57,7 @@ def fastest_layout(devices: int, passes: int, weight_bytes: float, free_bytes: f
     options = [c for c in layouts(devices, passes) if c.tp >= tp]
     if not options:
         return default_layout(devices, passes, int(weight_bytes), int(free_bytes))
-    return min(options, key=lambda c: (round(single(workload, c, config, setting).seconds, 3), c.tp, -c.cfg))
+    return min(options, key=lambda c: (round(single(workload, c, config, setting).seconds, 2), c.tp, -c.cfg))
 
 
 def predicted_times(max_devices: int, device_names: list[str], version: str = "2.3",
@@ -75,6 +75,6 @@ def predicted_times(max_devices: int, device_names: list[str], version: str = "2
         for devices in range(1, max_devices + 1):
             for c in layouts(devices, passes):
                 key = f"{c.cfg},{c.sp},{c.tp},{passes}"
-                times[key] = round(single(workload, c, config, setting).seconds, 1)
+                times[key] = round(single(workload, c, config, setting).seconds, 2)
     return {"gpu": gpu.name, "link": link, "run": "two-stage {}×{}×{}".format(*DEFAULT_RUN), "version": version,
             "seconds": times}
