@@ -84,7 +84,7 @@ function setUp(node, devices, predicted) {
     const free = devices.length ? Math.min(...devices.map((d) => d.free)) : 0;
     const rule = defaultLayout({ ...facts(), weightBytes: MODELS[CURRENT], freeBytes: free || Infinity });
     const { mode, passes } = facts();
-    const world = mode === "gpu" ? devices.length : 0;
+    const world = mode === "gpu" && predicted && !predicted.assumed ? devices.length : 0; // as the pack's auto
     layoutWidget.value = formatLayout((world && fastestPredicted(predicted, world, passes, rule.tp)) || rule);
     refresh();
   }, { serialize: false });

@@ -110,8 +110,8 @@ export function parseLayout(text) {
 
 export const formatLayout = (layout) => JSON.stringify({ cfg: layout.cfg, sp: layout.sp, tp: layout.tp });
 
-// the predicted times of GET /ltx2/layout_times ({gpu, link, run, seconds: {"cfg,sp,tp,passes": s}}) as entries
-// [layout, passes, seconds]
+// the predicted times of GET /ltx2/layout_times ({gpu, assumed, link, run, seconds: {"cfg,sp,tp,passes": s}}) as
+// entries [layout, passes, seconds]
 function predictedEntries(predicted) {
   return Object.entries(predicted?.seconds ?? {}).map(([key, seconds]) => {
     const [cfg, sp, tp, passes] = key.split(",").map(Number);
@@ -143,6 +143,7 @@ export function predictedText(layout, passes, predicted, mode = "gpu") {
   const best = fastestPredicted(predicted, workers(layout), passes);
   const fastest = sameLayout(best, layout) ? `the fastest of ${workers(layout)} GPU(s)`
     : `fastest: ${layoutName(best)} ${entries.find(([l, p]) => p === passes && sameLayout(l, best))[2].toFixed(1)} s`;
-  return `${mine[2].toFixed(1)} s, ${predicted.run} on ${predicted.gpu} over ${predicted.link} (${fastest}; `
+  const gpu = `${predicted.gpu}${predicted.assumed ? " (assumed)" : ""}`;
+  return `${mine[2].toFixed(1)} s, ${predicted.run} on ${gpu} over ${predicted.link} (${fastest}; `
     + "a prediction, not a measurement)";
 }

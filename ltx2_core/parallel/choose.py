@@ -64,9 +64,10 @@ def predicted_times(max_devices: int, device_names: list[str], version: str = "2
                     gpu_fallback: str = "H100") -> dict:
     """Seconds of the default two-stage run for every layout of 1..`max_devices` GPUs and 1..4 guidance passes,
     keyed "cfg,sp,tp,passes", for the layout widget; the GPU and link assumed are named (with no known GPU the
-    figures are `gpu_fallback`'s over PCIe 4)."""
-    gpu = (gpu_kind(device_names[0]) if device_names else None) or GPUS[gpu_fallback]
-    link = link_for(device_names) if device_names and gpu_kind(device_names[0]) else "pcie4"
+    figures are `gpu_fallback`'s over PCIe 4, and "assumed" is true)."""
+    known = gpu_kind(device_names[0]) if device_names else None
+    gpu = known or GPUS[gpu_fallback]
+    link = link_for(device_names) if known else "pcie4"
     setting = Setting(gpu=gpu, link=LINKS[link])
     config = released_config(version)
     times = {}
@@ -76,5 +77,6 @@ def predicted_times(max_devices: int, device_names: list[str], version: str = "2
             for c in layouts(devices, passes):
                 key = f"{c.cfg},{c.sp},{c.tp},{passes}"
                 times[key] = round(single(workload, c, config, setting).seconds, 2)
-    return {"gpu": gpu.name, "link": link, "run": "two-stage {}×{}×{}".format(*DEFAULT_RUN), "version": version,
+    return {"gpu": gpu.name, "assumed": known is None, "link": link,
+            "run": "two-stage {}×{}×{}".format(*DEFAULT_RUN), "version": version,
             "seconds": times}

@@ -116,4 +116,4 @@ def test_the_layout_times_route_answers_predictions_for_every_layout():
     assert (got["gpu"], got["link"], got["version"]) == ("H100", "nvlink4", "2.3")
     assert got["seconds"]["1,1,1,4"] > got["seconds"]["2,1,1,4"] > 0 and "1,1,1,8" not in got["seconds"]
     assert max(int(k.split(",")[0]) * int(k.split(",")[1]) * int(k.split(",")[2]) for k in got["seconds"]) == 4
-    assert layout_times({"gpus": "many"})["gpu"] == "H100" and layout_times({"gpus": "999"})["seconds"]
+    assert layout_times({"gpus": "many"})["assumed"] and layout_times({"gpus": "999"})["seconds"]
