@@ -1,7 +1,9 @@
 """The facts the layout cost model (`cost_model.py`) is fed: links between GPUs, GPUs, and measured forward times.
 
 Every number names its source. Link figures are the vendors' nominal per-direction rates times NCCL's typical bus
-efficiency (`LINK_EFFICIENCY`); latencies are the order of a small NCCL collective on that link. Forward times are
+efficiency (`LINK_EFFICIENCY`); latencies are per exchange step (hop) of a ring, the order NCCL's low-latency
+protocol reaches: a small all-reduce over 8 NVLink GPUs (14 hops) in ≈ 10–20 µs (nccl-tests), more over PCIe and
+between machines. They are assumptions, not measurements: no multi-GPU machine was lent. Forward times are
 the GPU suite's (bench/gpu_suite.py `forward` section: one pass, batch 1, the 8-block slice of the released
 structure at full widths), as docs/performance.md publishes them.
 """
@@ -32,13 +34,13 @@ def _link(name: str, nominal_gb_s: float, latency_us: float, source: str) -> Lin
 
 
 LINKS: Mapping[str, Link] = MappingProxyType({link.name: link for link in (
-    _link("nvlink4", 450, 10, "NVLink 4 (H100/H200 SXM): 900 GB/s both ways per GPU through NVSwitch (NVIDIA H100 "
-          "datasheet); ~10 µs per small NCCL step"),
-    _link("nvlink5", 900, 8, "NVLink 5 (B200 HGX): 1.8 TB/s both ways per GPU (NVIDIA B200 datasheet)"),
-    _link("pcie4", 32, 20, "PCIe 4.0 x16: 32 GB/s per direction (PCI-SIG 4.0, 16 GT/s × 16 lanes, 128b/130b)"),
-    _link("pcie5", 64, 15, "PCIe 5.0 x16: 64 GB/s per direction (PCI-SIG 5.0, 32 GT/s × 16 lanes)"),
-    _link("eth100", 12.5, 50, "100 Gb Ethernet between machines (RoCE): 12.5 GB/s per direction, ~50 µs per step"),
-    _link("eth400", 50, 30, "400 Gb Ethernet / NDR InfiniBand between machines: 50 GB/s per direction"),
+    _link("nvlink4", 450, 1.5, "NVLink 4 (H100/H200 SXM): 900 GB/s both ways per GPU through NVSwitch (NVIDIA H100 "
+          "datasheet)"),
+    _link("nvlink5", 900, 1.5, "NVLink 5 (B200 HGX): 1.8 TB/s both ways per GPU (NVIDIA B200 datasheet)"),
+    _link("pcie4", 32, 5, "PCIe 4.0 x16: 32 GB/s per direction (PCI-SIG 4.0, 16 GT/s × 16 lanes, 128b/130b)"),
+    _link("pcie5", 64, 5, "PCIe 5.0 x16: 64 GB/s per direction (PCI-SIG 5.0, 32 GT/s × 16 lanes)"),
+    _link("eth100", 12.5, 20, "100 Gb Ethernet between machines (RoCE): 12.5 GB/s per direction"),
+    _link("eth400", 50, 10, "400 Gb Ethernet / NDR InfiniBand between machines: 50 GB/s per direction"),
 )})
 
 
