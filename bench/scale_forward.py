@@ -49,10 +49,7 @@ def rows_for(version: str, layers: int, quick: bool, device: torch.device, dtype
             rows.append({"version": version, "size": "×".join(map(str, size[::-1])), "video_tokens": c.tokens[0],
                          "batch": batch, "blocks": layers, "ms": round(ms, 2)})
             print(rows[-1], flush=True)
-    del model
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return rows
+    return rows  # the model is freed on return
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for version in args.versions.split(","):
         report["rows"] += rows_for(version, layers, not cuda, device, dtype, args.repeats)
+        if cuda:
+            torch.cuda.empty_cache()
         (out / "scale_forward.json").write_text(json.dumps(report, indent=1))  # after each version
     return 0
 

@@ -89,7 +89,8 @@ def check_gloo() -> list[dict]:
         tokens = Tokens(result["video_tokens"], result["audio_tokens"], result["text_tokens"])
         model = forward_traffic(ran(result["config"]), tokens, layout, element=result["element_size"])
         rows.append({"layout": shape, "version": version, "video_tokens": tokens.video,
-                     "gloo_sp_bytes": result["sent"]["sp_bytes"], "model_sp_bytes": model.sp_bytes, "gloo_tp_bytes": result["sent"]["tp_bytes"],
+                     "gloo_sp_bytes": result["sent"]["sp_bytes"], "model_sp_bytes": model.sp_bytes,
+                     "gloo_tp_bytes": result["sent"]["tp_bytes"],
                      "model_tp_bytes": model.tp_bytes})
     for shape in ((1, 2, 1), (1, 4, 1), (1, 1, 2), (1, 1, 4), (1, 2, 2)):
         layout = ParallelConfig(*shape)
