@@ -3,9 +3,9 @@
 
     python bench/scale_model.py [--out bench/results/issue38] [--version 2.3] [--spread] [--lora] [--gloo]
 
-1. one GPU: the model against forward times measured on one GPU: the H200 rows it was fed (8 and 48 blocks, batch 1:
-   reproduced) and those it was not (2 and 4 passes batched, read off the curve at their FLOPs), and the H100's
-   48-block guided steps (docs/performance.md) from its 8-block slices;
+1. one GPU: the model against forward times measured on one GPU: the H100 / H200 rows it was fed (8 and 48 blocks,
+   batch 1: reproduced) and those it was not (2 and 4 passes batched, read off the curve at their FLOPs), and the
+   H100's 48-block guided steps of the GPU suite (docs/performance.md);
 2. `--gloo`: the collective bytes against what two real gloo ranks send (tests/distributed/traffic_rank.py), then
    the same formulas at the released sizes;
 3. the predictions, each layout's and the fastest single layout against the fastest per-stage pair;
@@ -18,6 +18,7 @@ scale_model.md under --out.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -49,17 +50,17 @@ ANCHORS = (
 def check_one_gpu(version: str) -> list[dict]:
     """Section 1: measured one-GPU forwards against the model (fed rows must come back, the others are checks)."""
     rows = []
-    for name, blocks in (("h200_forward_8blocks.json", 8), ("h200_forward_48blocks.json", 48)):
-        path = RESULTS / name
+    for gpu, blocks in itertools.product(("H100", "H200"), (8, 48)):
+        path = RESULTS / f"{gpu.lower()}_forward_{blocks}blocks.json"
         if not path.exists():
             continue
         for r in json.loads(path.read_text())["rows"]:
             config = replace(released_config(r["version"]), num_layers=blocks)
             tokens = Tokens(r["video_tokens"], 126)
-            got = 1000 * forward_seconds(measured(r["version"], GPUS["H200"]), config, tokens, ParallelConfig(),
-                                         GPUS["H200"], r["batch"])
+            got = 1000 * forward_seconds(measured(r["version"], GPUS[gpu]), config, tokens, ParallelConfig(),
+                                         GPUS[gpu], r["batch"])
             fed = r["batch"] == 1 and (blocks == 8 or r["version"] == "2.3")
-            rows.append({"gpu": "H200", "what": f"forward, {blocks} blocks, {r['batch']} pass(es)",
+            rows.append({"gpu": gpu, "what": f"forward, {blocks} blocks, {r['batch']} pass(es)",
                          "version": r["version"], "video_tokens": r["video_tokens"], "fed": fed,
                          "measured_ms": r["ms"], "model_ms": round(got, 1), "error": f"{got / r['ms'] - 1:+.1%}"})
     for v, (tokens, ms) in MEASURED_STEPS_MS.items():

@@ -58,7 +58,8 @@ class Gpu:
 
 
 GPUS: Mapping[str, Gpu] = MappingProxyType({gpu.name: gpu for gpu in (
-    Gpu("H100", 1.0, "H100", "nvlink4", 80 * GB, "measured (docs/performance.md, GPU suite 2026-11-24)"),
+    Gpu("H100", 1.0, "H100", "nvlink4", 80 * GB,
+        "measured (bench/results/issue38, 2026-11-28; LTX-2.0: the GPU suite's, 2026-11-24)"),
     Gpu("H200", 1.0, "H200", "nvlink4", 141 * GB, "measured (bench/results/issue38, 2026-11-28)"),
     Gpu("B200", 989 / 2250, "H200", "nvlink5", 180 * GB,
         "not measured: the H200's times with the device part scaled by the dense bf16 peaks, 989 TFLOP/s against "
@@ -92,8 +93,9 @@ class ForwardTimes:
 
 
 _SUITE_H100 = "docs/performance.md, GPU suite `forward` on an H100 80GB HBM3, bf16, torch 2.11, 2026-11-24"
-_SCALE_H200 = ("bench/results/issue38/h200_forward_{8,48}blocks.json: bench/scale_forward.py on an H200 (143 GB), "
-               "bf16, torch 2.11+cu130, 2026-11-28, the code of b12e536")
+_SCALE = ("bench/results/issue38/{}_forward_{{8,48}}blocks.json: bench/scale_forward.py's measurement on an {}, "
+          "bf16, torch 2.11+cu130, 2026-11-28, the code of b12e536")
+_SCALE_H100, _SCALE_H200 = _SCALE.format("h100", "H100 80GB HBM3"), _SCALE.format("h200", "H200 (143 GB)")
 
 
 def _times(*pairs: tuple[int, float]) -> Mapping[int, float]:
@@ -103,10 +105,11 @@ def _times(*pairs: tuple[int, float]) -> Mapping[int, float]:
 MEASURED: Mapping[tuple[str, str], ForwardTimes] = MappingProxyType({
     ("2.0", "H100"): ForwardTimes("2.0", "H100", 8, _times((1536, 28.4), (6144, 67.4), (15360, 195.0)),
                                   _SUITE_H100 + " (first loan)"),
-    ("2.3", "H100"): ForwardTimes("2.3", "H100", 8, _times((1536, 64.3), (6144, 75.8), (15360, 206.0)),
-                                  _SUITE_H100 + " (first loan)"),
-    ("2.5", "H100"): ForwardTimes("2.5", "H100", 8, _times((1536, 44.8), (6144, 73.3), (15360, 205.0)),
-                                  _SUITE_H100 + " (second loan)"),
+    ("2.3", "H100"): ForwardTimes("2.3", "H100", 8,
+                                  _times((1536, 57.76), (3840, 59.6), (6144, 74.6), (15360, 201.5)), _SCALE_H100,
+                                  full_ms=_times((1536, 300.41), (3840, 282.8), (6144, 443.46), (15360, 1215.92))),
+    ("2.5", "H100"): ForwardTimes("2.5", "H100", 8,
+                                  _times((1536, 52.31), (3840, 46.91), (6144, 72.82), (15360, 201.69)), _SCALE_H100),
     ("2.3", "H200"): ForwardTimes("2.3", "H200", 8,
                                   _times((1536, 45.87), (3840, 57.22), (6144, 71.62), (15360, 199.61)), _SCALE_H200,
                                   full_ms=_times((1536, 209.1), (3840, 274.21), (6144, 440.05), (15360, 1212.6))),
@@ -114,8 +117,8 @@ MEASURED: Mapping[tuple[str, str], ForwardTimes] = MappingProxyType({
                                   _times((1536, 53.15), (3840, 54.2), (6144, 71.63), (15360, 204.48)), _SCALE_H200),
 })
 
-# whole 48-block guided steps (4 passes, one per forward) measured on the H100 beside the slices (GPU suite `step`,
-# docs/performance.md): not fed to the model, the N = 1 check of its H100 figures
+# whole 48-block guided steps (4 passes, one per forward) measured on the H100 (GPU suite `step`, 2026-11-24,
+# docs/performance.md): not fed to the model, a check of its H100 figures (taken two days later on newer code)
 MEASURED_STEPS_MS: Mapping[str, tuple[int, float]] = MappingProxyType({
     "2.0": (6144, 1540.0), "2.3": (6144, 1680.0), "2.5": (6144, 1620.0)})
 
