@@ -218,14 +218,15 @@ def interrupts() -> Iterator[None]:
         raise
 
 
-def add_json_route(path: str, produce: Callable[[], object]) -> None:
-    """A read-only `GET path` on ComfyUI's server answering `produce()` as JSON; nothing outside ComfyUI or when
-    ComfyUI's modules run without its server (a script importing them in-process: no `PromptServer.instance`)."""
+def add_json_route(path: str, produce: Callable[..., object], query: bool = False) -> None:
+    """A read-only `GET path` on ComfyUI's server answering `produce()` as JSON (with `query`: `produce(params)`,
+    the request's query parameters as a dict of strings); nothing outside ComfyUI or when ComfyUI's modules run
+    without its server (a script importing them in-process: no `PromptServer.instance`)."""
     if not IN_COMFYUI or getattr(server.PromptServer, "instance", None) is None:
         return
 
     async def handler(request):
-        return web.json_response(produce())
+        return web.json_response(produce(dict(request.query)) if query else produce())
 
     server.PromptServer.instance.routes.get(path)(handler)
 

@@ -7,7 +7,10 @@ import json
 import torch
 
 from ltx2_core.parallel import AXES, ParallelConfig, ParallelConfigError
+from ltx2_core.parallel.choose import fastest_layout, predicted_times
+from ltx2_core.parallel.cost_model import released_config
 from ltx2_core.parallel.devices import visible_devices
+from ltx2_core.parallel.traffic import weight_bytes
 from ltx2_core.releases import RELEASED_HEADS
 from ltx2_core.runtime.links import LinkError, parse_address, workers_key
 
@@ -21,6 +24,8 @@ ATTACHED_MAX = 64  # workers that may attach through torchrun (as web/ltx2_paral
 
 
 EXAMPLE = '{"cfg": 2, "sp": 1, "tp": 1}'
+AUTO = "auto"  # the layout picked per run by the cost model from this machine's GPUs
+PREDICTED_MAX = 16  # the most GPUs the widget's predicted times cover
 
 
 def parse(layout: str) -> ParallelConfig:
@@ -56,7 +61,8 @@ class LTX2ParallelConfig:
     def INPUT_TYPES(cls):
         return {"required": {
             "layout": ("STRING", {"default": '{"cfg": 1, "sp": 1, "tp": 1}',
-                                  "tooltip": "cfg × sp × tp as JSON; the widget below sets it"}),
+                                  "tooltip": "cfg × sp × tp as JSON; the widget below sets it. auto: the layout "
+                                             "the cost model predicts fastest on this machine's GPUs, per run"}),
             "guidance_passes": ("INT", {"default": 4, "min": 1, "max": 4, "tooltip": "guidance passes of the runs "
                                         "(4 with the release's guidance, 1 for distilled): cfg cannot exceed it"}),
         }, "optional": {
@@ -76,6 +82,8 @@ class LTX2ParallelConfig:
             return problem
         if layout is None:
             return True
+        if is_auto(layout):
+            return True if not (attach and attach.strip()) else f"layout: {AUTO_ATTACHED}"
         bound = ATTACHED_MAX if attach is None or attach.strip() else local_bound()
         try:
             worker_bound(parse(layout).check(heads=RELEASED_HEADS, passes=MAX_PASSES), bound)
@@ -87,7 +95,10 @@ class LTX2ParallelConfig:
         if problem := attach_problem(attach):
             raise ValueError(problem)
         attach = attach.strip() or None
-        config = parse(layout).check(heads=RELEASED_HEADS, passes=guidance_passes)
+        if is_auto(layout) and attach:
+            raise ParallelConfigError(AUTO_ATTACHED)
+        config = (auto_layout(guidance_passes) if is_auto(layout) else parse(layout)).check(
+            heads=RELEASED_HEADS, passes=guidance_passes)
         return (Parallel(worker_bound(config, ATTACHED_MAX if attach else local_bound()), attach),)
 
 
@@ -118,9 +129,41 @@ def worker_bound(config: ParallelConfig, bound: int) -> ParallelConfig:
     return config
 
 
+AUTO_ATTACHED = ("auto picks from this machine's GPUs, not from workers that attach; give the layout as JSON, "
+                 f"e.g. {EXAMPLE}")
+
+
+def is_auto(layout: str | None) -> bool:
+    return isinstance(layout, str) and layout.strip().lower() == AUTO
+
+
+def auto_layout(passes: int) -> ParallelConfig:
+    """The layout of this machine's GPUs the cost model predicts fastest for the release's two-stage run with
+    `passes` guidance passes, the weights fitting the smallest free memory; one worker without a GPU (CPU workers
+    share the cores, so more are no faster)."""
+    devices = visible_devices() if torch.cuda.is_available() else []
+    if not devices:
+        return ParallelConfig()
+    return fastest_layout(len(devices), passes, weight_bytes(released_config()), min(d["free"] for d in devices),
+                          [d["name"] for d in devices])
+
+
 def devices_info() -> dict:
     """GET /ltx2/devices: the GPUs (name, total and free bytes) and the worker bounds the layout widget shows."""
     return {"devices": visible_devices(), "cpu_workers_max": MAX_CPU_WORKERS, "attached_max": ATTACHED_MAX}
 
 
+def layout_times(query: dict[str, str]) -> dict:
+    """GET /ltx2/layout_times?gpus=N&name=GPU: the cost model's predicted seconds of the release's two-stage run
+    for every layout of 1..N GPUs and 1..4 guidance passes (keys "cfg,sp,tp,passes"), for the GPU named (the H100's
+    figures over PCIe 4 for a GPU the model does not know, said in the answer). Predictions, not measurements."""
+    try:
+        gpus = min(max(int(query.get("gpus", "1")), 1), PREDICTED_MAX)
+    except ValueError:
+        gpus = 1
+    name = str(query.get("name", ""))[:100]
+    return predicted_times(gpus, [name] * gpus if name else [])
+
+
 bridge.add_json_route("/ltx2/devices", devices_info)
+bridge.add_json_route("/ltx2/layout_times", layout_times, query=True)

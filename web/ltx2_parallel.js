@@ -1,14 +1,15 @@
 // The LTX2ParallelConfig node's widget: the detected devices, cfg / sp / tp choices with invalid ones left out,
-// the default layout, and the weight memory per worker (read-only rows; a warning when it exceeds a GPU's memory;
-// on CPU workers the RAM they hold together).
+// the default layout (the fastest the cost model predicts among those whose weights fit), the weight memory per
+// worker (read-only rows; a warning when it exceeds a GPU's memory; on CPU workers the RAM they hold together) and
+// the predicted end-to-end time of the layout beside it (GET /ltx2/layout_times: the Python cost model's).
 // Without a GPU the layout runs as CPU worker processes, at most CPU_WORKERS_MAX, as the server allows. Its value
 // is the node's `layout` input (a JSON string), so it reaches Python under that name, is saved with the workflow
 // and appears in the API-format export.
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
 import {
-  CPU_WORKERS_MAX, DEFAULT_HEADS, axisChoices, defaultLayout, deviceBound, formatLayout, layoutProblems,
-  memoryWarnings, parseLayout, weightsLabel, weightsText, workerMode,
+  CPU_WORKERS_MAX, DEFAULT_HEADS, axisChoices, defaultLayout, deviceBound, fastestPredicted, formatLayout,
+  layoutProblems, memoryWarnings, parseLayout, predictedText, weightsLabel, weightsText, workerMode,
 } from "./ltx2_parallel_logic.js";
 
 const AXES = ["cfg", "sp", "tp"];
@@ -25,12 +26,25 @@ async function listDevices() {
   }
 }
 
+const PREDICTED_MAX = 16; // the most GPUs the predictions cover (nodes/parallel.py PREDICTED_MAX)
+
+// the cost model's predicted seconds per layout for these GPUs (null without a GPU or when the route fails)
+async function listTimes(devices) {
+  if (!devices.length) return null;
+  const query = `gpus=${PREDICTED_MAX}&name=${encodeURIComponent(devices[0].name)}`;
+  try {
+    return await (await api.fetchApi(`/ltx2/layout_times?${query}`)).json();
+  } catch {
+    return null;
+  }
+}
+
 function describe(devices) {
   if (!devices.length) return `no GPU: the layout runs as CPU worker processes (at most ${CPU_WORKERS_MAX})`;
   return devices.map((d) => `${d.name}: ${(d.free / GB).toFixed(0)}/${(d.total / GB).toFixed(0)} GB free`).join("; ");
 }
 
-function setUp(node, devices) {
+function setUp(node, devices, predicted) {
   const layoutWidget = node.widgets.find((w) => w.name === "layout");
   const passesWidget = node.widgets.find((w) => w.name === "guidance_passes");
   const attachWidget = node.widgets.find((w) => w.name === "attach");
@@ -39,6 +53,7 @@ function setUp(node, devices) {
   const info = (name, value) => readOnlyRow(node, name, value);
   info("devices_found", describe(devices));
   const memory = info("weights", "");
+  const timing = info("predicted_end_to_end", "");
   const combos = {};
   const refresh = () => {
     const layout = parseLayout(layoutWidget.value);
@@ -53,6 +68,7 @@ function setUp(node, devices) {
     memory.label = weightsLabel(mode);
     memory.value = problems.length ? `invalid: ${problems.join("; ")}`
       : warnings.length ? `${weights}. Warning: ${warnings.join("; ")}` : weights;
+    timing.value = problems.length ? "–" : predictedText(layout, facts().passes, predicted, mode);
     node.setDirtyCanvas?.(true, true);
   };
   const choose = (axis, value) => {
@@ -66,8 +82,10 @@ function setUp(node, devices) {
   }
   node.addWidget("button", "default layout", null, () => {
     const free = devices.length ? Math.min(...devices.map((d) => d.free)) : 0;
-    const layout = defaultLayout({ ...facts(), weightBytes: MODELS[CURRENT], freeBytes: free || Infinity });
-    layoutWidget.value = formatLayout(layout);
+    const rule = defaultLayout({ ...facts(), weightBytes: MODELS[CURRENT], freeBytes: free || Infinity });
+    const { mode, passes } = facts();
+    const world = mode === "gpu" && predicted && !predicted.assumed ? devices.length : 0; // as the pack's auto
+    layoutWidget.value = formatLayout((world && fastestPredicted(predicted, world, passes, rule.tp)) || rule);
     refresh();
   }, { serialize: false });
   for (const widget of [passesWidget, attachWidget]) {
@@ -99,6 +117,7 @@ app.registerExtension({
   name: "ltx2.parallel",
   async nodeCreated(node) {
     if (node.comfyClass !== "LTX2ParallelConfig") return;
-    setUp(node, await listDevices());
+    const devices = await listDevices();
+    setUp(node, devices, await listTimes(devices));
   },
 });

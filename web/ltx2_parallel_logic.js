@@ -109,3 +109,41 @@ export function parseLayout(text) {
 }
 
 export const formatLayout = (layout) => JSON.stringify({ cfg: layout.cfg, sp: layout.sp, tp: layout.tp });
+
+// the predicted times of GET /ltx2/layout_times ({gpu, assumed, link, run, seconds: {"cfg,sp,tp,passes": s}}) as
+// entries [layout, passes, seconds]
+function predictedEntries(predicted) {
+  return Object.entries(predicted?.seconds ?? {}).map(([key, seconds]) => {
+    const [cfg, sp, tp, passes] = key.split(",").map(Number);
+    return [{ cfg, sp, tp }, passes, seconds];
+  });
+}
+
+const workers = (layout) => layout.cfg * layout.sp * layout.tp;
+const sameLayout = (a, b) => a.cfg === b.cfg && a.sp === b.sp && a.tp === b.tp;
+const layoutName = (l) => `cfg ${l.cfg} × sp ${l.sp} × tp ${l.tp}`;
+
+// the fastest predicted layout of exactly `devices` GPUs for `passes`, with tp ≥ minTp (the weights must fit), as
+// the pack's auto layout picks (ltx2_core.parallel.choose.fastest_layout: ties to the lower tp, then the higher
+// cfg); null without a prediction
+export function fastestPredicted(predicted, devices, passes, minTp = 1) {
+  const options = predictedEntries(predicted)
+    .filter(([layout, p]) => p === passes && workers(layout) === devices && layout.tp >= minTp);
+  if (!options.length) return null;
+  options.sort((a, b) => a[2] - b[2] || a[0].tp - b[0].tp || b[0].cfg - a[0].cfg);
+  return options[0][0];
+}
+
+// the predicted row's text: this layout's predicted end-to-end time, and the fastest layout of as many GPUs
+export function predictedText(layout, passes, predicted, mode = "gpu") {
+  if (mode === "cpu") return "none for CPU workers (the model covers H100, H200 and B200 GPUs)";
+  const entries = predictedEntries(predicted);
+  const mine = entries.find(([l, p]) => p === passes && sameLayout(l, layout));
+  if (!mine) return "none for this layout";
+  const best = fastestPredicted(predicted, workers(layout), passes);
+  const fastest = sameLayout(best, layout) ? `the fastest of ${workers(layout)} GPU(s)`
+    : `fastest: ${layoutName(best)} ${entries.find(([l, p]) => p === passes && sameLayout(l, best))[2].toFixed(1)} s`;
+  const gpu = `${predicted.gpu}${predicted.assumed ? " (assumed)" : ""}`;
+  return `${mine[2].toFixed(1)} s, ${predicted.run} on ${gpu} over ${predicted.link} (${fastest}; `
+    + "a prediction, not a measurement)";
+}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -80,6 +81,12 @@ def test_the_layout_widget_leaves_out_invalid_choices_and_its_value_is_queued(co
     assert "LTX-2.5 22B 37.9 GB" in result["after"]["memory"] and "Warning" not in result["after"]["memory"]
     (queued,) = [node for node in result["prompt"].values() if node["class_type"] == "LTX2ParallelConfig"]
     assert queued["inputs"]["layout"] == result["after"]["layout"]
+    # the predicted time, from the server's cost model (GET /ltx2/layout_times): "GPU" is no GPU the model knows
+    predicted = result["after"]["predicted"]
+    assert re.match(r"\d+\.\d s, two-stage 768×512×121 on H100 \(assumed\) over pcie4 \(", predicted), predicted
+    assert "a prediction, not a measurement" in predicted
+    # the default layout: the rule's (the model does not know "GPU", as the pack's auto layout does not)
+    assert json.loads(result["defaulted"]) == {"cfg": 4, "sp": 1, "tp": 1}
 
 
 def test_the_widget_warns_when_the_weights_per_gpu_exceed_a_gpus_memory(comfyui, tmp_path):

@@ -83,3 +83,37 @@ def test_what_depends_on_the_other_inputs_is_checked_before_any_worker_starts(mo
 
 def test_the_devices_route_states_the_worker_bounds():
     assert devices_info() == {"devices": [], "cpu_workers_max": 4, "attached_max": 64} or torch.cuda.is_available()
+
+
+def test_auto_picks_the_layout_the_cost_model_predicts_fastest_on_this_machines_gpus(monkeypatch):
+    """`auto`: four H200s → the model's fastest layout for the guidance passes; no GPU → one worker; attached
+    workers (their GPUs unknown here) → refused naming the fix."""
+    from ltx2_core.parallel.choose import fastest_layout
+
+    import nodes.parallel as node
+
+    h200 = [{"index": i, "name": "NVIDIA H200", "total": 143e9, "free": 140e9} for i in range(4)]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(node, "visible_devices", lambda: h200)
+    assert LTX2ParallelConfig.VALIDATE_INPUTS(" Auto ") is True
+    (parallel,) = LTX2ParallelConfig().make("auto", 4)
+    assert parallel.layout == fastest_layout(4, 4, 37e9, 140e9, ["NVIDIA H200"] * 4) != ParallelConfig()
+    (parallel,) = LTX2ParallelConfig().make("auto", 1)  # distilled: no cfg
+    assert parallel.layout.cfg == 1 and parallel.layout.world_size == 4
+    monkeypatch.setenv("LTX2_WORKERS_KEY", "secret")
+    assert "auto picks from this machine's GPUs" in LTX2ParallelConfig.VALIDATE_INPUTS("auto", "gpu-box:29600")
+    with pytest.raises(ParallelConfigError, match="give the layout as JSON"):
+        LTX2ParallelConfig().make("auto", 4, attach="gpu-box:29600")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    (parallel,) = LTX2ParallelConfig().make("auto", 4)
+    assert parallel.layout == ParallelConfig()
+
+
+def test_the_layout_times_route_answers_predictions_for_every_layout():
+    from nodes.parallel import layout_times
+
+    got = layout_times({"gpus": "4", "name": "NVIDIA H100 80GB HBM3"})
+    assert (got["gpu"], got["link"], got["version"]) == ("H100", "nvlink4", "2.3")
+    assert got["seconds"]["1,1,1,4"] > got["seconds"]["2,1,1,4"] > 0 and "1,1,1,8" not in got["seconds"]
+    assert max(int(k.split(",")[0]) * int(k.split(",")[1]) * int(k.split(",")[2]) for k in got["seconds"]) == 4
+    assert layout_times({"gpus": "many"})["assumed"] and layout_times({"gpus": "999"})["seconds"]

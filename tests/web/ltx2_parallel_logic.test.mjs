@@ -3,8 +3,9 @@ import assert from "node:assert/strict";
 import test from "node:test";
 
 import {
-  ATTACHED_MAX, CPU_WORKERS_MAX, axisChoices, defaultLayout, deviceBound, formatLayout, layoutProblems,
-  memoryWarnings, parseLayout, weightBytesPerGpu, weightsLabel, weightsText, workerMode,
+  ATTACHED_MAX, CPU_WORKERS_MAX, axisChoices, defaultLayout, deviceBound, fastestPredicted, formatLayout,
+  layoutProblems, memoryWarnings, parseLayout, predictedText, weightBytesPerGpu, weightsLabel, weightsText,
+  workerMode,
 } from "../../web/ltx2_parallel_logic.js";
 
 const GB = 2 ** 30;
@@ -96,4 +97,30 @@ test("a warning when the weights per GPU exceed the smallest GPU's memory", () =
     /LTX-2.3 22B: 44.0 GB of weights per GPU exceed the 24 GB of RTX 4090; raise tp/);
   assert.deepEqual(memoryWarnings({ cfg: 1, sp: 1, tp: 2 }, gpus, models), []);
   assert.deepEqual(memoryWarnings({ cfg: 1, sp: 1, tp: 1 }, [], models), []);
+});
+
+// the shape of GET /ltx2/layout_times (nodes/parallel.py layout_times)
+const PREDICTED = {
+  gpu: "H200", link: "nvlink4", run: "two-stage 768×512×121",
+  seconds: { "1,1,1,4": 16.0, "2,1,1,4": 10.8, "1,2,1,4": 11.0, "1,1,2,4": 13.5, "4,1,1,4": 9.4, "2,2,1,4": 9.3,
+    "1,1,4,4": 17.3, "2,1,2,4": 9.3, "1,1,1,1": 6.0, "1,2,1,1": 5.0 },
+};
+
+test("the fastest predicted layout: of exactly that many GPUs, tp at least the memory's, ties to less tp", () => {
+  assert.deepEqual(fastestPredicted(PREDICTED, 2, 4), { cfg: 2, sp: 1, tp: 1 });
+  assert.deepEqual(fastestPredicted(PREDICTED, 4, 4), { cfg: 2, sp: 2, tp: 1 }); // 9.3 s twice: the lower tp
+  assert.deepEqual(fastestPredicted(PREDICTED, 4, 4, 2), { cfg: 2, sp: 1, tp: 2 }); // the weights need tp 2
+  assert.deepEqual(fastestPredicted(PREDICTED, 2, 1), { cfg: 1, sp: 2, tp: 1 });
+  assert.equal(fastestPredicted(PREDICTED, 8, 4), null);
+  assert.equal(fastestPredicted(null, 2, 4), null);
+});
+
+test("the predicted row: this layout's time, the fastest of as many GPUs, and that it is a prediction", () => {
+  const text = predictedText({ cfg: 1, sp: 2, tp: 1 }, 4, PREDICTED);
+  assert.match(text, /^11\.0 s, two-stage 768×512×121 on H200 over nvlink4 \(fastest: cfg 2 × sp 1 × tp 1 10\.8 s;/);
+  assert.match(text, /a prediction, not a measurement/);
+  assert.match(predictedText({ cfg: 2, sp: 1, tp: 1 }, 4, PREDICTED), /10\.8 s.*the fastest of 2 GPU\(s\)/);
+  assert.equal(predictedText({ cfg: 1, sp: 1, tp: 8 }, 4, PREDICTED), "none for this layout");
+  assert.equal(predictedText({ cfg: 1, sp: 1, tp: 1 }, 4, null), "none for this layout");
+  assert.match(predictedText({ cfg: 1, sp: 1, tp: 1 }, 4, PREDICTED, "cpu"), /none for CPU workers/);
 });
