@@ -24,6 +24,7 @@ def flags(tmp_path_factory):
 def test_dfr_on_two_ranks_is_what_one_process_writes(flags, tmp_path):
     single = _generate(tmp_path, "single", *flags)
     assert single["frames"].shape[0] == 33  # (17 - 1)·2 + 1
-    spread = _generate(tmp_path, "spread", *flags, "--sp", "2", ranks=2)
+    # one prompt, no negative (DFR runs no guidance): rank 0 encodes it and broadcasts, as before the text's spread
+    spread = _generate(tmp_path, "spread", *flags, "--sp", "2", ranks=2, text="rank 0 encodes the prompts")
     for name in ("frames", "waveform"):
         torch.testing.assert_close(spread[name], single[name], atol=1e-4, rtol=0)

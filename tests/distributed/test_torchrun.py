@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 GENERATE = ["-m", "ltx2_core", "generate", "--steps", "2", "--no-progress"]
 
 
-def _generate(tmp_path: Path, name: str, *flags: str, ranks: int = 1) -> dict[str, torch.Tensor]:
+def _generate(tmp_path: Path, name: str, *flags: str, ranks: int = 1,
+              text: str = "a whole replica per rank, the prompts encoded on different ranks") -> dict[str, torch.Tensor]:
     tensors = str(tmp_path / f"{name}.safetensors")
     out = [*GENERATE, *flags, "--output", str(tmp_path / f"{name}.mp4"), "--tensors", tensors]
     launcher = [sys.executable] if ranks == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -23,8 +24,9 @@ def _generate(tmp_path: Path, name: str, *flags: str, ranks: int = 1) -> dict[st
     run = subprocess.run([*launcher, *out], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert run.stdout.count("wrote ") == 1  # rank 0 alone decodes and writes
-    # the demo's Gemma fits every rank: the positive and negative prompts are encoded on different ranks
-    assert ranks == 1 or "the prompts encoded on different ranks" in run.stdout, run.stdout[-2000:]
+    # the demo's Gemma fits every rank: the positive and negative prompts are encoded on different ranks (`text`: the
+    # line of the text encoder's layout expected)
+    assert ranks == 1 or f"text encoder: {text}" in run.stdout, run.stdout[-2000:]
     return load_file(tensors)
 
 
