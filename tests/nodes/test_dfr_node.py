@@ -52,10 +52,16 @@ def _run(dfr, **overrides):
     return node("LTX2DFR", **{**inputs, **overrides})
 
 
-def test_the_node_runs_the_pipelines_dfr_request(dfr):
+@pytest.fixture(scope="module")
+def here(dfr):
+    """The node's outputs with the default inputs (one round, the detailing LoRA) on the model in this process."""
+    return _run(dfr)
+
+
+def test_the_node_runs_the_pipelines_dfr_request(dfr, here):
     paths, model, conditioning, upsampler, temporal = dfr
     assert temporal.config.temporal and not upsampler.config.temporal
-    frames, audio, fps = _run(dfr)
+    frames, audio, fps = here
     assert frames.shape == ((FRAMES - 1) * 2 + 1, SIZE, SIZE, 3) and fps == 48.0
     seconds = audio["waveform"].shape[-1] / audio["sample_rate"]
     assert abs(seconds - frames.shape[0] / fps) < 1e-3  # stage 1's sound cut to the clip
@@ -111,17 +117,17 @@ def test_swapped_upsamplers_and_wrong_models_are_refused_before_sampling(dfr, mo
         check_dfr_models(request, Models(None, None, model.decoders, None, None), model.config)
 
 
-def test_dfr_on_two_sequence_parallel_workers_gives_what_it_gives_here(dfr):
+def test_dfr_on_two_sequence_parallel_workers_gives_what_it_gives_here(dfr, here):
     """The transformer on two CPU worker processes (gloo, Ulysses sp 2): the slots' denoised keyframes come back
-    from the workers with each stage's latent (rank 0's reply), the rounds' video-only tiles travel without audio."""
+    from the workers with each stage's latent (rank 0's reply), the rounds' video-only tiles travel without audio,
+    the detailing IC-LoRA is read from its file by each worker for stage 2."""
     paths, model, conditioning, upsampler, temporal = dfr
     (layout,) = node("LTX2ParallelConfig", '{"cfg": 1, "sp": 2, "tp": 1}', 4)
     (spread,) = node("LTX2ModelLoader", paths["dev"], paths["vae"], paths["audio_vae"], "auto", "cpu",
                      parallel=layout, unique_id="dfr-workers")
     try:
         assert spread.host.transformer is None
-        here = _run(dfr, detailing_lora="none")
-        there = _run(dfr, model=spread, detailing_lora="none")
+        there = _run(dfr, model=spread)
     finally:
         spread.release()
     torch.testing.assert_close(there[0], here[0], atol=1e-3, rtol=0)  # decoded frames of latents equal to ~1e-5
