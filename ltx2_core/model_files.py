@@ -57,7 +57,7 @@ from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.pipeline import Models
 from ltx2_core.releases import DEFAULT_VERSION
-from ltx2_core.request import GUIDED_TWO_STAGE
+from ltx2_core.request_checks import GUIDED_TWO_STAGE
 from ltx2_core.model.decoders import Decoders
 
 _TEXT_PROJECTION_FILES = ("the file holding them: ComfyUI's ltx-2*-embeddings_connector*.safetensors (LTX-2 / 2.3) or "

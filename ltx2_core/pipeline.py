@@ -98,7 +98,8 @@ from ltx2_core.sampling.denoise import Observer, RunnerFactory
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.model.decoders import Decoders
 from ltx2_core.releases import HQ_PRESET, RELEASES
-from ltx2_core.request import GUIDED_TWO_STAGE, ONE_GPU, Request, check_stage_models
+from ltx2_core.request import ONE_GPU, Request
+from ltx2_core.request_checks import GUIDED_TWO_STAGE, check_stage_models
 from ltx2_core.types import TextEmbeddings
 
 StageProgress = Callable[[str, int, int], None]  # (stage name, steps done, steps of the stage)
