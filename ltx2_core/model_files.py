@@ -45,8 +45,8 @@ from ltx2_core.loader.vae_weights import DIFFUSION, video_vae_kind
 from ltx2_core.memory.footprint import RELEASED_UPSAMPLER_CHANNELS, ModelSizes
 from ltx2_core.memory.offload import load_streamed_prompt_encoder, place_models
 from ltx2_core.memory.pass_policy import device_capability
-from ltx2_core.memory.plan import (TILE_BYTES_512, MemoryPlan, decoder_bytes, duration_head_bytes, plan_run,
-                                   transformer_weight_bytes)
+from ltx2_core.memory.estimates import TILE_BYTES_512, decoder_bytes, duration_head_bytes, transformer_weight_bytes
+from ltx2_core.memory.plan import MemoryPlan, plan_run
 from ltx2_core.memory.weight_layout import file_layers
 from ltx2_core.memory.sizes import SideBytes, diffusion_decode_bytes, ram_bytes, side_bytes, text_and_image_bytes
 from ltx2_core.quant.fp8_matmul import set_fp8_matmul
