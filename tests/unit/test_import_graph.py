@@ -22,7 +22,7 @@ ROOMS = (
     ("pipelines", ("pipeline", "request", "request_checks", "windows", "long_video", "hdr_pipeline", "dfr",
                    "dfr_layout", "dfr_pipeline", "duration")),
     ("demo", ("demo",)),
-    ("assembly", ("model_files", "parallel")),
+    ("assembly", ("model_files", "model_file_checks", "parallel")),
     ("hosts", ("hosts", "runtime")),
     ("entry points", ("__main__", "cli_args", "cli_values", "")),
 )
