@@ -54,7 +54,7 @@ from ltx2_core.model.audio_vae import AudioEncoder, VocoderConfig
 from ltx2_core.model.duration_head import DurationHead, load_duration_head
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.model.transformer import LTX2Transformer
-from ltx2_core.pipeline import Models
+from ltx2_core.request_models import Models
 from ltx2_core.releases import DEFAULT_VERSION
 from ltx2_core.model.decoders import Decoders
 

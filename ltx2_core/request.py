@@ -1,7 +1,7 @@
 """One generation as the pipelines take it (`Request`): the prompt, the clip, the mode, the guidance and what
 conditions it (images, a sound, control videos, a video to add sound to or to retake) or how a long clip is cut into
 windows, with every check that needs no model (`Request.check`, run before any model work;
-`ltx2_core.pipeline.check_request` adds the model's). The checks that need neither a model nor a file's content
+`ltx2_core.request_models.check_request` adds the model's). The checks that need neither a model nor a file's content
 (`check_settings`: the mode, sizes, steps, rate and seed against which conditions are given) are one function, which
 the ComfyUI nodes also run when a workflow is queued (`ltx2_core.request_checks`, re-exported here)."""
 
