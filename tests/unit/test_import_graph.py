@@ -24,7 +24,7 @@ ROOMS = (
     ("demo", ("demo",)),
     ("assembly", ("model_files", "model_file_checks", "parallel")),
     ("hosts", ("hosts", "runtime")),
-    ("entry points", ("__main__", "cli_args", "cli_values", "")),
+    ("entry points", ("__main__", "cli_args", "cli_values", "cli_request", "cli_checks", "")),
 )
 
 
