@@ -282,7 +282,7 @@ def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], No
 
 
 # the models and their checks, the samplers and the request's encoding live in request_models, stage_samplers and
-# request_encoding; the nodes, the command line, bench and tests import them from here too
+# request_encoding; the nodes, bench and tests import them from here too
 __all__ = ["SINGLE_PROCESS", "Distribution", "Generation", "LocalSampler", "Models", "Prompts", "Request",
            "StageProgress", "StageSampler", "check_request", "check_stg_blocks", "decode", "encode", "encode_request",
            "encode_request_audio", "encode_request_retake", "encode_request_video", "enhance_request", "generate",

@@ -314,7 +314,7 @@ def apply_memory_plan(model: torch.nn.Module, plan: MemoryPlan, device: torch.de
     return None
 
 
-# the byte counts live in memory.estimates; callers (tests, bench, the command line) import them from here too
+# the byte counts live in memory.estimates; the tests and bench import them from here too
 __all__ = ["GB", "HEADROOM", "HOST_HEADROOM", "TILE_BYTES_512", "TILE_SIZES", "MemoryPlan", "MemoryPlanError",
            "WeightBytes", "activation_bytes", "apply_memory_plan", "decode_tile_bytes", "decoder_bytes",
            "duration_head_bytes", "plan_memory", "plan_run", "size", "text_kv_bytes", "transformer_weight_bytes"]
