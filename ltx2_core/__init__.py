@@ -35,8 +35,10 @@ from ltx2_core.model.upsampler import upsample_latent
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.long_video import generate_long
-from ltx2_core.pipeline import Generation, Models, generate
-from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, MODES, Request
+from ltx2_core.pipeline import Generation, generate
+from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, Request
+from ltx2_core.request_checks import MODES
+from ltx2_core.request_models import Models
 from ltx2_core.releases import ModelVersion
 from ltx2_core.sampling import GuidanceParams
 from ltx2_core.model.decoders import Decoders

@@ -13,7 +13,8 @@ from ltx2_core.quant.fp8_matmul import CHOICES as FP8_MATMUL_CHOICES
 from ltx2_core.model.transformer.attention_select import MODES as ATTENTION_MODES
 from ltx2_core.quant.policy import FP8_MODES
 from ltx2_core.releases import DEFAULT_VERSION, RELEASED_STEPS, RELEASES
-from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT, MODES
+from ltx2_core.request import DEFAULT_NEGATIVE_PROMPT
+from ltx2_core.request_checks import MODES
 from ltx2_core.sampling.stage import SAMPLERS
 from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW
 

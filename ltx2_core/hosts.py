@@ -25,7 +25,7 @@ from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.model.transformer.attention_select import check_attention, device_table, use_attention
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.model.video_vae.tiling import TilingConfig
-from ltx2_core.pipeline import LocalSampler, StageSampler
+from ltx2_core.stage_samplers import LocalSampler, StageSampler
 from ltx2_core.runtime import Controller, WorkerSampler
 
 

@@ -24,21 +24,11 @@ import torch
 from ltx2_core.compile import GraphSetting
 from ltx2_core.conditioning import AUDIO, VIDEO, Condition, Continuation
 from ltx2_core.model.video_vae.tiling import TilingConfig
-from ltx2_core.pipeline import (
-    SINGLE_PROCESS,
-    Distribution,
-    LocalSampler,
-    Models,
-    Prompts,
-    StageProgress,
-    StageSampler,
-    check_request,
-    encode_request,
-    generate,
-    generator_on,
-    sample_request,
-)
+from ltx2_core.pipeline import SINGLE_PROCESS, Distribution, StageProgress, generate, sample_request
 from ltx2_core.request import Request
+from ltx2_core.request_encoding import Prompts, encode_request, generator_on
+from ltx2_core.request_models import Models, check_request
+from ltx2_core.stage_samplers import LocalSampler, StageSampler
 from ltx2_core.stages import AVLatent, Generation, decode
 from ltx2_core.windows import Window
 

@@ -55,90 +55,44 @@ the prompt embeddings, the latents after the last step of each stage and the dec
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
-import numpy as np
 import torch
 
-from ltx2_core.compile import CudaGraphStep, GraphSetting, graph_setting, use_graphs
+from ltx2_core.compile import GraphSetting
 from ltx2_core.audio_io import Waveform
-from ltx2_core.conditioning import (
-    Condition,
-    EncodedAudio,
-    EncodedVideo,
-    encode_audio_condition,
-    encode_control,
-    encode_images,
-    encode_video_condition,
-)
+from ltx2_core.conditioning import Condition, EncodedAudio, EncodedVideo, encode_control, encode_images
 from ltx2_core.conditioning.audio_reference import EncodedAudioReference
-from ltx2_core.conditioning.dub import encode_dub_sound
-from ltx2_core.conditioning.retake import encode_retake
-from ltx2_core.duration import check_auto_frames, resolve_frames
-from ltx2_core.geometry import audio_latent_length, video_tokens
+from ltx2_core.duration import resolve_frames
+from ltx2_core.geometry import video_tokens
 from ltx2_core.model.transformer.config import TransformerConfig
-from ltx2_core.loader.lora import Lora, check_distilled_lora, check_lora, fused_loras
 from ltx2_core.memory.footprint import STAGES, Job
-from ltx2_core.memory.pass_policy import device_capability, policy_cap
-from ltx2_core.model.text import PromptEncoder
-from ltx2_core.model.transformer import LTX2Transformer
-from ltx2_core.model.audio_vae import AudioEncoder
-from ltx2_core.model.duration_head import DurationHead
-from ltx2_core.model.upsampler import LatentUpsampler
-from ltx2_core.model.video_vae import VideoEncoder
 from ltx2_core.model.video_vae.tiling import TilingConfig
-from ltx2_core.sampling import GuidanceParams, guided_step
-from ltx2_core.sampling.guidance import active_passes, default_guidance
-from ltx2_core.sampling.recipe import StageParts, build_stage, guided, held_audio_guidance
-from ltx2_core.stages import AVLatent, Generation, decode, empty_audio_latent, empty_latent, encode, sample, upsample
-from ltx2_core.sampling.denoise import Observer, RunnerFactory
+from ltx2_core.sampling.guidance import active_passes
+from ltx2_core.sampling.recipe import StageParts, build_stage, guided
+from ltx2_core.stages import AVLatent, Generation, decode, empty_audio_latent, empty_latent, encode, upsample
+from ltx2_core.sampling.denoise import RunnerFactory
 from ltx2_core.stages import VideoDecode
-from ltx2_core.sampling.stage import Stage
-from ltx2_core.model.decoders import Decoders
 from ltx2_core.releases import HQ_PRESET, RELEASES
-from ltx2_core.request import GUIDED_TWO_STAGE, ONE_GPU, Request, check_stage_models
+from ltx2_core.request import ONE_GPU, Request
+from ltx2_core.request_checks import GUIDED_TWO_STAGE
+from ltx2_core.request_encoding import (
+    Prompts,
+    dub_conditions,
+    encode_request,
+    encode_request_audio,
+    encode_request_retake,
+    encode_request_video,
+    enhance_request,
+    generator_on,
+)
+from ltx2_core.request_models import Models, check_request, check_stg_blocks, guidance_for
+from ltx2_core.stage_samplers import LocalSampler, StageSampler
 from ltx2_core.types import TextEmbeddings
 
 StageProgress = Callable[[str, int, int], None]  # (stage name, steps done, steps of the stage)
-
-
-class Models(NamedTuple):
-    """What a generation runs. `upsampler` is needed by two-stage and distilled, `distilled_lora` by two-stage.
-    `transformer` is None when workers hold it (a `StageSampler` then runs the stages)."""
-
-    transformer: LTX2Transformer | None
-    prompt_encoder: PromptEncoder
-    decoders: Decoders
-    upsampler: LatentUpsampler | None = None
-    distilled_lora: Lora | None = None
-    video_encoder: VideoEncoder | None = None  # encodes the request's images and video
-    audio_encoder: AudioEncoder | None = None  # encodes the request's audio
-    # IC-LoRAs (LoRA files stating a reference_downscale_factor) with their strengths: fused around the first stage
-    # only and restored bit for bit after it, as the reference's ICLoraPipeline refines stage 2 without them
-    ic_loras: tuple[tuple[Lora, float], ...] = ()
-    duration_head: DurationHead | None = None  # LTX-2.5's clip length from the prompt (`Request.auto_frames`)
-    temporal_upsampler: LatentUpsampler | None = None  # DFR's temporal x2 upsampler (its temporal rounds)
-
-
-def guidance_for(request: Request, config: TransformerConfig) -> tuple[GuidanceParams, GuidanceParams]:
-    """The (video, audio) guidance of stage 1: none for distilled, else the request's or the release defaults.
-    Text to audio: no video guidance, and the audio's modality scale 1 (no video: ltx-pipelines 1.2.0's T2A). A
-    sound held exactly (audio-to-video at strength 1) is not sampled, so its default is no audio guidance, as the
-    reference's audio-to-video pipeline (the video's modality guidance still pulls the picture to the sound)."""
-    if request.mode in ("distilled", "hdr", "dfr"):
-        return GuidanceParams(), GuidanceParams()
-    video, audio = default_guidance(config.version, config.num_layers)
-    if request.mode == "two-stage-hq":  # the HQ preset's, for every release (no STG: no blocks)
-        video, audio = (GuidanceParams(**scales._asdict()) for scales in (HQ_PRESET.video_guidance,
-                                                                           HQ_PRESET.audio_guidance))
-    if request.audio_only:
-        return GuidanceParams(), replace(request.audio_guidance or audio, modality=1.0)
-    audio = request.audio_guidance or audio
-    return request.video_guidance or video, audio if request.audio is None else held_audio_guidance(
-        request.audio.strength, audio)
 
 
 def request_job(request: Request, config: TransformerConfig, tiling: TilingConfig | None = TilingConfig(),
@@ -162,136 +116,6 @@ def request_job(request: Request, config: TransformerConfig, tiling: TilingConfi
                video_frames=request.video_frames, guide_tokens=request.guide_tokens + request.image_tokens,
                tiling=tiling, video=not request.audio_only, reference_seconds=request.reference_seconds,
                sampler=request.stage_sampler)
-
-
-def check_request(request: Request, models: Models, config: TransformerConfig | None = None) -> None:
-    """Every check of a request against the models it will run on, before any model work. `config`: the
-    transformer's when it is not in `models` (it runs on workers); the LoRA is then checked on a meta model."""
-    request.check()
-    config = config or models.transformer.config
-    check_auto_frames(request, models.duration_head is not None, config.version.value)
-    check_stage_models(request.mode, upsampler=models.upsampler is not None,
-                       distilled_lora=models.distilled_lora is not None, one_stage_input=request.one_stage_input)
-    if request.two_stage and models.upsampler.config.temporal:  # refused here, not after stage 1
-        raise ValueError("the upsampler given is DFR's temporal one (it doubles the frames); the two-stage pipelines "
-                         "need the x2 spatial latent upsampler (ltx-2*-spatial-upscaler-x2-*.safetensors)")
-    if request.two_stage and models.upsampler.config.spatial_scale != 2.0:
-        raise ValueError(f"the two-stage pipelines need a x2 upsampler, got x{models.upsampler.config.spatial_scale}")
-    check_stg_blocks(request, config)
-    if request.images and models.video_encoder is None:
-        raise ValueError("image conditioning needs the video VAE encoder (load_video_encoder of the checkpoint); "
-                         "pass it as Models.video_encoder")
-    if request.video_input is not None and models.video_encoder is None:
-        raise ValueError("sound for a video needs the video VAE encoder (load_video_encoder of the checkpoint, or "
-                         "of LTX-2.5's video VAE file); pass it as Models.video_encoder")
-    if request.controls and models.video_encoder is None:
-        raise ValueError("a control video needs the video VAE encoder (load_video_encoder of the checkpoint, or "
-                         "of LTX-2.5's video VAE file); pass it as Models.video_encoder")
-    if request.retake is not None and models.video_encoder is None:
-        raise ValueError("a retake needs the video VAE encoder (load_video_encoder of the checkpoint, or of "
-                         "LTX-2.5's video VAE file); pass it as Models.video_encoder")
-    if request.retake is not None and models.audio_encoder is None and request.retake.info().has_sound:
-        raise ValueError(f"{request.retake.clip_name} has sound, which the retake holds: it needs the audio VAE encoder "
-                         "(load_audio_encoder of the checkpoint, or of LTX-2.5's audio VAE file); pass it as "
-                         "Models.audio_encoder")
-    if request.dub is not None:
-        check_dub_models(models)
-    if request.audio is not None and models.audio_encoder is None:
-        raise ValueError("audio conditioning needs the audio VAE encoder (load_audio_encoder of the checkpoint, or "
-                         "of LTX-2.5's audio VAE file); pass it as Models.audio_encoder")
-    loras = [lora for lora, _ in models.ic_loras]
-    if models.distilled_lora is not None and request.mode in GUIDED_TWO_STAGE:
-        check_distilled_lora(models.distilled_lora, config.gated_attention)
-        loras.append(models.distilled_lora)
-    for lora in loras:
-        check_lora(models.transformer if models.transformer is not None else meta_transformer(config), lora)
-
-
-def check_dub_models(models: Models) -> None:
-    """Dub-It's models: both VAE encoders (the clip's frames and sound) and its one IC-LoRA."""
-    if models.video_encoder is None or models.audio_encoder is None:
-        raise ValueError("Dub-It encodes the clip's frames and sound: it needs the video and audio VAE encoders "
-                         "(load_video_encoder / load_audio_encoder of the checkpoint, or of LTX-2.5's VAE files); pass "
-                         "them as Models.video_encoder and Models.audio_encoder")
-    if len(models.ic_loras) != 1:
-        raise ValueError(f"Dub-It runs with exactly one IC-LoRA, the Dub-It IC-LoRA (a LoRA whose metadata states a "
-                         f"reference_downscale_factor), got {len(models.ic_loras)}; load it (--lora on the command "
-                         "line) and no other IC-LoRA")
-
-
-def meta_transformer(config: TransformerConfig) -> LTX2Transformer:
-    """The transformer's structure without weights (names and shapes, for checks)."""
-    with torch.device("meta"):
-        return LTX2Transformer(config)
-
-
-def check_stg_blocks(request: Request, config: TransformerConfig) -> None:
-    blocks = config.num_layers
-    for name, params in zip(("video", "audio"), guidance_for(request, config)):
-        if any(not 0 <= b < blocks for b in params.stg_blocks):
-            raise ValueError(f"{name} STG blocks {list(params.stg_blocks)} are outside this model's blocks "
-                             f"0..{blocks - 1}; pick blocks in that range")
-
-
-Prompts = tuple[TextEmbeddings, TextEmbeddings | None]
-
-
-class StageSampler(Protocol):
-    """Samples one `Stage` as `stages.sample` does, with the stage's LoRAs fused for the stage only: here
-    (`LocalSampler`) or on persistent workers (`ltx2_core.runtime.WorkerSampler`). `device`: where the generator
-    lives."""
-
-    config: TransformerConfig
-    device: torch.device
-
-    def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
-                 stage: Stage[Lora], generator: torch.Generator, *,
-                 progress: Callable[[int, int], None] | None = None) -> AVLatent: ...
-
-
-class LocalSampler:
-    """Stages on a transformer in this process. `cuda_graphs`: each stage captures its step on its first step;
-    "auto" (the default) where the step is capturable (`compile.use_graphs`: CUDA, every block resident, one GPU:
-    `one_gpu` and no CFG-parallel `runner`; no step cache), eagerly elsewhere; True refuses where it is not. `passes_per_forward`
-    None: each stage's from the device's measured policy (`memory.pass_policy`, by the stage's video tokens) on one
-    GPU, every pass in one forward on several (`one_gpu` False: this process is one rank of a parallel run, whose
-    forwards were not measured). `should_stop` (a host flag) is read before every transformer block, or between
-    steps when the step is captured: True stops the stage with `errors.Interrupted` (`stages.sample`)."""
-
-    def __init__(self, model: LTX2Transformer, *, cuda_graphs: GraphSetting = "auto",
-                 passes_per_forward: int | None = None, runner: RunnerFactory | None = None,
-                 observe: Observer | None = None, should_stop: Callable[[], bool] | None = None,
-                 one_gpu: bool = True) -> None:
-        self.device = next(model.parameters()).device
-        cuda_graphs = graph_setting(cuda_graphs)
-        if cuda_graphs is True and self.device.type != "cuda":
-            raise ValueError("cuda_graphs needs the models on a CUDA device; switch it off on the CPU")
-        self.model, self.config, self.cuda_graphs = model, model.config, cuda_graphs
-        self.passes_per_forward, self.runner, self.observe = passes_per_forward, runner, observe
-        self.should_stop, self.one_gpu = should_stop, one_gpu and runner is None
-
-    def __call__(self, positive: TextEmbeddings, negative: TextEmbeddings | None, latent: AVLatent,
-                 stage: Stage[Lora], generator: torch.Generator, *,
-                 progress: Callable[[int, int], None] | None = None) -> AVLatent:
-        if latent.video is None and self.runner is not None:
-            raise ValueError(ONE_GPU)
-        if stage.cache is not None and self.cuda_graphs is True:
-            raise ValueError("step caching decides on the host between steps and a captured CUDA graph replays whole "
-                             "steps: set cuda_graphs to auto (eager steps under the cache) or off")
-        if stage.sampler == "res_2s" and self.cuda_graphs is True:
-            raise ValueError("res_2s steps are not captured as CUDA graphs: set cuda_graphs to auto (eager res_2s "
-                             "steps) or off")
-        graphs = (stage.cache is None and stage.sampler == "euler"
-                  and use_graphs(self.cuda_graphs, self.model, one_gpu=self.one_gpu))
-        tokens = 0 if latent.video is None else latent.video[0, 0].numel()
-        policy = policy_cap(device_capability(self.device), tokens) if self.one_gpu else None
-        passes_per_forward = self.passes_per_forward or policy
-        fused = replace(stage, loras=())  # fused here for this stage only; `sample` takes the weights as they are
-        with fused_loras(self.model, stage.loras) if stage.loras else contextlib.nullcontext():
-            return sample(self.model, positive, negative, latent, fused, generator,
-                          step=CudaGraphStep() if graphs else guided_step, progress=progress,
-                          observe=self.observe, passes_per_forward=passes_per_forward, runner=self.runner,
-                          should_stop=self.should_stop)
 
 
 class Distribution(NamedTuple):
@@ -375,68 +199,6 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
                   video_decode=distribution.video_decode)
 
 
-def encode_request_audio(request: Request, models: Models) -> tuple[EncodedAudio, Waveform] | None:
-    """The request's sound encoded for its clip, and the clip's waveform (what the video is written with); None
-    without audio conditioning."""
-    if request.audio is None:
-        return None
-    return encode_audio_condition(request.audio, models.audio_encoder, request.seconds,
-                                  audio_latent_length(request.frames, request.fps))
-
-
-def encode_request_video(request: Request, models: Models) -> EncodedVideo | None:
-    """The request's video encoded at its size (the file's; sound for a video), or None without one."""
-    if request.video_input is None:
-        return None
-    return encode_video_condition(request.video_input, models.video_encoder, request.frames, request.height,
-                                  request.width)
-
-
-def encode_request_retake(request: Request, models: Models) -> tuple[EncodedVideo, EncodedAudio | None] | None:
-    """The retake's video and sound encoded, each held outside the span (or whole when kept); None without one."""
-    if request.retake is None:
-        return None
-    info = request.retake.info()
-    return encode_retake(request.retake, models.video_encoder, models.audio_encoder, info)
-
-
-def generator_on(generator: torch.Generator, seed: int, decoders: Decoders) -> torch.Generator:
-    """The sampling generator for the decoder's noise when both share a device type (so the noise continues as in
-    one process); else a new one on the decoder's device seeded with `seed`."""
-    device = next(decoders.video.parameters()).device
-    if generator.device.type == device.type:
-        return generator
-    return torch.Generator(device).manual_seed(seed)
-
-
-def enhance_request(request: Request, encoder: PromptEncoder) -> Request:
-    """The request with its prompt enhanced by the encoder's Gemma (seeded by the request's seed, seeing the first
-    image, as the reference's pipelines pass `images[0]`) when it asks for it (`enhance_prompt`, then cleared), else
-    the request itself."""
-    if not request.enhance_prompt:
-        return request
-    from ltx2_core.conditioning.images import read_image
-    from ltx2_core.model.text.enhance import enhance_prompt
-
-    image = None
-    if request.images:
-        first = request.images[0].image
-        image = first if isinstance(first, np.ndarray) else read_image(first)
-    text = enhance_prompt(encoder, request.prompt, seed=request.seed, image=image,
-                          system_prompt_file=request.system_prompt).text
-    return replace(request, prompt=text or request.prompt, enhance_prompt=False)
-
-
-def encode_request(request: Request, encoder: PromptEncoder, config: TransformerConfig) -> Prompts:
-    """The request's prompts in one batched pass (the positive enhanced first when the request asks); no negative
-    when no modality uses CFG."""
-    request = enhance_request(request, encoder)
-    video_guidance, audio_guidance = guidance_for(request, config)
-    guided = video_guidance.cfg != 1 or audio_guidance.cfg != 1
-    negative = RELEASES[config.version].negative_prompt if request.negative_prompt is None else request.negative_prompt
-    return encode(encoder, request.prompt, negative if guided else None)
-
-
 @torch.no_grad()
 def sample_request(request: Request, models: Models, positive: TextEmbeddings, negative: TextEmbeddings | None,
                    progress: StageProgress | None = None, *, sampler: StageSampler | None = None,
@@ -515,16 +277,6 @@ def sample_request(request: Request, models: Models, positive: TextEmbeddings, n
     return latent, generator
 
 
-def dub_conditions(request: Request, models: Models, height: int, width: int,
-                   sound: bool = True) -> list[Condition]:
-    """Dub-It's conditions of a stage of height × width: the clip as the IC-LoRA control at that size, then (stage 1,
-    `sound`) its encoded sound as audio reference tokens; none without a dub."""
-    if request.dub is None:
-        return []
-    control = encode_control(request.dub.control(), models.video_encoder, request.frames, height, width)
-    return [control, encode_dub_sound(request.dub, models.audio_encoder)] if sound else [control]
-
-
 def hq_tokens(request: Request) -> int:
     """The HQ stage 1 schedule's token count: its half-size latent's F'·H'·W' (`TI2VidTwoStagesHQPipeline` shifts
     the LTX2 schedule by its empty latent, where the other pipelines use 4096)."""
@@ -535,3 +287,11 @@ def _stage(progress: StageProgress | None, name: str) -> Callable[[int, int], No
     if progress is None:
         return None
     return lambda done, total: progress(name, done, total)
+
+
+# the models and their checks, the samplers and the request's encoding live in request_models, stage_samplers and
+# request_encoding; the nodes, bench and tests import them from here too
+__all__ = ["SINGLE_PROCESS", "Distribution", "Generation", "LocalSampler", "Models", "Prompts", "Request",
+           "StageProgress", "StageSampler", "check_request", "check_stg_blocks", "decode", "encode", "encode_request",
+           "encode_request_audio", "encode_request_retake", "encode_request_video", "enhance_request", "generate",
+           "generator_on", "guidance_for", "request_job", "sample_request"]

@@ -8,7 +8,7 @@ from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.demo.decoders import demo_audio_encoder, demo_decoders, demo_upsampler, demo_video_encoder
 from ltx2_core.demo.text import demo_prompt_encoder
 from ltx2_core.demo.transformer import demo_lora, demo_transformer
-from ltx2_core.pipeline import Models
+from ltx2_core.request_models import Models
 from ltx2_core.releases import DEFAULT_VERSION
 from ltx2_core.model.decoders import Decoders
 

@@ -9,7 +9,7 @@ and the command line all):
 * encoding: the video encoder's activations for the images (IMAGE_WIDTHS values a pixel) and the frames of the
   control videos and a held video (VIDEO_ENCODE_VALUES a pixel frame: fake-tensor accounting of the released
   encoder, 64 for one frame, 32-34 for 9 to 49), and the held video's frames on the host (two float32 copies);
-* sampling: one forward's activations for the passes it batches (`plan.activation_bytes`, which holds the text
+* sampling: one forward's activations for the passes it batches (`estimates.activation_bytes`, which holds the text
   contexts and their keys and values; the tokens controls append at LIVE_WIDTHS too), the loop's token state (STATE_VALUES float32 values per token and channel:
   clean, noise, noisy latent, its float32 mix, denoised, the passes' velocities) and the sampled latent; two-stage
   samples at half size, then at full size; the res_2s sampler (`sampling.res2s`) adds its float64 working tensors
@@ -48,7 +48,7 @@ from ltx2_core.geometry import (
     pixel_size,
     video_tokens,
 )
-from ltx2_core.memory.plan import LIVE_WIDTHS, activation_bytes
+from ltx2_core.memory.estimates import LIVE_WIDTHS, activation_bytes
 from ltx2_core.memory.sizes import (
     IMAGE_WIDTHS,
     diffusion_decode_bytes,

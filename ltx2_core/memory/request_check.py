@@ -12,7 +12,7 @@ import torch
 
 from ltx2_core.geometry import is_frame_count
 from ltx2_core.memory.footprint import Job, ModelSizes, Part, request_memory
-from ltx2_core.memory.plan import size
+from ltx2_core.memory.estimates import size
 from ltx2_core.memory.sizes import device_room, host_room
 
 # of the free memory a request may count on: the allocator's slack (blocks it keeps, a measured run's resident set

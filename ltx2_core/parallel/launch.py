@@ -24,7 +24,8 @@ from ltx2_core.parallel.mesh import device_mesh
 from ltx2_core.parallel.sequence_parallel import sequence_parallel
 from ltx2_core.parallel.tiled_decode import SpreadDecode
 from ltx2_core.parallel.tensor_parallel import tensor_parallel
-from ltx2_core.pipeline import Distribution, Prompts
+from ltx2_core.pipeline import Distribution
+from ltx2_core.request_encoding import Prompts
 from ltx2_core.types import TextEmbeddings
 
 

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from ltx2_core.loader.lora import Lora
-from ltx2_core.pipeline import Models, StageProgress, generate
+from ltx2_core.pipeline import StageProgress, generate
+from ltx2_core.request_models import Models
 from ltx2_core.request import ONE_GPU, Request
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
 from ltx2_core.runtime.protocol import StageJob

@@ -34,7 +34,7 @@ from ltx2_core.errors import Interrupted
 from ltx2_core.loader.lora import Lora, load_lora, shard_lora
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.parallel.launch import finish, join, tensor_parallel_for
-from ltx2_core.pipeline import LocalSampler
+from ltx2_core.stage_samplers import LocalSampler
 from ltx2_core.preview import LatentPreview
 from ltx2_core.runtime.protocol import Alive, Channel, Done, Error, Progress, Ready, Stopped, WorkerSpec
 

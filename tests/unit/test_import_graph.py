@@ -19,12 +19,12 @@ ROOMS = (
     ("memory", ("memory",)),
     ("conditions and sampling", ("conditioning", "sampling")),
     ("stages", ("compile", "preview", "stages", "hdr", "exr", "tiled_stage")),
-    ("pipelines", ("pipeline", "request", "windows", "long_video", "hdr_pipeline", "dfr", "dfr_layout",
-                   "dfr_pipeline", "duration")),
+    ("pipelines", ("pipeline", "request", "request_checks", "request_models", "request_encoding", "stage_samplers",
+                   "windows", "long_video", "hdr_pipeline", "dfr", "dfr_layout", "dfr_pipeline", "duration")),
     ("demo", ("demo",)),
-    ("assembly", ("model_files", "parallel")),
+    ("assembly", ("model_files", "model_file_checks", "parallel")),
     ("hosts", ("hosts", "runtime")),
-    ("entry points", ("__main__", "cli_args", "cli_values", "")),
+    ("entry points", ("__main__", "cli_args", "cli_values", "cli_request", "cli_checks", "")),
 )
 
 

@@ -15,7 +15,7 @@ from ltx2_core.geometry import video_tokens
 from ltx2_core.memory import pass_policy
 from ltx2_core.memory.pass_policy import CROSSOVER_TOKENS, policy_cap, policy_passes
 from ltx2_core.memory.plan import GB, activation_bytes, plan_memory, transformer_weight_bytes
-from ltx2_core import pipeline
+from ltx2_core import stage_samplers
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.sampling import ltx2_sigmas
 from ltx2_core.stages import empty_latent
@@ -65,10 +65,10 @@ def test_streamed_blocks_keep_the_passes_together_under_the_policy():
 
 def _latent_and_sampled(monkeypatch, capability, **options):
     given = {}
-    monkeypatch.setattr(pipeline, "device_capability", lambda device: capability)
-    monkeypatch.setattr(pipeline, "sample", lambda *args, **kwargs: given.update(kwargs))
+    monkeypatch.setattr(stage_samplers, "device_capability", lambda device: capability)
+    monkeypatch.setattr(stage_samplers, "sample", lambda *args, **kwargs: given.update(kwargs))
     model = demo_transformer(TransformerConfig.tiny("2.0", num_layers=1))
-    sampler = pipeline.LocalSampler(model, **options)
+    sampler = stage_samplers.LocalSampler(model, **options)
     text = TextEmbeddings(torch.zeros(1, 2, 12), torch.zeros(1, 2, 12))
     for size in (STAGE1, FULL):
         sampler(text, None, empty_latent(size[2], size[1], size[0], 24.0), Stage(ltx2_sigmas(1)),

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from ltx2_core import pipeline, stages
+from ltx2_core import stage_samplers, stages
 from ltx2_core.demo import demo_models
 from ltx2_core.pipeline import Request, generate
 from ltx2_core.sampling import GuidanceParams
@@ -55,14 +55,14 @@ def test_noise_is_drawn_video_then_audio_per_stage_from_one_seeded_generator(mod
 def test_the_lora_is_unfused_when_stage_two_fails(models, monkeypatch):
     weights = {k: v.clone() for k, v in models.transformer.state_dict().items()}
 
-    sample = pipeline.sample
+    sample = stage_samplers.sample
 
     def boom(model, positive, negative, latent, stage, *args, **kwargs):  # fails while stage 2's LoRA is fused
         if stage.name == "stage 2":
             raise RuntimeError("interrupted")
         return sample(model, positive, negative, latent, stage, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "sample", boom)
+    monkeypatch.setattr(stage_samplers, "sample", boom)
     with pytest.raises(RuntimeError, match="interrupted"):
         generate(Request(**SMALL, mode="two-stage"), models)
     for name, value in models.transformer.state_dict().items():
