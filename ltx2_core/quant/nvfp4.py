@@ -24,6 +24,7 @@ import functools
 from collections.abc import Collection
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch import nn
 
 from ltx2_core.errors import UnsupportedQuantizationError
@@ -47,17 +48,19 @@ def packed_shapes(out_features: int, in_features: int) -> tuple[tuple[int, int],
 @functools.lru_cache(maxsize=64)
 def blocked_index(rows: int, blocks: int, device: torch.device = torch.device("cpu")) -> torch.Tensor:
     """For each (row, block) of the plain scale matrix, its position in the flattened blocked layout (made once per
-    shape and device)."""
-    r = torch.arange(rows, device=device)[:, None]
-    c = torch.arange(blocks, device=device)[None, :]
-    tiles_per_row = _round_up(blocks, 4) // 4
-    tile = (r // 128) * tiles_per_row + c // 4
-    return tile * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + c % 4
+    shape and device; a real tensor even inside a fake-tensor mode, whose fake copy would reach every later call)."""
+    with unset_fake_temporarily():
+        r = torch.arange(rows, device=device)[:, None]
+        c = torch.arange(blocks, device=device)[None, :]
+        tiles_per_row = _round_up(blocks, 4) // 4
+        tile = (r // 128) * tiles_per_row + c // 4
+        return tile * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + c % 4
 
 
 @functools.lru_cache(maxsize=8)
 def _e2m1(device: torch.device) -> torch.Tensor:
-    return torch.tensor(E2M1, device=device)
+    with unset_fake_temporarily():  # cached: a real tensor, as blocked_index
+        return torch.tensor(E2M1, device=device)
 
 
 def unpack(weight: torch.Tensor) -> torch.Tensor:

@@ -47,7 +47,12 @@ def kaiser_sinc_filter(cutoff: float, half_width: float) -> torch.Tensor:
 
 @functools.cache
 def _anti_alias_taps() -> torch.Tensor:
-    return kaiser_sinc_filter(cutoff=0.5 / ANTI_ALIAS_RATIO, half_width=0.6 / ANTI_ALIAS_RATIO)
+    """Made once, as a real tensor even inside a fake-tensor mode (the memory checks build the vocoder there; a
+    cached fake tensor would reach every later build)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        return kaiser_sinc_filter(cutoff=0.5 / ANTI_ALIAS_RATIO, half_width=0.6 / ANTI_ALIAS_RATIO)
 
 
 def _anti_alias_filter() -> torch.Tensor:
