@@ -32,14 +32,14 @@ SINC_ZERO_CROSSINGS = 6
 def kaiser_sinc_filter(cutoff: float, half_width: float) -> torch.Tensor:
     """12-tap Kaiser-windowed sinc low-pass (cutoff, transition half-width in cycles/sample), unit DC gain: (1, 1, 12).
 
-    Computed on the CPU, like the reference, whatever the default device.
+    Computed on the CPU in float32, like the reference, whatever the default device and dtype.
     """
     taps = ANTI_ALIAS_TAPS
     half = taps // 2
     attenuation = 2.285 * (half - 1) * math.pi * 4 * half_width + 7.95  # dB, Kaiser's estimate
     beta = 0.1102 * (attenuation - 8.7)  # Kaiser's rule for above 50 dB, where both 12-tap filters are
-    window = torch.kaiser_window(taps, periodic=False, beta=beta, device="cpu")
-    time = torch.arange(-half, half, device="cpu") + 0.5  # even length: taps between samples, never at 0
+    window = torch.kaiser_window(taps, periodic=False, beta=beta, device="cpu", dtype=torch.float32)
+    time = torch.arange(-half, half, device="cpu", dtype=torch.float32) + 0.5  # even length: taps between samples, never at 0
     x = 2 * cutoff * time
     lowpass = 2 * cutoff * window * (torch.sin(math.pi * x) / math.pi / x)
     return (lowpass / lowpass.sum()).view(1, 1, taps)
@@ -47,8 +47,8 @@ def kaiser_sinc_filter(cutoff: float, half_width: float) -> torch.Tensor:
 
 @functools.cache
 def _anti_alias_taps() -> torch.Tensor:
-    """Made once, as a real tensor even inside a fake-tensor mode (the memory checks build the vocoder there; a
-    cached fake tensor would reach every later build)."""
+    """Made once, in float32 and as a real tensor even inside a fake-tensor mode (the memory checks build the
+    vocoder there, some under a bf16 default dtype; a cached fake or bf16 filter would reach every later build)."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily():
@@ -56,8 +56,9 @@ def _anti_alias_taps() -> torch.Tensor:
 
 
 def _anti_alias_filter() -> torch.Tensor:
-    """A fresh copy on the default device (a build on `meta` makes ~400 of these, then loads them from the file)."""
-    return _anti_alias_taps().to(torch.get_default_device(), copy=True)
+    """A fresh copy on the default device in the default dtype, as the module's other tensors (a build on `meta`
+    makes ~400 of these, then loads them from the file)."""
+    return _anti_alias_taps().to(torch.get_default_device(), torch.get_default_dtype(), copy=True)
 
 
 class UpSample1d(nn.Module):
