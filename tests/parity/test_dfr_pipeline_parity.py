@@ -72,7 +72,7 @@ def runs(tmp_path_factory):
     # the same run through pipeline.generate (Request mode "dfr"), its decode replaced by a recorder
     decoded = []
 
-    def recording_decode(latent, decoders, tiling=None, generator=None):
+    def recording_decode(latent, decoders, tiling=None, generator=None, video_decode=None):
         decoded.append(latent)
         frames = (latent.video.shape[2] - 1) * 8 + 1
         return Generation(torch.zeros(frames, SIZE, SIZE, 3), torch.zeros(2, AUDIO_SAMPLES), AUDIO_RATE, latent.fps)

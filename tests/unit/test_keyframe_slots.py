@@ -1,8 +1,8 @@
 """Generated keyframe slots (`conditioning.keyframe_slots`, DFR) on a toy stream and in the sampler: the tokens they
 append (mask 1, one pixel frame in time, marked for the keyframe embedding, starting from their content), what they
 refuse, that a stage returns their denoised content with no host sync per step, that the marks reach the transformer
-(dropping them changes the slots), and that the workers refuse them. Parity with ltx-core 1.2.0:
-tests/parity/test_keyframe_slots_parity.py."""
+(dropping them changes the slots). Parity with ltx-core 1.2.0: tests/parity/test_keyframe_slots_parity.py; on
+workers: tests/nodes/test_dfr_node.py."""
 
 from __future__ import annotations
 
@@ -125,15 +125,6 @@ def test_the_marks_reach_the_transformer(model, monkeypatch):
                         transformer_model.first_frame_mask(positions, dtype))
     unmarked = _sample(model)
     assert (marked.keyframes - unmarked.keyframes).abs().max() > 1e-3
-
-
-def test_the_workers_refuse_slots():
-    from ltx2_core.runtime import WorkerSampler
-
-    sampler = object.__new__(WorkerSampler)  # the check comes before any use of the controller
-    stage = Stage(sigma_table(STAGE2_SIGMAS), conditions=[KeyframeSlots((8,))])
-    with pytest.raises(ValueError, match="run DFR on one GPU"):
-        sampler(_text(), None, empty_latent(96, 64, 17, FPS), stage, torch.Generator())
 
 
 def test_carried_keyframes_are_appended_from_frame_0_and_unmarked():
