@@ -31,6 +31,7 @@ from ltx2_core.runtime.protocol import (
     Spec,
     StageJob,
     Stop,
+    Task,
     WorkerSpec,
 )
 from ltx2_core.runtime.worker import HEARTBEAT
@@ -173,7 +174,7 @@ class AttachedWorkers:
         except (OSError, KeyError):
             self.lost.setdefault(rank, "could not be reached")
 
-    def send(self, rank: int, job_id: int, job: StageJob) -> None:
+    def send(self, rank: int, job_id: int, job: StageJob | Task) -> None:
         self._send(rank, Run(job_id, job))
 
     def begin(self) -> None:

@@ -2,6 +2,7 @@
 
     controller = Controller(ModelFiles(...), ParallelConfig(cfg=2, sp=2))
     video, audio, generator_state, keyframes = controller.run(StageJob(...), progress, should_stop)
+    value = controller.call(task)    # a `protocol.Task` on every rank (a spread decode): rank 0's result
     controller.shutdown()    # also when the controller is collected, and at interpreter exit
 
 (`WorkerSampler` wraps `run` as a pipeline's `StageSampler`.) Faults become exceptions within `timeout` seconds,
@@ -28,9 +29,11 @@ import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_map
 
 from ltx2_core.errors import Interrupted, LTX2Error
 from ltx2_core.model_files import ModelFiles
@@ -41,12 +44,14 @@ from ltx2_core.runtime.protocol import (
     Alive,
     Done,
     Error,
+    Finished,
     JobMessage,
     Note,
     Progress,
     Ready,
     StageJob,
     Stopped,
+    Task,
     WorkerMessage,
     WorkerSpec,
 )
@@ -133,13 +138,7 @@ class Controller:
         """One sampling stage on the workers: (video latent, audio latent (None for a video-only stage), generator
         state, generated keyframes (DFR's slots; None without)), on the CPU.
         `preview` gets each preview image (RGB uint8) rank 0 sends, before the step's `progress`."""
-        self.start(should_stop)
-        self.job += 1
-        self.workers.begin()
-        self._count_silence_from_now()
-        self.started = time.monotonic()
-        for rank in range(self.layout.world_size):
-            self.workers.send(rank, self.job, job)
+        self._send(job, should_stop)
         stopped: BaseException | None = None  # why the job is being stopped
         while True:
             if stopped is None and should_stop is not None and should_stop():
@@ -167,6 +166,29 @@ class Controller:
             elif isinstance(message, (Done, Stopped)):
                 raise stopped or JobInterrupted("interrupted; every rank stopped at the same point")
 
+    def call(self, task: Task, should_stop: Callable[[], bool] | None = None) -> Any:
+        """`task` on every rank (`protocol.Task`); rank 0's return value, its tensors copied out of the queue's
+        shared memory. A task has no stop points: `should_stop` is read only while the workers start."""
+        self._send(task, should_stop)
+        finished: dict[int, Any] = {}
+        while len(finished) < self.layout.world_size:
+            message = self._next(self.timeout)
+            if isinstance(message, Finished) and message.job == self.job:
+                finished[message.rank] = message.value
+            elif isinstance(message, Stopped) and message.job == self.job:
+                raise JobInterrupted("the task was interrupted")
+        return tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, finished[0])
+
+    def _send(self, work: StageJob | Task, should_stop: Callable[[], bool] | None) -> None:
+        """Starts the workers if they are not and sends `work` to every rank as the next job."""
+        self.start(should_stop)
+        self.job += 1
+        self.workers.begin()
+        self._count_silence_from_now()
+        self.started = time.monotonic()
+        for rank in range(self.layout.world_size):
+            self.workers.send(rank, self.job, work)
+
     def interrupt(self) -> None:
         """Every rank stops at the same stop point (a read of its `should_stop`, before a step or a transformer
         block): STOP_MARGIN past the furthest rank, plus those it passes, at its pace so far, in the `lead` seconds
@@ -192,7 +214,7 @@ class Controller:
             message = self.workers.results.get(timeout=POLL)
         except queue.Empty:
             return None
-        if isinstance(message, (Alive, Ready, Error)):
+        if isinstance(message, (Alive, Ready, Error, Finished)):
             self.seen[message.rank] = time.monotonic()
         elif not isinstance(message, Note):  # the job's messages come from rank 0
             self.seen[0] = time.monotonic()

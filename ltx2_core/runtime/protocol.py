@@ -3,8 +3,10 @@
 spec, a sampling job, the messages each way (one picklable NamedTuple per kind, read by type, never by index), and
 the `Channel` a worker talks through.
 
-    controller -> worker   Run (a job), Stop (the stop point where a job stops); None: stop serving
-    worker -> controller   Ready, Alive, Progress, Done, Stopped, Error; Position (attached workers' stop points)
+    controller -> worker   Run (a job: a sampling stage or a task), Stop (the stop point where a job stops); None:
+                           stop serving
+    worker -> controller   Ready, Alive, Progress, Done, Finished, Stopped, Error; Position (attached workers' stop
+                           points)
     handshake (links)      Hello (worker), then Spec or Refused (controller)
     controller's own       Note (a refused stranger on the port; the controller reads past it)
 
@@ -13,7 +15,7 @@ Jobs carry CPU tensors only: spawned workers get them through shared memory, att
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -51,11 +53,29 @@ class StageJob(NamedTuple):
     attention: str = "auto"  # the attention backend (`attention_select.MODES`), checked where the job was made
 
 
+class TaskContext(NamedTuple):
+    """What a task runs with on one rank: the rank, its device, the workers' spec (the model files, the dtype) and
+    `kept`, this process's store across jobs (e.g. a decoder a task loaded once; keyed by the task's own names)."""
+
+    rank: int
+    device: torch.device
+    spec: WorkerSpec
+    kept: dict
+
+
+class Task(Protocol):
+    """A job other than a sampling stage (a spread decode, a prompt encoding): picklable, run on every rank (each
+    rank joins the task's collectives over the workers' group); rank 0's return value comes back (`Finished`)
+    once every rank has finished, the others' are dropped. Its tensors are CPU tensors, both ways."""
+
+    def run(self, context: TaskContext) -> Any: ...
+
+
 class Run(NamedTuple):
-    """The controller asks every rank to sample `work` as job number `job`."""
+    """The controller asks every rank to sample `work` (or run the task `work`) as job number `job`."""
 
     job: int
-    work: StageJob
+    work: StageJob | Task
 
 
 class Stop(NamedTuple):
@@ -97,6 +117,15 @@ class Done(NamedTuple):
     audio: torch.Tensor | None
     generator_state: torch.Tensor
     keyframes: torch.Tensor | None = None
+
+
+class Finished(NamedTuple):
+    """Rank `rank` finished task `job`: rank 0 with `Task.run`'s return value, the others with None (the
+    controller returns once every rank has, so a rank's late failure is the task's, not the next job's)."""
+
+    job: int
+    value: Any
+    rank: int = 0
 
 
 class Stopped(NamedTuple):
@@ -148,8 +177,8 @@ class Refused(NamedTuple):
     why: str
 
 
-WorkerMessage = Ready | Alive | Progress | Done | Stopped | Error | Note  # what a controller reads from its workers
-JobMessage = Progress | Done | Stopped  # the ones that belong to a job (rank 0's)
+WorkerMessage = Ready | Alive | Progress | Done | Finished | Stopped | Error | Note  # what a controller reads
+JobMessage = Progress | Done | Finished | Stopped  # the ones that belong to a job (rank 0's)
 
 
 class Channel(Protocol):

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 import torch.multiprocessing as mp
 
 from ltx2_core.parallel.launch import leave
-from ltx2_core.runtime.protocol import Run, StageJob, WorkerMessage, WorkerSpec
+from ltx2_core.runtime.protocol import Run, StageJob, Task, WorkerMessage, WorkerSpec
 from ltx2_core.runtime.worker import serve
 
 
@@ -113,7 +113,7 @@ class SpawnedWorkers:
             except Exception:  # EOF: the worker ended (or died inside a message)
                 return
 
-    def send(self, rank: int, job_id: int, job: StageJob) -> None:
+    def send(self, rank: int, job_id: int, job: StageJob | Task) -> None:
         with contextlib.suppress(OSError):  # a dead worker: the controller finds out from its exit code
             self.jobs[rank].send(Run(job_id, job))
 

@@ -3,9 +3,10 @@
 Started by the `Controller` (torch.multiprocessing spawn: `ltx2_core.runtime.spawned.worker_main`), or by torchrun
 on one or several machines and attached to a controller over TCP (`python -m ltx2_core.runtime --connect
 HOST:PORT`, see `ltx2_core.runtime.links`); either way it talks through a `Channel` (`ltx2_core.runtime.protocol`).
-It joins the group (NCCL on GPUs, gloo on the CPU), loads its shard of the transformer once (nothing else: prompts
-are encoded, latents upsampled and media decoded by the caller), reports `Ready`, then samples stages (`StageJob`:
-the latent, prompts, generator state and `Stage` in; the latent and generator state back from rank 0) until it
+It joins the group (NCCL on GPUs, gloo on the CPU), loads its shard of the transformer once (the caller upsamples
+latents; what else a worker holds, a task loads when first asked), reports `Ready`, then samples stages (`StageJob`:
+the latent, prompts, generator state and `Stage` in; the latent and generator state back from rank 0), or runs
+tasks (`protocol.Task`: e.g. a decode spread over the group, with what the task loads kept across jobs), until it
 gets `None`. An attached worker then waits for the next controller, keeping its group (and its shard, when the next
 controller asks for the same one). A job's LoRA files are read once, cut to this rank's shards, and fused for that
 job only. A heartbeat thread reports every HEARTBEAT seconds, so a hung rank is told from a busy one, and ends the
@@ -36,7 +37,8 @@ from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.parallel.launch import finish, join, tensor_parallel_for
 from ltx2_core.stage_samplers import LocalSampler
 from ltx2_core.preview import LatentPreview
-from ltx2_core.runtime.protocol import Alive, Channel, Done, Error, Progress, Ready, Stopped, WorkerSpec
+from ltx2_core.runtime.protocol import (Alive, Channel, Done, Error, Finished, Progress, Ready, StageJob, Stopped,
+                                        TaskContext, WorkerSpec)
 
 HEARTBEAT = 2.0  # seconds between a worker's "alive" messages
 
@@ -103,6 +105,7 @@ class Loaded(NamedTuple):
     runner: object  # the CFG-parallel pass runner, or None
     shards: dict  # this rank's tensor-parallel shards (where a LoRA's updates are cut)
     device: torch.device
+    kept: dict  # what tasks keep across jobs (`TaskContext.kept`)
 
 
 def serve(rank: int, local_rank: int, spec: WorkerSpec, channel: Channel, loaded: Loaded | None = None
@@ -148,7 +151,7 @@ def _load(local_rank: int, spec: WorkerSpec) -> Loaded:
         return shards
 
     transformer = spec.files.load_transformer(device, spec.dtype, parallelize=parallelize if tensor_parallel else None)
-    return Loaded(spec, transformer, finish(transformer, mesh, spec.layout).runner, shards, device)
+    return Loaded(spec, transformer, finish(transformer, mesh, spec.layout).runner, shards, device, {})
 
 
 def _join_torchrun_group(backend: str) -> None:
@@ -166,31 +169,41 @@ def _cpu(tensor: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
-    transformer, device = loaded.transformer, loaded.device
-    loras, compiled = _Loras(loaded.shards), False
+    loras, compiled = _Loras(loaded.shards), [False]
     while (message := channel.get()) is not None:
         job_id, job = message.job, message.work
         try:
-            if job.compile and not compiled:
-                compile_blocks(transformer)
-                compiled = True
-            generator = torch.Generator(device)
-            generator.set_state(job.generator_state)
-            preview = LatentPreview(job.preview, *job.latent.video.shape[2:]) if rank == 0 and job.preview else None
-            # one rank of several: eager steps (every rank stops before the same block), all passes per forward
-            sampler = LocalSampler(transformer, runner=loaded.runner, observe=preview and preview.observe,
-                                   should_stop=_StopPoints(rank, job_id, channel), cuda_graphs=False, one_gpu=False)
-            config = transformer.config  # the backend checked here too, its choices made before the first step
-            with use_attention(job.attention, device, transformer.scale_shift_table.dtype,
-                               (config.video.head_dim, config.audio.head_dim)):
-                latent = sampler(job.positive.to(device), None if job.negative is None else job.negative.to(device),
-                                 job.latent, replace(job.stage, loras=loras(job.stage.loras)), generator,
-                                 progress=_Progress(job_id, channel, preview) if rank == 0 else None)
-            if rank == 0:
-                channel.put(Done(job_id, latent.video.cpu(), _cpu(latent.audio), generator.get_state(),
-                                 _cpu(latent.keyframes)))
+            if isinstance(job, StageJob):
+                _sample(rank, job_id, job, loaded, loras, compiled, channel)
+            else:  # a task (`protocol.Task`): a spread decode, a prompt encoding
+                value = job.run(TaskContext(rank, loaded.device, loaded.spec, loaded.kept))
+                channel.put(Finished(job_id, value if rank == 0 else None, rank))
         except Interrupted:
             if rank == 0:
                 channel.put(Stopped(job_id))
         except BaseException:
             channel.put(Error(rank, job_id, traceback.format_exc()))
+
+
+def _sample(rank: int, job_id: int, job: StageJob, loaded: Loaded, loras: _Loras, compiled: list[bool],
+            channel: Channel) -> None:
+    """One sampling stage on this rank; rank 0 sends the result. `compiled[0]`: the blocks were compiled."""
+    transformer, device = loaded.transformer, loaded.device
+    if job.compile and not compiled[0]:
+        compile_blocks(transformer)
+        compiled[0] = True
+    generator = torch.Generator(device)
+    generator.set_state(job.generator_state)
+    preview = LatentPreview(job.preview, *job.latent.video.shape[2:]) if rank == 0 and job.preview else None
+    # one rank of several: eager steps (every rank stops before the same block), all passes per forward
+    sampler = LocalSampler(transformer, runner=loaded.runner, observe=preview and preview.observe,
+                           should_stop=_StopPoints(rank, job_id, channel), cuda_graphs=False, one_gpu=False)
+    config = transformer.config  # the backend checked here too, its choices made before the first step
+    with use_attention(job.attention, device, transformer.scale_shift_table.dtype,
+                       (config.video.head_dim, config.audio.head_dim)):
+        latent = sampler(job.positive.to(device), None if job.negative is None else job.negative.to(device),
+                         job.latent, replace(job.stage, loras=loras(job.stage.loras)), generator,
+                         progress=_Progress(job_id, channel, preview) if rank == 0 else None)
+    if rank == 0:
+        channel.put(Done(job_id, latent.video.cpu(), _cpu(latent.audio), generator.get_state(),
+                         _cpu(latent.keyframes)))

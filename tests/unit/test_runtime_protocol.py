@@ -14,6 +14,7 @@ from ltx2_core.runtime.protocol import (
     Alive,
     Done,
     Error,
+    Finished,
     Hello,
     Note,
     Position,
@@ -31,7 +32,8 @@ from ltx2_core.stages import AVLatent
 from ltx2_core.types import TextEmbeddings
 
 MESSAGES = [Ready(1, 4321), Alive(0), Progress(3, 2, 8, None), Stopped(3), Error(1, None, "Traceback ..."),
-            Note("refused"), Position(1, 5), Stop(3, 7), Hello(0, 2, 99, "host"), Refused("why")]
+            Note("refused"), Position(1, 5), Stop(3, 7), Hello(0, 2, 99, "host"), Refused("why"), Finished(4, "value"),
+            Finished(4, None, 1)]
 
 
 def _job() -> StageJob:
