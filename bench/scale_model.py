@@ -8,7 +8,8 @@
    H100's 48-block guided steps of the GPU suite (docs/performance.md);
 2. `--gloo`: the collective bytes against what two real gloo ranks send (tests/distributed/traffic_rank.py), then
    the same formulas at the released sizes;
-3. the predictions, each layout's and the fastest single layout against the fastest per-stage pair;
+3. the predictions, each layout's (as the runtime runs it: stage 2 regrouped where that pays, `stage2_in`) and the
+   fastest single layout against the fastest free per-stage pair (a tp change re-shards the weights);
 4. the published anchors (sglang, TensorRT-LLM; shared/docs/performance.md) against the model in their layouts.
 
 Every time here is a prediction, except the measured columns of section 1. Writes scale_model.json and
@@ -121,6 +122,7 @@ def predictions(version: str, setting_for) -> list[dict]:
                              "margin": f"{ranked[1][0] / ranked[0][0] - 1:+.0%}" if len(ranked) > 1 else "–",
                              "slowest": f"{_shape(ranked[-1][1])} {ranked[-1][0]:.1f}",
                              "stage1": round(one.stages[0].seconds, 2), "stage2": round(one.stages[1].seconds, 2),
+                             "stage2_in": _shape(one.stages[1].layout.shape),
                              "pair": f"{_shape(pair.stages[0].layout.shape)} → {_shape(pair.stages[1].layout.shape)}",
                              "pair_seconds": round(pair.seconds, 2),
                              "all": {_shape(s): round(t, 2) for t, s in ranked}})

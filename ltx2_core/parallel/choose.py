@@ -8,8 +8,9 @@ H200 or B200) keep `default_layout`'s rule-based choice.
 
 from __future__ import annotations
 
-from ltx2_core.parallel.config import HEADROOM, ParallelConfig, default_layout
-from ltx2_core.parallel.cost_model import Setting, Workload, layouts, released_config, single, two_stage
+from ltx2_core.parallel.config import HEADROOM, ParallelConfig, default_layout, stage_layout
+from ltx2_core.parallel.cost_model import (Setting, Workload, layouts, released_config, second_layout, single,
+                                           two_stage)
 from ltx2_core.parallel.hardware import GPUS, LINKS, Gpu
 from ltx2_core.releases import RELEASED_HEADS
 
@@ -31,6 +32,20 @@ def link_for(names: list[str]) -> str:
     if any("PCIE" in n.upper() or "NVL" in n.upper() for n in names):
         return "pcie5"
     return kinds[0].intra_link
+
+
+def regroups(layout: ParallelConfig, device_names: list[str], hosts: int = 1, version: str = "2.3") -> bool:
+    """Whether the loaded cfg `layout` regroups its cfg and sp ranks for a stage of one pass (`stage_regroup`):
+    the cost model's call for the release's two-stage run on GPUs it knows (their link: `link_for`, 100 Gb Ethernet
+    between `hosts` machines); yes on GPUs it does not know and on CPU ranks (no names), where each rank's work
+    halves and the ranks share a machine."""
+    if stage_layout(layout, 1, RELEASED_HEADS) == layout:
+        return False
+    gpu = gpu_kind(device_names[0]) if device_names else None
+    if gpu is None:
+        return True
+    setting = Setting(gpu=gpu, link=LINKS["eth100" if hosts > 1 else link_for(device_names)])
+    return second_layout(two_stage(*DEFAULT_RUN, passes=4), layout, released_config(version), setting) != layout
 
 
 def fit_tp(devices: int, weight_bytes: float, free_bytes: float, heads: tuple[int, ...] = RELEASED_HEADS) -> int:

@@ -67,6 +67,16 @@ class ParallelConfig:
         return self
 
 
+def stage_layout(layout: ParallelConfig, passes: int, heads: tuple[int, ...]) -> ParallelConfig:
+    """The layout a stage of `passes` guidance passes runs in under `layout` (`launch.finish`, `stage_regroup`):
+    cfg × sp merged into one sp where the stage has fewer passes than cfg ranks and the merged degree divides the
+    `heads`; `layout` itself otherwise."""
+    merged = ParallelConfig(1, layout.cfg * layout.sp, layout.tp)
+    if layout.cfg == 1 or passes >= layout.cfg or any(count % (merged.sp * merged.tp) for count in heads):
+        return layout
+    return merged
+
+
 def default_layout(devices: int, passes: int, weight_bytes: int, free_bytes: int,
                    heads: tuple[int, ...] = RELEASED_HEADS) -> ParallelConfig:
     """A layout for `devices` GPUs of `free_bytes` each: tensor parallel only as far as the weights need to fit

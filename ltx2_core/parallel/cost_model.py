@@ -17,7 +17,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from ltx2_core.model.transformer.config import AUDIO_DEFAULTS, VIDEO_DEFAULTS, TransformerConfig
-from ltx2_core.parallel.config import ParallelConfig
+from ltx2_core.parallel.config import ParallelConfig, stage_layout
 from ltx2_core.parallel.hardware import DECODE_S, GPUS, LINKS, MEASURED, ForwardTimes, Gpu, Link
 from ltx2_core.parallel.traffic import Tokens, block_flops, cfg_gather_bytes, forward_traffic, weight_bytes
 from ltx2_core.geometry import audio_latent_length
@@ -207,10 +207,21 @@ def predict(workload: Workload, first: ParallelConfig, second: ParallelConfig, c
     return Prediction(first.world_size, stages, parts)
 
 
+def second_layout(workload: Workload, layout: ParallelConfig, config: TransformerConfig,
+                  setting: Setting) -> ParallelConfig:
+    """The layout the runtime runs stage 2 in under the loaded `layout`: where stage 2 has fewer passes than cfg
+    ranks, the layout its cfg and sp ranks regroup into (`config.stage_layout`: no weight moves) when the model
+    predicts it faster (its all-to-alls against the duplicated work: it pays over NVLink, not over Ethernet), else
+    `layout` (stage 2 then runs whole on every cfg rank)."""
+    merged = stage_layout(layout, workload.stages[1].passes, (config.video.heads, config.audio.heads))
+    if merged == layout:
+        return layout
+    return min((layout, merged), key=lambda second: predict(workload, layout, second, config, setting).seconds)
+
+
 def single(workload: Workload, layout: ParallelConfig, config: TransformerConfig, setting: Setting) -> Prediction:
-    """The run in one layout throughout, as the runtime runs it today: stage 2 (one pass) keeps the layout, its cfg
-    ranks beyond the first holding no pass."""
-    return predict(workload, layout, layout, config, setting)
+    """The run under one loaded layout, as the runtime runs it (stage 2 in `second_layout`)."""
+    return predict(workload, layout, second_layout(workload, layout, config, setting), config, setting)
 
 
 def best(workload: Workload, gpus: int, config: TransformerConfig, setting: Setting,
@@ -218,7 +229,7 @@ def best(workload: Workload, gpus: int, config: TransformerConfig, setting: Sett
     """The fastest single layout for the whole run, and the fastest pair (one layout per stage, re-sharding
     counted); `min_tp`: the tensor-parallel degree the weights need to fit."""
     options = [c for c in layouts(gpus, workload.stages[0].passes) if c.tp >= min_tp]
-    distilled = options  # a stage-2 layout with cfg > 1 leaves those ranks without a pass (the runtime's today)
+    distilled = options  # any layout of the same GPUs for stage 2 (a tp change re-shards the weights)
     if not options:
         raise ValueError(f"no layout of {gpus} GPUs has tp ≥ {min_tp} for heads {RELEASED_HEADS}")
     one = min((single(workload, c, config, setting) for c in options), key=lambda p: p.seconds)

@@ -19,9 +19,11 @@ from torch.distributed.device_mesh import DeviceMesh
 
 from ltx2_core.model.transformer import LTX2Transformer
 from ltx2_core.parallel.cfg_parallel import CfgParallel
-from ltx2_core.parallel.config import ParallelConfig
+from ltx2_core.parallel.choose import regroups
+from ltx2_core.parallel.config import ParallelConfig, stage_layout
 from ltx2_core.parallel.mesh import device_mesh
 from ltx2_core.parallel.sequence_parallel import sequence_parallel
+from ltx2_core.parallel.stage_regroup import StageRegroup
 from ltx2_core.parallel.tiled_decode import SpreadDecode
 from ltx2_core.parallel.tensor_parallel import tensor_parallel
 from ltx2_core.pipeline import Distribution
@@ -109,13 +111,41 @@ def join(layout: ParallelConfig, device: torch.device) -> DeviceMesh:
 
 
 def finish(model: LTX2Transformer, mesh: DeviceMesh, layout: ParallelConfig) -> Distribution:
-    """After the (tensor-parallel) load: sequence parallelism on the model, and how the run is distributed."""
+    """After the (tensor-parallel) load: sequence parallelism on the model, and how the run is distributed. A cfg
+    layout regroups per stage (`stage_regroup`: a stage with fewer passes than cfg ranks splits its tokens over the
+    cfg and sp ranks together) where tp·cfg·sp divides the heads. Collective (it may make the merged group)."""
     if layout.sp > 1:
         sequence_parallel(model, mesh["sp"].get_group())
     device = next(model.parameters()).device
-    runner = CfgParallel(mesh["cfg"].get_group()) if layout.cfg > 1 else None
+    runner = _cfg_runner(model, mesh, layout) if layout.cfg > 1 else None
     return Distribution(runner, lambda encode_here: broadcast_prompts(encode_here, device), dist.get_rank() == 0,
                         SpreadDecode(report=print if dist.get_rank() == 0 else None))
+
+
+def _cfg_runner(model: LTX2Transformer, mesh: DeviceMesh, layout: ParallelConfig) -> CfgParallel | StageRegroup:
+    """The cfg runner, regrouping per stage where the heads allow it and the cost model predicts a gain (rank 0's
+    call, the same on every rank); collective."""
+    cfg = CfgParallel(mesh["cfg"].get_group())
+    merged = stage_layout(layout, 1, (model.config.video.heads, model.config.audio.heads))
+    decision = [merged != layout and regroups(layout, _device_names(mesh.device_type), _hosts())]
+    dist.broadcast_object_list(decision, src=0)
+    if not decision[0]:
+        return cfg  # a stage with fewer passes than cfg ranks runs whole on every rank
+    group = device_mesh(merged, mesh.device_type)["sp"].get_group()
+    return StageRegroup(cfg, mesh["sp"].get_group() if layout.sp > 1 else None, group)
+
+
+def _device_names(device_type: str) -> list[str]:
+    """This machine's GPU names (none for CPU ranks)."""
+    if device_type != "cuda":
+        return []
+    return [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
+
+
+def _hosts() -> int:
+    """How many machines the launch spans (torchrun's world over its ranks per machine; 1 when not launched)."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "0"))
+    return max(1, dist.get_world_size() // local) if local else 1
 
 
 def broadcast_prompts(encode_here, device: torch.device) -> Prompts:

@@ -14,6 +14,8 @@ it is used in (the video RoPE tables cut to the local tokens in `prepare_run`): 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
@@ -162,13 +164,49 @@ class LocalTokensForward:
         return gathered[:, : layout.tokens], audio_out
 
 
+class _Single(NamedTuple):
+    """What a model ran with before its first sequence-parallel pass: the attention functions of each block (video
+    self, video→audio) and its own `prepare_run` / `forward` (None: the class's method)."""
+
+    attends: list[tuple[object, object]]
+    prepare_run: object
+    forward: object
+
+
 def sequence_parallel(model: LTX2Transformer, group: dist.ProcessGroup | None = None) -> LTX2Transformer:
-    """Makes `model` Ulysses-parallel over the ranks of `group` (default: all), in place; returns it."""
+    """Makes `model` Ulysses-parallel over the ranks of `group` (default: all), in place; returns it. Called again
+    with another group it moves to that group (no weight moves: every sp rank holds the whole blocks);
+    `single_sequence` undoes it."""
     group = group or dist.group.WORLD
+    single = model.__dict__.setdefault("_single_sequence", _Single(
+        [(block.attn1.attend, block.video_to_audio_attn.attend) for block in model.transformer_blocks],
+        model.__dict__.get("prepare_run"), model.__dict__.get("forward")))
     layout = _Layout(dist.get_rank(group), dist.get_world_size(group), group)
     for block in model.transformer_blocks:
         block.attn1.attend = UlyssesAttention(layout)
         block.video_to_audio_attn.attend = GatheredKeysAttention(layout)
-    model.prepare_run = LocalTokensRun(model.prepare_run, layout)
-    model.forward = LocalTokensForward(model.forward, layout)
+    model.prepare_run = LocalTokensRun(single.prepare_run or type(model).prepare_run.__get__(model), layout)
+    model.forward = LocalTokensForward(single.forward or type(model).forward.__get__(model), layout)
+    model.__dict__["_sequence_group"] = group
+    return model
+
+
+def sequence_group(model: LTX2Transformer) -> dist.ProcessGroup | None:
+    """The group `model`'s video tokens are split over (None: not split)."""
+    return model.__dict__.get("_sequence_group")
+
+
+def single_sequence(model: LTX2Transformer) -> LTX2Transformer:
+    """Undoes `sequence_parallel` (every video token on this rank again); a model without it is returned as it is."""
+    single = model.__dict__.pop("_single_sequence", None)
+    if single is None:
+        return model
+    for block, (self_attend, v2a_attend) in zip(model.transformer_blocks, single.attends):
+        block.attn1.attend, block.video_to_audio_attn.attend = self_attend, v2a_attend
+    for name in ("prepare_run", "forward"):
+        if getattr(single, name) is None:
+            model.__dict__.pop(name, None)
+        else:
+            setattr(model, name, getattr(single, name))
+    model.__dict__.pop("_sequence_group", None)
     return model

@@ -186,6 +186,8 @@ def guided_setup(
     if "uncond" in passes and negative is None:
         raise ValueError("cfg ≠ 1 needs a negative prompt (its text contexts); pass one or set cfg to 1")
     runner = runner or LocalPasses(passes_per_forward)
+    if (arrange := getattr(runner, "arrange", None)) is not None:  # a layout per stage (`parallel.stage_regroup`)
+        arrange(model, passes)
     device = next(model.parameters()).device
     contexts = [negative if name == "uncond" else positive for name in passes]
     audio_only, video_only = video_positions is None, audio_positions is None
