@@ -7,12 +7,21 @@ from __future__ import annotations
 
 import pytest
 
-from distributed.test_text_encode import families  # noqa: F401  (the tiny Gemma 3 and Gemma 4 files)
+from support.gemma import write_comfyui_file
+from support.gemma4 import FILE_NAME, write_gemma4_file, write_transformer25_file
 from support.ranks import run_ranks
 
 
+@pytest.fixture(scope="module")
+def families(tmp_path_factory, tiny_checkpoints):
+    """family -> (text encoder file, checkpoint or transformer file): tiny Gemma 3 (2 layers), tiny Gemma 4 (7)."""
+    root = tmp_path_factory.mktemp("text_load")
+    return {"gemma3": (write_comfyui_file(root / "gemma_3_12B_it.safetensors"), tiny_checkpoints["2.3"]),
+            "gemma4": (write_gemma4_file(root / FILE_NAME), write_transformer25_file(root / "transformer.safetensors"))}
+
+
 @pytest.mark.parametrize("family, world", [("gemma3", 2), ("gemma4", 3)])
-def test_each_pipeline_rank_reads_only_its_part(tmp_path, families, family, world):  # noqa: F811
+def test_each_pipeline_rank_reads_only_its_part(tmp_path, families, family, world):
     text_encoder, checkpoint = families[family]
     results = run_ranks("text_load_rank.py", world, tmp_path, family, str(text_encoder), str(checkpoint))
     bounds = results[0]["bounds"]
