@@ -52,12 +52,13 @@ from ltx2_core.cli_request import build_request, demo_version
 from ltx2_core.compile import compile_blocks
 from ltx2_core.errors import LTX2Error
 from ltx2_core.model_files import ModelFiles
+from ltx2_core.memory.estimates import GB
 from ltx2_core.memory.footprint import ModelSizes
 from ltx2_core.memory.plan import MemoryPlan
 from ltx2_core.model.transformer.attention_select import set_attention
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
-from ltx2_core.parallel.text_encode import spread_text
+from ltx2_core.parallel.text_load import load_text
 from ltx2_core.duration import predict_seconds, with_length
 from ltx2_core.pipeline import Distribution, Generation, generate
 from ltx2_core.request import Request
@@ -152,11 +153,13 @@ def _generate(args: argparse.Namespace, request: Request, files: ModelFiles, par
     start = time.perf_counter()
     if plan is not None:
         say(plan.describe())
-    models = files.load(device, DTYPES[args.dtype] if args.dtype else None,
-                        parallelize=launch.tensor_parallel_for(mesh, layout(args)) if parallel else None, plan=plan)
+    dtype = DTYPES[args.dtype] if args.dtype else None
+    models = files.load(device, dtype, parallelize=launch.tensor_parallel_for(mesh, layout(args)) if parallel else None,
+                        plan=plan, text=not parallel)  # under torchrun: loaded last, each rank its text layout's part
     distribution = launch.finish(models.transformer, mesh, layout(args)) if parallel else Distribution()
     if parallel:  # the prompts encoded across the ranks (issue 38, item 2)
-        models, distribution, text = spread_text(request, models, distribution)
+        models, distribution, text = load_text(request, files, models, distribution, device, dtype,
+                                               budget=int(args.memory_budget * GB) if args.memory_budget else None)
         say(text or "text encoder: rank 0 encodes the prompts")
     config = files.transformer_config()  # the attention checked again with the dtype the transformer computes in
     set_attention(args.attention, device, models.transformer.scale_shift_table.dtype,

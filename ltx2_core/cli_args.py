@@ -192,7 +192,8 @@ def parser() -> argparse.ArgumentParser:
                         "and what is held in RAM, streaming the transformer blocks that do not fit; stream: every "
                         "block streamed (the least device memory); resident: everything on the device")
     p.add_argument("--memory-budget", type=float, metavar="GB",
-                   help="plan for this much device memory instead of what is free (e.g. to leave room)")
+                   help="plan for this much device memory instead of what is free (e.g. to leave room); under "
+                        "torchrun: what each rank's text encoder may take (its layout: docs/several_gpus.md)")
     p.add_argument("--compile", action="store_true", help="torch.compile every transformer block (CUDA)")
     p.add_argument("--cuda-graphs", nargs="?", const="on", default="auto", choices=("auto", "on", "off"),
                    help="capture each denoising step as a CUDA graph: auto (default) where it can (CUDA, every block "

@@ -36,6 +36,7 @@ from ltx2_core.loader.lora import lora_reference_scale
 from ltx2_core.loader.release_folder import RELEASE_FILES, find_duration_head, find_release_files
 from ltx2_core.loader.safetensors_file import Shard
 from ltx2_core.loader.sources import BUNDLE, Component, Source, Sources, duration_head_source, video_vae_prefix
+from ltx2_core.loader.text_parts import TextPart
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.loader.upsampler_weights import upsampler_config
 from ltx2_core.model.upsampler import LatentUpsampler
@@ -184,12 +185,13 @@ class ModelFiles(ModelFileChecks):
 
     def load(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
              parallelize: Callable[[LTX2Transformer], Mapping[str, Shard]] | None = None,
-             plan: MemoryPlan | None = None) -> Models:
+             plan: MemoryPlan | None = None, *, text: bool = True) -> Models:
         """Every model of the generation; `parallelize` (tensor parallelism) shards the transformer: a checkpoint's
         on the meta model so this rank reads only its shards, the demo's after it is built. `plan` (a memory
         plan): its streamed blocks are loaded into host memory and streamed to `device`; the text side, the video
-        encoder and the upsampler visit `device` only for their stage (`ltx2_core.memory.offload`)."""
-        return self._placed(self._load(device, dtype, parallelize, plan), plan, device)
+        encoder and the upsampler visit `device` only for their stage (`ltx2_core.memory.offload`). `text` False:
+        a checkpoint's prompt encoder is left out (None; loaded later with `load_encoder`)."""
+        return self._placed(self._load(device, dtype, parallelize, plan, text=text), plan, device)
 
     def _matmul(self, models: Models, device: torch.device | str) -> Models:
         """The transformer's fp8 linears set to multiply by `fp8_matmul` on `device` (where streamed blocks run)."""
@@ -276,7 +278,7 @@ class ModelFiles(ModelFileChecks):
         return models
 
     def _load(self, device, dtype, parallelize, plan: MemoryPlan | None, *, whole: bool = True,
-              transformer: bool = True) -> Models:
+              transformer: bool = True, text: bool = True) -> Models:
         if self.checkpoint is None:
             from ltx2_core.demo import demo_models  # the demo is built only when asked for
 
@@ -287,7 +289,8 @@ class ModelFiles(ModelFileChecks):
                 parallelize(models.transformer)
             return self._matmul(models, device)
         if os.path.isdir(self.checkpoint):
-            return self.resolved()._load(device, dtype, parallelize, plan, whole=whole, transformer=transformer)
+            return self.resolved()._load(device, dtype, parallelize, plan, whole=whole, transformer=transformer,
+                                         text=text)
         load = dict(device=device, dtype=dtype)
         visiting = dict(device="cpu" if plan is not None else device, dtype=dtype)  # they visit the device (plan)
         streamed = plan is not None and plan.streamed_blocks > 0
@@ -299,7 +302,7 @@ class ModelFiles(ModelFileChecks):
             transformer=load_transformer(sources[Component.TRANSFORMER], loras=fused, parallelize=parallelize,
                                          fp8=self.fp8, device="cpu" if streamed else device, dtype=dtype)
             if transformer else None,
-            prompt_encoder=self._prompt_encoder(sources, plan, device, dtype) if whole else None,
+            prompt_encoder=self._prompt_encoder(sources, plan, device, dtype) if whole and text else None,
             decoders=Decoders(load_video_decoder(sources[Component.VIDEO_DECODER], **load),
                               load_audio_decoder(sources[Component.AUDIO_DECODER], **load),
                               # fp32: small and precision-bound
@@ -337,6 +340,12 @@ class ModelFiles(ModelFileChecks):
         else:
             encoder = load_prompt_encoder(files.text_encoder, sources, device=device, dtype=dtype)
         return encoder, _duration_head(sources, device)
+
+    def load_encoder(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
+                     part: TextPart | None = None) -> PromptEncoder:
+        """The prompt encoder alone, whole or (`part`: a text pipeline's rank) only that part read from disk."""
+        files = self.resolved()
+        return load_prompt_encoder(files.text_encoder, files.sources(), device=device, dtype=dtype, part=part)
 
     def _prompt_encoder(self, sources: Sources, plan: MemoryPlan | None, device: torch.device | str,
                         dtype: torch.dtype | None) -> PromptEncoder:

@@ -1,7 +1,8 @@
 // The LTX2ParallelConfig node's widget: the detected devices, cfg / sp / tp choices with invalid ones left out,
 // the default layout (the fastest the cost model predicts among those whose weights fit), the weight memory per
-// worker (read-only rows; a warning when it exceeds a GPU's memory; on CPU workers the RAM they hold together) and
-// the predicted end-to-end time of the layout beside it (GET /ltx2/layout_times: the Python cost model's).
+// worker (read-only rows; a warning when it exceeds a GPU's memory; on CPU workers the RAM they hold together), the
+// predicted end-to-end time of the layout beside it (GET /ltx2/layout_times: the Python cost model's), and every
+// valid layout of as many GPUs with its predicted time and weights per GPU, fastest first, the chosen one marked.
 // Without a GPU the layout runs as CPU worker processes, at most CPU_WORKERS_MAX, as the server allows. Its value
 // is the node's `layout` input (a JSON string), so it reaches Python under that name, is saved with the workflow
 // and appears in the API-format export.
@@ -9,7 +10,8 @@ import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
 import {
   CPU_WORKERS_MAX, DEFAULT_HEADS, axisChoices, defaultLayout, deviceBound, fastestPredicted, formatLayout,
-  layoutProblems, memoryWarnings, parseLayout, predictedText, weightsLabel, weightsText, workerMode,
+  layoutProblems, layoutRows, layoutRowsText, memoryWarnings, parseLayout, predictedText, weightsLabel, weightsText,
+  workerMode,
 } from "./ltx2_parallel_logic.js";
 
 const AXES = ["cfg", "sp", "tp"];
@@ -54,6 +56,7 @@ function setUp(node, devices, predicted) {
   info("devices_found", describe(devices));
   const memory = info("weights", "");
   const timing = info("predicted_end_to_end", "");
+  const table = info("layouts_by_time", []); // every layout of as many GPUs: its time and weights per GPU
   const combos = {};
   const refresh = () => {
     const layout = parseLayout(layoutWidget.value);
@@ -69,6 +72,9 @@ function setUp(node, devices, predicted) {
     memory.value = problems.length ? `invalid: ${problems.join("; ")}`
       : warnings.length ? `${weights}. Warning: ${warnings.join("; ")}` : weights;
     timing.value = problems.length ? "–" : predictedText(layout, facts().passes, predicted, mode);
+    table.value = problems.length || mode === "cpu" ? ["–"]
+      : layoutRowsText(layoutRows(layout, facts(), predicted, MODELS[CURRENT]));
+    if (node.size && node.computeSize) node.setSize?.([node.size[0], Math.max(node.size[1], node.computeSize()[1])]);
     node.setDirtyCanvas?.(true, true);
   };
   const choose = (axis, value) => {
@@ -96,7 +102,8 @@ function setUp(node, devices, predicted) {
   refresh();
 }
 
-// an information row: drawn as a label and its text, not editable (no click handling), not saved or queued
+// an information row: drawn as a label and its text (a list value: the label, then one line per entry), not editable
+// (no click handling), not saved or queued
 function readOnlyRow(node, name, value) {
   const row = {
     name, type: "ltx2_info", value, options: { serialize: false, read_only: true }, serialize: false,
@@ -105,10 +112,18 @@ function readOnlyRow(node, name, value) {
       ctx.fillStyle = window.LiteGraph?.WIDGET_SECONDARY_TEXT_COLOR ?? "#999";
       ctx.font = "11px sans-serif";
       ctx.textAlign = "left";
-      ctx.fillText(`${this.label ?? name.replace(/_/g, " ")}: ${this.value}`, 15, y + height * 0.7, width - 30);
+      const label = this.label ?? name.replace(/_/g, " ");
+      if (Array.isArray(this.value)) {
+        ctx.fillText(`${label}:`, 15, y + 14, width - 30);
+        this.value.forEach((line, i) => ctx.fillText(line, 25, y + 30 + 16 * i, width - 40));
+      } else {
+        ctx.fillText(`${label}: ${this.value}`, 15, y + height * 0.7, width - 30);
+      }
       ctx.restore();
     },
-    computeSize: (width) => [width, 20],
+    computeSize(width) {
+      return [width, Array.isArray(this.value) ? 20 + 16 * this.value.length : 20];
+    },
   };
   return node.addCustomWidget(row);
 }

@@ -147,3 +147,33 @@ export function predictedText(layout, passes, predicted, mode = "gpu") {
   return `${mine[2].toFixed(1)} s, ${predicted.run} on ${gpu} over ${predicted.link} (${fastest}; `
     + "a prediction, not a measurement)";
 }
+
+// every valid layout of exactly `count` workers (cfg × sp × tp = count) under `facts` (heads, passes, mode)
+export function layoutsOf(count, facts) {
+  const found = [];
+  for (let cfg = 1; cfg <= count; cfg++) {
+    for (let sp = 1; cfg * sp <= count; sp++) {
+      const tp = count / (cfg * sp);
+      const layout = { cfg, sp, tp };
+      if (Number.isInteger(tp) && layoutProblems(layout, { ...facts, devices: count }).length === 0) found.push(layout);
+    }
+  }
+  return found;
+}
+
+// the layouts table: every valid layout of as many workers as `layout` with its predicted seconds (null: none) and
+// its weight bytes per GPU, fastest first (those without a prediction last, then by less tp), `layout` marked chosen
+export function layoutRows(layout, facts, predicted, weightBytes) {
+  const seconds = (l) => predictedEntries(predicted).find(([p, n]) => n === facts.passes && sameLayout(p, l))?.[2];
+  return layoutsOf(workers(layout), facts)
+    .map((l) => ({ layout: l, seconds: seconds(l) ?? null, weights: weightBytesPerGpu(weightBytes, l),
+      chosen: sameLayout(l, layout) }))
+    .sort((a, b) => (a.seconds ?? Infinity) - (b.seconds ?? Infinity) || a.layout.tp - b.layout.tp
+      || b.layout.cfg - a.layout.cfg);
+}
+
+// the table's lines: "▶ cfg 2 × sp 1 × tp 1: 10.8 s, 37.9 GB per GPU" (▶: the chosen one; "–": no prediction)
+export function layoutRowsText(rows) {
+  return rows.map((r) => `${r.chosen ? "▶" : "  "} ${layoutName(r.layout)}: `
+    + `${r.seconds === null ? "–" : `${r.seconds.toFixed(1)} s`}, ${(r.weights / 1e9).toFixed(1)} GB per GPU`);
+}

@@ -31,6 +31,7 @@ from ltx2_core.errors import CheckpointError, KeyMismatchError, NotSafetensorsEr
 from ltx2_core.loader.checkpoint import check_tensors
 from ltx2_core.quant.files import StoredFormats, default_scales, install_layers, read_formats
 from ltx2_core.loader.safetensors_file import SafetensorsFile, folder_listing, read_header, read_tensors
+from ltx2_core.loader.text_parts import TextPart, part_state
 from ltx2_core.model.text.backbone import DEFAULT, TextBackbone, backbone_for, backbone_for_keys, registered
 from ltx2_core.model.text.chat import eos_ids
 from ltx2_core.model.text.tokenizer import PromptTokenizer, tokenizer_config_json
@@ -113,9 +114,11 @@ def find_gemma(path: str | os.PathLike) -> GemmaSource:
     return GemmaSource(path, "comfyui", backbone.values_from_shapes(shapes, str(path)), ((file, keys),), backbone)
 
 
-def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None):
+def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
+               part: TextPart | None = None):
     """The backbone's model (`transformers.Gemma3TextModel`, or our `Gemma4TextModel`) holding the file's weights
-    (cast to `dtype`), checked before any read."""
+    (cast to `dtype`), checked before any read. `part`: only its layers (and embeddings, final norm) are read, the
+    rest stays on `meta` at its loaded shape and dtype (`loader.text_parts`)."""
     model = source.backbone.build(source.config)
     plans = [read_formats(file, keys, weight_only=True) for file, keys in source.shards]
     merged = StoredFormats.union(plans)
@@ -126,6 +129,13 @@ def load_gemma(source: GemmaSource, *, device: torch.device | str = "cpu", dtype
     for (file, _), plan in zip(source.shards, plans):
         _check_dtypes(file, {k: fk for k, fk in plan.keys.items() if k not in plan.kept})
     _check_union(source, found, expected)
+    if part is not None:
+        state = part_state([(file, plan) for (file, _), plan in zip(source.shards, plans)], merged, part, device, dtype)
+        model.load_state_dict(state, strict=True, assign=True)
+        source.backbone.materialize_buffers(model, device, partial=True)
+        if not part.embeddings:
+            model.embed_tokens.to("meta")  # its scale too: a rank without the embeddings holds none of them
+        return model
     state: dict[str, torch.Tensor] = default_scales(merged, device)
     for (file, _), plan in zip(source.shards, plans):
         state |= read_tensors(file, plan.keys, device=device, dtype=dtype, keep=plan.kept)

@@ -28,6 +28,7 @@ from ltx2_core.loader.gguf_reader import is_gguf
 from ltx2_core.loader.vision_weights import load_vision_tower
 from ltx2_core.loader.safetensors_file import SafetensorsFile, read_header, read_tensors
 from ltx2_core.loader.sources import SECTIONS, Component, Source, Sources
+from ltx2_core.loader.text_parts import TextPart, projection_state
 from ltx2_core.loader.text_shapes import text_config_from_shapes
 from ltx2_core.model.text.encoder import PromptEncoder, check_prompt_length
 from ltx2_core.model.text.projection import TextProjection
@@ -215,6 +216,14 @@ def _fill(projection: _Projection, device: torch.device | str, dtype: torch.dtyp
     return projection.model.eval().requires_grad_(False)
 
 
+def _on_meta(projection: _Projection, dtype: torch.dtype | None) -> TextProjection:
+    """The projection left on `meta` (nothing read) with the shapes and dtypes `_fill` would give it."""
+    gguf = [str(file.path) for file, _ in projection.shards if is_gguf(file.path)]
+    state = projection_state(projection.shards, projection.plan, dtype, gguf)
+    projection.model.load_state_dict(state, strict=True, assign=True)
+    return projection.model.eval().requires_grad_(False)
+
+
 def load_text_projection(
     sources: Sources | str | os.PathLike,
     gemma: GemmaSource,
@@ -235,6 +244,7 @@ def load_prompt_encoder(
     dtype: torch.dtype | None = None,
     offload_device: torch.device | str | None = None,
     max_length: int | None = None,
+    part: TextPart | None = None,
 ) -> PromptEncoder:
     """Gemma (ComfyUI file or HF folder) + the model's text path (`checkpoint`: its `Sources` or the bundled
     checkpoint's path), as one `PromptEncoder`.
@@ -242,14 +252,17 @@ def load_prompt_encoder(
     Both files are inspected and cross-checked (family, sizes, key sets, shapes, tokenizer) before any weight is
     read. Weights load onto `offload_device` when given (they visit `device` only while encoding), else `device`.
     To stream Gemma's layers from host memory while it encodes: `ltx2_core.memory.offload.load_streamed_prompt_encoder`.
+    `part` (a text pipeline's rank, `loader.text_parts`): only its layers, embeddings and head are read, the rest
+    stays on `meta`; `TextPart.nothing()`: no weight read (the encoder's structure and sizes).
     """
     gemma = find_gemma(text_encoder)
     projection = _projection_on_meta(_sources(checkpoint), gemma)
     tokenizer = gemma.tokenizer(max_length)
     check_prompt_length(tokenizer.max_length, projection.model.config)
     home = offload_device if offload_device is not None else device
-    model = load_gemma(gemma, device=home, dtype=dtype)
-    encoder = PromptEncoder(tokenizer, model, _fill(projection, home, dtype), backbone=gemma.backbone, device=device,
+    model = load_gemma(gemma, device=home, dtype=dtype, part=part)
+    filled = _fill(projection, home, dtype) if part is None or part.head else _on_meta(projection, dtype)
+    encoder = PromptEncoder(tokenizer, model, filled, backbone=gemma.backbone, device=device,
                             offload_device=offload_device)
     encoder.gemma_source = gemma
     encoder.load_vision = functools.partial(load_vision_tower, gemma)

@@ -72,8 +72,9 @@ WIDGET = """async (gpus) => {
     devices: widget("devices_found").value};
   widget("sp_degree").callback("2");
   const after = {tp: values("tp_degree"), layout: widget("layout").value, memory: widget("weights").value,
-    label: widget("weights").label, predicted: widget("predicted_end_to_end").value};
-  const info = ["devices_found", "weights", "predicted_end_to_end"].map((name) => widget(name));
+    label: widget("weights").label, predicted: widget("predicted_end_to_end").value,
+    layouts: [...widget("layouts_by_time").value]};
+  const info = ["devices_found", "weights", "predicted_end_to_end", "layouts_by_time"].map((name) => widget(name));
   const readOnly = info.every((w) => w.type !== "text" && w.options?.read_only === true && !w.onClick && !w.mouse);
   const prompt = (await app.graphToPrompt()).output;
   widget("default layout").callback();

@@ -79,6 +79,12 @@ def test_the_layout_widget_leaves_out_invalid_choices_and_its_value_is_queued(co
     assert result["after"]["tp"] == ["1", "2"]  # tp 4 with sp 2 needs 8 GPUs: not offered
     assert json.loads(result["after"]["layout"]) == {"cfg": 1, "sp": 2, "tp": 1}
     assert "LTX-2.5 22B 37.9 GB" in result["after"]["memory"] and "Warning" not in result["after"]["memory"]
+    # every layout of 2 GPUs with its predicted time and weights per GPU, fastest first, the chosen one marked
+    layouts = result["after"]["layouts"]
+    assert [line[2:].split(":")[0] for line in layouts if line.startswith("▶")] == ["cfg 1 × sp 2 × tp 1"], layouts
+    row = re.compile(r"^(?:▶|  ) cfg \d × sp \d × tp \d: (\d+\.\d) s, \d+\.\d GB per GPU$")
+    times = [float(row.match(line)[1]) for line in layouts]
+    assert len(times) == 3 and times == sorted(times), layouts
     (queued,) = [node for node in result["prompt"].values() if node["class_type"] == "LTX2ParallelConfig"]
     assert queued["inputs"]["layout"] == result["after"]["layout"]
     # the predicted time, from the server's cost model (GET /ltx2/layout_times): "GPU" is no GPU the model knows

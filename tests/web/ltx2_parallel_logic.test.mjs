@@ -4,8 +4,8 @@ import test from "node:test";
 
 import {
   ATTACHED_MAX, CPU_WORKERS_MAX, axisChoices, defaultLayout, deviceBound, fastestPredicted, formatLayout,
-  layoutProblems, memoryWarnings, parseLayout, predictedText, weightBytesPerGpu, weightsLabel, weightsText,
-  workerMode,
+  layoutProblems, layoutRows, layoutRowsText, layoutsOf, memoryWarnings, parseLayout, predictedText,
+  weightBytesPerGpu, weightsLabel, weightsText, workerMode,
 } from "../../web/ltx2_parallel_logic.js";
 
 const GB = 2 ** 30;
@@ -123,4 +123,24 @@ test("the predicted row: this layout's time, the fastest of as many GPUs, and th
   assert.equal(predictedText({ cfg: 1, sp: 1, tp: 8 }, 4, PREDICTED), "none for this layout");
   assert.equal(predictedText({ cfg: 1, sp: 1, tp: 1 }, 4, null), "none for this layout");
   assert.match(predictedText({ cfg: 1, sp: 1, tp: 1 }, 4, PREDICTED, "cpu"), /none for CPU workers/);
+});
+
+test("every valid layout of as many GPUs with its time and weights per GPU, fastest first, the chosen marked", () => {
+  const facts = { heads: [32, 32], passes: 4, mode: "gpu" };
+  assert.deepEqual(layoutsOf(4, facts).map((l) => [l.cfg, l.sp, l.tp]),
+    [[1, 1, 4], [1, 2, 2], [1, 4, 1], [2, 1, 2], [2, 2, 1], [4, 1, 1]]);
+  assert.deepEqual(layoutsOf(3, { ...facts, heads: [4, 4] }).map((l) => [l.cfg, l.sp, l.tp]), [[3, 1, 1]]);
+  const rows = layoutRows({ cfg: 4, sp: 1, tp: 1 }, facts, PREDICTED, 40e9);
+  // 9.3 s twice: the lower tp first; cfg 1 × sp 2 × tp 2 and cfg 1 × sp 4 have no prediction here: last
+  assert.deepEqual(rows.map((r) => [r.layout.cfg, r.layout.sp, r.layout.tp, r.seconds, r.weights, r.chosen]), [
+    [2, 2, 1, 9.3, 40e9, false], [2, 1, 2, 9.3, 20e9, false], [4, 1, 1, 9.4, 40e9, true],
+    [1, 1, 4, 17.3, 10e9, false], [1, 4, 1, null, 40e9, false], [1, 2, 2, null, 20e9, false]]);
+  const lines = layoutRowsText(rows);
+  assert.equal(lines[0], "   cfg 2 × sp 2 × tp 1: 9.3 s, 40.0 GB per GPU");
+  assert.equal(lines[2], "▶ cfg 4 × sp 1 × tp 1: 9.4 s, 40.0 GB per GPU");
+  assert.equal(lines[5], "   cfg 1 × sp 2 × tp 2: –, 20.0 GB per GPU");
+  // the guidance passes pick the predictions: with one pass, cfg 2 is not valid and sp 2 leads
+  assert.deepEqual(layoutRows({ cfg: 1, sp: 1, tp: 2 }, { ...facts, passes: 1 }, PREDICTED, 40e9)
+    .map((r) => [r.layout.sp, r.layout.tp, r.seconds]), [[2, 1, 5.0], [1, 2, null]]);
+  assert.deepEqual(layoutRows({ cfg: 1, sp: 1, tp: 1 }, facts, null, 40e9).map((r) => r.seconds), [null]);
 });

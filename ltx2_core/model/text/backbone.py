@@ -42,8 +42,9 @@ class TextBackbone(Protocol):
         """The language model on `meta` (no memory, no init), in eval mode without gradients."""
         ...
 
-    def materialize_buffers(self, model: nn.Module, device: torch.device | str) -> None:
-        """Recomputes on `device` the buffers a meta build leaves empty and files do not store."""
+    def materialize_buffers(self, model: nn.Module, device: torch.device | str, partial: bool = False) -> None:
+        """Recomputes on `device` the buffers a meta build leaves empty and files do not store (`partial`: other
+        tensors may stay on `meta`, else that is an error)."""
         ...
 
     def hidden_states(self, model: nn.Module, input_ids: torch.Tensor,

@@ -86,9 +86,10 @@ def build_on_meta(config) -> nn.Module:
     return model.eval().requires_grad_(False)
 
 
-def materialize_buffers(model: nn.Module, device: torch.device | str) -> None:
+def materialize_buffers(model: nn.Module, device: torch.device | str, partial: bool = False) -> None:
     """(Re)computes the non-persistent buffers (RoPE inverse frequencies, embedding scale) on `device`: a meta build
-    leaves them empty and checkpoints do not store them, they are derived from the config."""
+    leaves them empty and checkpoints do not store them, they are derived from the config. `partial`: weights left
+    on `meta` are expected (a pipeline rank's part, `loader.text_parts`)."""
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if type(child).__name__.endswith("RotaryEmbedding"):
@@ -98,7 +99,7 @@ def materialize_buffers(model: nn.Module, device: torch.device | str) -> None:
         scale = getattr(embed, "scalar_embed_scale", model.config.hidden_size**0.5)
         embed.embed_scale = torch.tensor(scale, device=device)
     left = [name for name, t in (*model.named_parameters(), *model.named_buffers()) if t.is_meta]
-    if left:
+    if left and not partial:
         raise RuntimeError(f"Gemma tensors left unloaded after materialisation: {left[:5]}")
 
 
@@ -182,8 +183,8 @@ class Gemma3:
     def build(self, values: Mapping[str, Any]) -> nn.Module:
         return build_on_meta(text_config(values))
 
-    def materialize_buffers(self, model: nn.Module, device: torch.device | str) -> None:
-        materialize_buffers(model, device)
+    def materialize_buffers(self, model: nn.Module, device: torch.device | str, partial: bool = False) -> None:
+        materialize_buffers(model, device, partial)
 
     def hidden_states(self, model: nn.Module, input_ids: torch.Tensor,
                       attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
