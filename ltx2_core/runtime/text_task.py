@@ -10,7 +10,7 @@ layers as a pipeline over the workers ("pipeline").
 
 Each worker loads Gemma whole into its RAM, then keeps what the layout gives its rank (a pipeline rank drops the
 layers it does not hold: load whole and cut; reading only the rank's layers is the command line's per-rank loading)
-and moves that to its device. What a worker loaded stays in its `TaskContext.kept` across jobs, keyed by the
+and moves that to its device, to stay (`resident`) or for each task only. What a worker loaded stays in its `TaskContext.kept` across jobs, keyed by the
 `LoadEncoder` (path, sources, dtype, ...): a second encode finds it, another load replaces it; an encode on workers
 that restarted since loads it again. Prompt enhancement samples text with the whole model on one rank: rank 0 runs
 it where it holds a whole replica ("prompts"); a pipeline refuses it, naming the fix.
@@ -18,8 +18,9 @@ it where it holds a whole replica ("prompts"); a pipeline refuses it, naming the
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,6 +33,7 @@ from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.memory.sizes import device_room, ram_bytes
 from ltx2_core.memory.text_layout import TextLayout
+from ltx2_core.model.text import PromptEncoder
 from ltx2_core.parallel.text_encode import SpreadEncoder, plan_for, text_bytes
 from ltx2_core.runtime.controller import Controller
 from ltx2_core.runtime.protocol import TaskContext
@@ -60,13 +62,15 @@ class LoadEncoder(NamedTuple):
     """Loads the prompt encoder on every worker (once: a worker already holding this load keeps it; another load
     it held is freed first). `budget`: each rank's bytes for the plan (None: its device's free memory, or on the
     CPU its free RAM plus what the encoder takes there). A plan that fits no layout is returned as `refusal`, so
-    the workers keep running (a failed task restarts them)."""
+    the workers keep running (a failed task restarts them). `resident` False: a GPU worker keeps its part in RAM
+    and moves it to its device for each task (the device's memory is the sampling's between prompts)."""
 
     path: str
     sources: Sources
     dtype: torch.dtype | None = None
     max_length: int | None = None
     budget: int | None = None
+    resident: bool = True
 
     def run(self, context: TaskContext) -> Loaded:
         try:
@@ -86,11 +90,11 @@ class Encode(NamedTuple):
     batch: bool = False
 
     def run(self, context: TaskContext):
-        encoder = _held(self.load, context).encoder
-        if self.batch:
-            return _cpu(encoder.encode_batch(list(self.prompts)))
-        positive, negative = encoder.encode(*self.prompts)
-        return _cpu(positive), None if negative is None else _cpu(negative)
+        with _on_device(_held(self.load, context), context.device) as encoder:
+            if self.batch:
+                return _cpu(encoder.encode_batch(list(self.prompts)))
+            positive, negative = encoder.encode(*self.prompts)
+            return _cpu(positive), None if negative is None else _cpu(negative)
 
 
 class Enhance(NamedTuple):
@@ -106,11 +110,12 @@ class Enhance(NamedTuple):
     def run(self, context: TaskContext):
         from ltx2_core.model.text.enhance import enhance_prompt
 
-        encoder = _held(self.load, context).encoder
+        held = _held(self.load, context)
         if context.rank != 0:
             return None
-        return enhance_prompt(encoder.inner, self.prompt, seed=self.seed, image=self.image,
-                              system_prompt_file=self.system_prompt_file, max_new_tokens=self.max_new_tokens)
+        with _on_device(held, context.device) as encoder:
+            return enhance_prompt(encoder.inner, self.prompt, seed=self.seed, image=self.image,
+                                  system_prompt_file=self.system_prompt_file, max_new_tokens=self.max_new_tokens)
 
 
 class Release(NamedTuple):
@@ -138,12 +143,9 @@ def _held(load: LoadEncoder, context: TaskContext) -> Held:
     context.kept[LOADS] = context.kept.get(LOADS, 0) + 1
     budget = load.budget if load.budget is not None else _room(encoder, context.device)
     spread = SpreadEncoder(encoder, plan_for(encoder, budget=budget))  # a pipeline drops the layers not held
-    if context.device.type != "cpu":
-        moved: dict[int, torch.Tensor] = {}
-        for module in (encoder.gemma, encoder.projection):
-            if module is not None:
-                _move_held(module, context.device, moved)
-    encoder.offload_device = None
+    encoder.offload_device = None  # this module moves what the rank holds (`_on_device`)
+    if load.resident:
+        _move(encoder, context.device)
     context.kept[KEPT] = Held(load, spread)
     return context.kept[KEPT]
 
@@ -154,6 +156,28 @@ def _room(encoder, device: torch.device) -> int:
     if device.type == "cuda":
         return device_room(device)
     return (ram_bytes() or 0) + text_bytes(encoder).whole
+
+
+@contextlib.contextmanager
+def _on_device(held: Held, device: torch.device) -> Iterator[SpreadEncoder]:
+    """The held encoder, its part on `device` while the block runs and back in RAM after (unless resident)."""
+    if held.load.resident or device.type == "cpu":
+        yield held.encoder
+        return
+    _move(held.encoder.inner, device)
+    try:
+        yield held.encoder
+    finally:
+        _move(held.encoder.inner, torch.device("cpu"))
+        torch.cuda.empty_cache()
+
+
+def _move(encoder: PromptEncoder, device: torch.device) -> None:
+    """What the rank holds of Gemma and the projection onto `device`."""
+    moved: dict[int, torch.Tensor] = {}
+    for module in (encoder.gemma, encoder.projection):
+        if module is not None:
+            _move_held(module, device, moved)
 
 
 def _move_held(module: nn.Module, device: torch.device, moved: dict[int, torch.Tensor]) -> None:
