@@ -217,8 +217,8 @@ def _start_workers(files: ModelFiles, parallel: Parallel, device: torch.device, 
 class LTX2TextEncoderLoader:
     DESCRIPTION = ("Loads Gemma 3 12B (ComfyUI's single file or a Hugging Face folder) with the checkpoint's text "
                    "projection and connectors. Given a model on several workers (LTX2 Parallel Config), Gemma loads "
-                   "on those workers instead, spread as their memory allows (device unused; with offload each worker keeps its "
-                   "part in RAM and moves it to its GPU while encoding).")
+                   "on those workers instead, spread as their memory allows (device unused; with offload each worker "
+                   "keeps its part in RAM and moves it to its GPU while encoding).")
     CATEGORY = CATEGORY
     RETURN_TYPES = (TEXT_ENCODER,)
     RETURN_NAMES = ("text_encoder",)
@@ -250,8 +250,8 @@ class LTX2TextEncoderLoader:
         workers = model.host.workers
         if workers is not None and workers.layout.world_size > 1:  # Gemma on the model's workers, spread
             try:
-                encoder = WorkerPromptEncoder(workers, LoadEncoder(path, model.text_sources(path), dtype, resident=not offload),
-                                              check=model.check_loaded)
+                load = LoadEncoder(path, model.text_sources(path), dtype, resident=not offload)
+                encoder = WorkerPromptEncoder(workers, load, check=model.check_loaded)
             except MemoryPlanError as refused:
                 print(f"[LTX-2] the text encoder fits none of the workers' layouts ({refused}); it is loaded here "
                       "instead, as device and offload say")

@@ -10,10 +10,11 @@ layers as a pipeline over the workers ("pipeline").
 
 Each worker loads Gemma whole into its RAM, then keeps what the layout gives its rank (a pipeline rank drops the
 layers it does not hold: load whole and cut; reading only the rank's layers is the command line's per-rank loading)
-and moves that to its device, to stay (`resident`) or for each task only. What a worker loaded stays in its `TaskContext.kept` across jobs, keyed by the
-`LoadEncoder` (path, sources, dtype, ...): a second encode finds it, another load replaces it; an encode on workers
-that restarted since loads it again. Prompt enhancement samples text with the whole model on one rank: rank 0 runs
-it where it holds a whole replica ("prompts"); a pipeline refuses it, naming the fix.
+and moves that to its device, to stay (`resident`) or for each task only. What a worker loaded stays in its
+`TaskContext.kept` across jobs, keyed by the `LoadEncoder` (path, sources, dtype, ...): a second encode finds it,
+another load replaces it; an encode on workers that restarted since loads it again. Prompt enhancement samples
+text with the whole model on one rank: rank 0 runs it where it holds a whole replica ("prompts"); a pipeline
+refuses it, naming the fix.
 """
 
 from __future__ import annotations
