@@ -36,7 +36,7 @@ from ltx2_core.memory.sizes import device_room, ram_bytes
 from ltx2_core.memory.text_layout import TextLayout
 from ltx2_core.model.text import PromptEncoder
 from ltx2_core.parallel.text_encode import SpreadEncoder, plan_for, text_bytes
-from ltx2_core.runtime.controller import Controller
+from ltx2_core.runtime.controller import Controller, WorkerError
 from ltx2_core.runtime.protocol import TaskContext
 from ltx2_core.types import TextEmbeddings
 
@@ -246,9 +246,11 @@ class WorkerPromptEncoder:
         return self._call(Enhance(self.load, prompt, seed, image, path, max_new_tokens))
 
     def release(self) -> None:
-        """Frees the encoder on the workers (nothing to do where they are stopped: it went with them)."""
+        """Frees the encoder on the workers (nothing to do where they are stopped: it went with them; a release that
+        fails leaves workers that start again, without it, with the next job)."""
         if not self.released and self.workers.workers.active and not self.workers.workers.dead():
-            self.workers.call(Release(self.load))
+            with contextlib.suppress(WorkerError):
+                self.workers.call(Release(self.load))
         self.released = True
 
     def _call(self, task):

@@ -170,11 +170,19 @@ def test_comfyuis_unload_of_all_models_releases_every_loaded_handle_and_its_work
     from nodes import loaders
 
     monkeypatch.setattr(loaders, "_LOADED", {})  # only this test's handle (other tests' stay loaded)
+    monkeypatch.setattr(loaders, "_TEXT_LOADED", {})
     (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu",
                     parallel=Parallel(ParallelConfig(cfg=2)), unique_id="free-test")
+    (text,) = node("LTX2TextEncoderLoader", files["gemma"], model, "cpu", False, unique_id="free-text-test")
+    (unnamed,) = node("LTX2TextEncoderLoader", files["gemma"], model, "cpu", False)  # no node id: not registered
     pids, before = model.host.workers.pids, loaders.LTX2CheckpointLoader.IS_CHANGED(ckpt_name=files["checkpoint"])
     loaders.release_all()
-    assert all(_gone(pid) for pid in pids) and "free-test" not in loaders._LOADED
+    assert all(_gone(pid) for pid in pids) and "free-test" not in loaders._LOADED and not loaders._TEXT_LOADED
+    with pytest.raises(RuntimeError, match="encoder was released"):
+        text.encode("a cat")
+    with pytest.raises(ValueError, match="ComfyUI unloaded all models"):  # the model's check: no workers restarted
+        unnamed.encode("a cat")
+    assert all(_gone(pid) for pid in pids) and not model.host.workers.workers.active
     assert loaders.LTX2CheckpointLoader.IS_CHANGED(ckpt_name=files["checkpoint"]) != before
     with pytest.raises(ValueError, match="ComfyUI unloaded all models"):
         model.check_loaded()
