@@ -69,7 +69,7 @@ def test_a_text_encoder_that_fits_no_layout_of_the_workers_loads_here(on_workers
     from ltx2_core.runtime.text_task import LoadEncoder
     from nodes import loaders
 
-    monkeypatch.setattr(loaders, "LoadEncoder", lambda *args: LoadEncoder(*args, budget=1))  # a byte per worker
+    monkeypatch.setattr(loaders, "LoadEncoder", lambda *args, **kw: LoadEncoder(*args, **kw, budget=1))  # a byte each
     (encoder,) = node("LTX2TextEncoderLoader", files["gemma"], on_workers, "cpu", False)
     assert isinstance(encoder, PromptEncoder) and "loaded here instead" in capsys.readouterr().out
 
