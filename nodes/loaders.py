@@ -15,7 +15,9 @@ from ltx2_core.model.transformer.attention_select import check_attention, device
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.quant.fp8_matmul import CHOICES as FP8_MATMUL_CHOICES, resolve as resolve_fp8_matmul
 from ltx2_core.quant.policy import FP8_MODES
+from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.runtime import Controller
+from ltx2_core.runtime.text_task import LoadEncoder, WorkerPromptEncoder
 
 from . import bridge
 from .handles import MODEL, PARALLEL, TEXT_ENCODER, UPSAMPLER, ModelHandle, Parallel
@@ -32,6 +34,7 @@ ATTENTION = (list(ATTENTION_MODES), {"default": "auto", "tooltip": "the transfor
              "(docs/attention.md)"})
 PLANNED_FOR = (121, 512, 768, 4)  # frames, height, width, guidance passes of the request a load plans for
 _LOADED: dict[str, ModelHandle] = {}  # the model each checkpoint-loader node (by its id) holds now
+_TEXT_LOADED: dict[str, WorkerPromptEncoder] = {}  # the encoder each text-encoder loader (by its id) has on workers
 _RELEASED = 0  # how many times ComfyUI's unload released them: a loader whose handle went loads again
 
 
@@ -41,6 +44,8 @@ def release_all() -> None:
     global _RELEASED
     if _LOADED:
         _RELEASED += 1
+    while _TEXT_LOADED:
+        _TEXT_LOADED.popitem()[1].release()
     while _LOADED:
         _LOADED.popitem()[1].release()
 
@@ -211,7 +216,9 @@ def _start_workers(files: ModelFiles, parallel: Parallel, device: torch.device, 
 
 class LTX2TextEncoderLoader:
     DESCRIPTION = ("Loads Gemma 3 12B (ComfyUI's single file or a Hugging Face folder) with the checkpoint's text "
-                   "projection and connectors.")
+                   "projection and connectors. Given a model on several workers (LTX2 Parallel Config), Gemma loads "
+                   "on those workers instead, spread as their memory allows (device unused; with offload each worker "
+                   "keeps its part in RAM and moves it to its GPU while encoding).")
     CATEGORY = CATEGORY
     RETURN_TYPES = (TEXT_ENCODER,)
     RETURN_NAMES = ("text_encoder",)
@@ -227,16 +234,32 @@ class LTX2TextEncoderLoader:
             "device": (list(DEVICES), {"default": "default", "tooltip": "where Gemma runs"}),
             "offload": ("BOOLEAN", {"default": True, "tooltip": "keep Gemma's layers in RAM and stream them to the "
                                     "device one at a time while encoding (about 3 GB on the device instead of 24)"}),
-        }}
+        }, "hidden": {"unique_id": "UNIQUE_ID"}}
 
     @classmethod
     def VALIDATE_INPUTS(cls, text_encoder: str | None = None, input_types: dict | None = None):
         links = input_types  # None: called without ComfyUI, a None value then counts as linked
         return link_problem(cls, links) or file_problem("text encoder", text_encoder, links) or True
 
-    def load(self, text_encoder: str, model: ModelHandle, device: str = "default", offload: bool = True):
+    def load(self, text_encoder: str, model: ModelHandle, device: str = "default", offload: bool = True,
+             unique_id: str | None = None):
         path, target = bridge.model_path("text_encoders", text_encoder, marker="config.json"), _device(device)
         dtype = model.check_loaded().weights.dtype
+        if (previous := _TEXT_LOADED.pop(unique_id, None)) is not None:  # this node's encoder on workers goes first
+            previous.release()
+        workers = model.host.workers
+        if workers is not None and workers.layout.world_size > 1:  # Gemma on the model's workers, spread
+            try:
+                load = LoadEncoder(path, model.text_sources(path), dtype, resident=not offload)
+                encoder = WorkerPromptEncoder(workers, load, check=model.check_loaded)
+            except MemoryPlanError as refused:
+                print(f"[LTX-2] the text encoder fits none of the workers' layouts ({refused}); it is loaded here "
+                      "instead, as device and offload say")
+            else:
+                print(f"[LTX-2] {encoder.describe()}")
+                if unique_id is not None:
+                    _TEXT_LOADED[unique_id] = encoder
+                return (encoder,)
         if offload and target.type != "cpu":
             return (load_streamed_prompt_encoder(path, model.text_sources(path), device=target, dtype=dtype,
                                                  pin=model.memory is None or model.memory.pin),)

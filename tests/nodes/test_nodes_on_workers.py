@@ -40,8 +40,38 @@ def test_the_sampler_on_workers_equals_the_sampler_here_with_a_lora(loaded, on_w
         results.append(node("LTX2Sampler", styled, conditioning, latent, 3, 2, "ltx2", guidance=guidance)[0])
     torch.testing.assert_close(results[1].video, results[0].video, atol=1e-4, rtol=0)
     torch.testing.assert_close(results[1].audio, results[0].audio, atol=1e-4, rtol=0)
-    (encoder_of_workers,) = node("LTX2TextEncoderLoader", files["gemma"], on_workers, "cpu", False)
-    assert next(encoder_of_workers.gemma.parameters()).dtype == next(here.host.transformer.parameters()).dtype
+
+
+@pytest.fixture(scope="module")
+def text_on_workers(on_workers, files):
+    """The text encoder loader given the model on workers: Gemma on the workers (runtime.text_task)."""
+    (encoder,) = node("LTX2TextEncoderLoader", files["gemma"], on_workers, "cpu", False, unique_id="text-test")
+    yield encoder
+    encoder.release()
+
+
+def test_the_text_encoder_on_workers_encodes_as_the_one_here(loaded, on_workers, text_on_workers, files):
+    here, _, conditioning, _ = loaded
+    assert text_on_workers.layout.mode == "prompts"  # both prompts at once: one on each worker
+    assert text_on_workers.dtype == next(here.host.transformer.parameters()).dtype
+    got = node("LTX2TextEncode", text_on_workers, "a red car in the rain", "blurry")[0]
+    for g, w in zip((*got.positive, *got.negative), (*conditioning.positive, *conditioning.negative)):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=0)  # batch 1 against the batch of two here
+    (again,) = node("LTX2TextEncoderLoader", files["gemma"], on_workers, "cpu", False, unique_id="again-test")
+    (other,) = node("LTX2TextEncoderLoader", files["gemma"], on_workers, "cpu", False, unique_id="again-test")
+    with pytest.raises(RuntimeError, match="was released"):  # the node's new load released its previous encoder
+        again.encode("a cat")
+    other.release()
+
+
+def test_a_text_encoder_that_fits_no_layout_of_the_workers_loads_here(on_workers, files, monkeypatch, capsys):
+    from ltx2_core import PromptEncoder
+    from ltx2_core.runtime.text_task import LoadEncoder
+    from nodes import loaders
+
+    monkeypatch.setattr(loaders, "LoadEncoder", lambda *args, **kw: LoadEncoder(*args, **kw, budget=1))  # a byte each
+    (encoder,) = node("LTX2TextEncoderLoader", files["gemma"], on_workers, "cpu", False)
+    assert isinstance(encoder, PromptEncoder) and "loaded here instead" in capsys.readouterr().out
 
 
 def test_the_sampler_on_workers_holds_a_sound_as_here(loaded, on_workers):
@@ -62,13 +92,13 @@ def test_the_sampler_on_workers_holds_a_sound_as_here(loaded, on_workers):
     assert torch.equal(results[1].sound.samples, results[0].sound.samples)
 
 
-def test_the_generate_node_two_stage_on_workers_equals_here(loaded, on_workers, files):
+def test_the_generate_node_two_stage_on_workers_equals_here(loaded, on_workers, text_on_workers, files):
     here, encoder, _, _ = loaded
     (upsampler,) = node("LTX2UpsamplerLoader", files["upsampler"], on_workers)
     common = dict(negative_prompt="blurry", mode="two-stage", width=128, height=64, frames=9, fps=24.0, seed=2,
                   steps=2, upsampler=upsampler, distilled_lora=files["distilled"])
     want = node("LTX2Generate", here, encoder, "a cat on a beach", **common)
-    got = node("LTX2Generate", on_workers, encoder, "a cat on a beach", **common)
+    got = node("LTX2Generate", on_workers, text_on_workers, "a cat on a beach", **common)  # prompts there too
     torch.testing.assert_close(got[0], want[0], atol=1e-4, rtol=0)
     torch.testing.assert_close(got[1]["waveform"], want[1]["waveform"], atol=1e-4, rtol=0)
 
@@ -140,11 +170,19 @@ def test_comfyuis_unload_of_all_models_releases_every_loaded_handle_and_its_work
     from nodes import loaders
 
     monkeypatch.setattr(loaders, "_LOADED", {})  # only this test's handle (other tests' stay loaded)
+    monkeypatch.setattr(loaders, "_TEXT_LOADED", {})
     (model,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu",
                     parallel=Parallel(ParallelConfig(cfg=2)), unique_id="free-test")
+    (text,) = node("LTX2TextEncoderLoader", files["gemma"], model, "cpu", False, unique_id="free-text-test")
+    (unnamed,) = node("LTX2TextEncoderLoader", files["gemma"], model, "cpu", False)  # no node id: not registered
     pids, before = model.host.workers.pids, loaders.LTX2CheckpointLoader.IS_CHANGED(ckpt_name=files["checkpoint"])
     loaders.release_all()
-    assert all(_gone(pid) for pid in pids) and "free-test" not in loaders._LOADED
+    assert all(_gone(pid) for pid in pids) and "free-test" not in loaders._LOADED and not loaders._TEXT_LOADED
+    with pytest.raises(RuntimeError, match="encoder was released"):
+        text.encode("a cat")
+    with pytest.raises(ValueError, match="ComfyUI unloaded all models"):  # the model's check: no workers restarted
+        unnamed.encode("a cat")
+    assert all(_gone(pid) for pid in pids) and not model.host.workers.workers.active
     assert loaders.LTX2CheckpointLoader.IS_CHANGED(ckpt_name=files["checkpoint"]) != before
     with pytest.raises(ValueError, match="ComfyUI unloaded all models"):
         model.check_loaded()

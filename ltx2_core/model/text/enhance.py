@@ -171,7 +171,11 @@ def enhance_prompt(encoder, prompt: str, *, seed: int = 42, image=None, system_p
                    max_new_tokens: int | None = None) -> Enhanced:
     """`prompt` enhanced by the encoder's own text model (a `PromptEncoder`), seeded (Gemma 3 samples; Gemma 4 is
     greedy). `image` (RGB uint8 (H, W, 3)): image-to-video enhancement, Gemma 3 only; its vision tower is read from
-    the text encoder's file for this call and dropped after it."""
+    the text encoder's file for this call and dropped after it. An encoder held elsewhere (the workers'
+    `runtime.text_task.WorkerPromptEncoder`) enhances there, by its own `enhance_prompt`."""
+    if (elsewhere := getattr(encoder, "enhance_prompt", None)) is not None:
+        return elsewhere(prompt, seed=seed, image=image, system_prompt_file=system_prompt_file,
+                         max_new_tokens=max_new_tokens)
     if encoder.gemma is None:
         raise RuntimeError("this prompt encoder was released; load it again to enhance a prompt")
     codec = encoder.tokenizer.chat
