@@ -8,13 +8,15 @@ layers as a pipeline over the workers ("pipeline").
     positive, negative = encoder.encode("a red car", "blurry")                    # CPU embeddings from rank 0
     encoder.release()                                                             # frees it on the workers
 
-Each worker loads Gemma whole into its RAM, then keeps what the layout gives its rank (a pipeline rank drops the
-layers it does not hold: load whole and cut; reading only the rank's layers is the command line's per-rank loading)
-and moves that to its device, to stay (`resident`) or for each task only. What a worker loaded stays in its
-`TaskContext.kept` across jobs, keyed by the `LoadEncoder` (path, sources, dtype, ...): a second encode finds it,
-another load replaces it; an encode on workers that restarted since loads it again. Prompt enhancement samples
-text with the whole model on one rank: rank 0 runs it where it holds a whole replica ("prompts"); a pipeline
-refuses it, naming the fix.
+Each worker plans the layout from the text encoder files' headers and the workers' rooms, gathered over their
+group, before any weight is read (`parallel.text_load.plan_from_files`, as the command line under torchrun), then
+reads only what the layout gives its rank (`part_for`: a pipeline rank its layers, rank 0 also the embeddings, the
+last rank the final norm and projection, the rest left on `meta`; "prompts": the whole), so no pipeline rank ever
+holds the whole Gemma. It keeps that part in RAM and moves it to its device, to stay (`resident`) or for each task
+only. What a worker loaded stays in its `TaskContext.kept` across jobs, keyed by the `LoadEncoder` (path, sources,
+dtype, ...): a second encode finds it, another load replaces it; an encode on workers that restarted since loads it
+again. Prompt enhancement samples text with the whole model on one rank: rank 0 runs it where it holds a whole
+replica ("prompts"); a pipeline refuses it, naming the fix.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ from torch import nn
 from ltx2_core.loader.sources import Sources
 from ltx2_core.loader.text_weights import load_prompt_encoder
 from ltx2_core.memory.plan import MemoryPlanError
-from ltx2_core.memory.sizes import device_room, ram_bytes
+from ltx2_core.memory.text_file_bytes import text_skeleton
 from ltx2_core.memory.text_layout import TextLayout
 from ltx2_core.model.text import PromptEncoder
-from ltx2_core.parallel.text_encode import SpreadEncoder, plan_for, text_bytes
+from ltx2_core.parallel.text_encode import SpreadEncoder
+from ltx2_core.parallel.text_load import part_for, plan_from_files
 from ltx2_core.runtime.controller import Controller, WorkerError
 from ltx2_core.runtime.protocol import TaskContext
 from ltx2_core.types import TextEmbeddings
@@ -62,7 +65,7 @@ class Loaded(NamedTuple):
 class LoadEncoder(NamedTuple):
     """Loads the prompt encoder on every worker (once: a worker already holding this load keeps it; another load
     it held is freed first). `budget`: each rank's bytes for the plan (None: its device's free memory, or on the
-    CPU its free RAM plus what the encoder takes there). A plan that fits no layout is returned as `refusal`, so
+    CPU its free RAM, measured before the encoder loads). A plan that fits no layout is returned as `refusal`, so
     the workers keep running (a failed task restarts them). `resident` False: a GPU worker keeps its part in RAM
     and moves it to its device for each task (the device's memory is the sampling's between prompts)."""
 
@@ -139,24 +142,17 @@ def _held(load: LoadEncoder, context: TaskContext) -> Held:
         return held
     if held is not None:
         _free(context)  # one encoder per worker: the previous load goes first
+    skeleton = text_skeleton(load.path, load.sources, dtype=load.dtype, max_length=load.max_length)  # headers only
+    layout = plan_from_files(skeleton, context.device, budget=load.budget)  # the workers' rooms gathered: collective
     encoder = load_prompt_encoder(load.path, load.sources, device=context.device, dtype=load.dtype,
-                                  offload_device="cpu", max_length=load.max_length)  # whole, in RAM
+                                  offload_device="cpu", max_length=load.max_length,
+                                  part=part_for(layout, context.rank))  # in RAM: this rank's part only
     context.kept[LOADS] = context.kept.get(LOADS, 0) + 1
-    budget = load.budget if load.budget is not None else _room(encoder, context.device)
-    spread = SpreadEncoder(encoder, plan_for(encoder, budget=budget))  # a pipeline drops the layers not held
     encoder.offload_device = None  # this module moves what the rank holds (`_on_device`)
     if load.resident:
         _move(encoder, context.device)
-    context.kept[KEPT] = Held(load, spread)
+    context.kept[KEPT] = Held(load, SpreadEncoder(encoder, layout))
     return context.kept[KEPT]
-
-
-def _room(encoder, device: torch.device) -> int:
-    """What the encoder may take on `device`: a GPU's free memory; on the CPU the free RAM plus what the loaded
-    encoder already takes there."""
-    if device.type == "cuda":
-        return device_room(device)
-    return (ram_bytes() or 0) + text_bytes(encoder).whole
 
 
 @contextlib.contextmanager

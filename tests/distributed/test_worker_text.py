@@ -1,7 +1,8 @@
 """The prompt encoder on the persistent workers (`runtime.text_task`, issue 38 item 2): two gloo CPU workers load a
 tiny Gemma 3 (2 layers, LTX-2.3's text path) once, spread as planned (a whole replica each, the prompts on different
 ranks; or, under a small budget, Gemma's layers as a pipeline), and encode what one device encodes; released, they
-hold it no more."""
+hold it no more. Each worker reads only what the layout gives it (planned from the files' headers): a whole replica,
+or a pipeline rank its layers alone, exactly its planned bytes and less than the whole."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import torch
 
 from ltx2_core.loader.sources import Sources
 from ltx2_core.loader.text_weights import load_prompt_encoder
+from ltx2_core.memory.text_file_bytes import text_file_bytes
+from ltx2_core.memory.text_layout import stage_bytes
 from ltx2_core.model.text import enhance
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.parallel.text_encode import text_bytes
 from ltx2_core.runtime.text_task import LoadEncoder, Release, WorkerPromptEncoder
 from support.gemma import write_comfyui_file
+from support.worker_tasks import CountedLoad
 
 MAX = 32  # tokens per prompt: short, as the torchrun text test
 POSITIVE = "A red car drives through a rainy city at night, neon lights reflecting on the wet street."
@@ -42,8 +46,11 @@ def _close(got, want) -> None:
 def test_the_workers_encode_as_one_device_loading_once_and_release_frees_it(workers, text_files, here):
     controller = workers(ParallelConfig(sp=2))
     load = LoadEncoder(*text_files, max_length=MAX)
+    loaded, records = controller.call(CountedLoad(load))
+    whole = text_bytes(here[0]).whole
+    assert [r["loads"][0]["read"] for r in records] == [whole, whole]  # a replica each: each read it whole, once
     encoder = WorkerPromptEncoder(controller, load)
-    assert encoder.layout.mode == "prompts"  # the tiny encoder fits each worker whole
+    assert encoder.layout.mode == "prompts" == loaded.layout.mode  # the tiny encoder fits each worker whole
     positive, negative = encoder.encode(POSITIVE, NEGATIVE)
     _close(positive, here[1][0])
     _close(negative, here[1][1])
@@ -60,9 +67,20 @@ def test_the_workers_encode_as_one_device_loading_once_and_release_frees_it(work
 
 def test_a_small_budget_makes_the_workers_a_pipeline_equal_to_one_device(workers, text_files, here):
     controller = workers(ParallelConfig(sp=2))
-    budget = text_bytes(here[0]).whole * 3 // 4  # no whole replica fits: Gemma's layers split over the workers
-    encoder = WorkerPromptEncoder(controller, LoadEncoder(*text_files, max_length=MAX, budget=budget))
-    assert encoder.layout.mode == "pipeline" and encoder.layout.bounds == ((0, 1), (1, 2))
+    sizes = text_file_bytes(*text_files, max_length=MAX)  # what the workers plan from: the files' headers
+    assert sizes == text_bytes(here[0])
+    budget = sizes.whole * 3 // 4  # no whole replica fits: Gemma's layers split over the workers
+    load = LoadEncoder(*text_files, max_length=MAX, budget=budget)
+    loaded, records = controller.call(CountedLoad(load))
+    assert loaded.layout.mode == "pipeline" and loaded.layout.bounds == ((0, 1), (1, 2))
+    for rank, ((start, end), record) in enumerate(zip(loaded.layout.bounds, records)):
+        (read,) = record["loads"]  # one load, of this rank's part: no whole copy first
+        planned = stage_bytes(sizes, start, end, end == len(sizes.layers), prompts=0)
+        assert read["read"] == record["held"] == planned < sizes.whole, (rank, record, planned)
+        assert read["read_layers"] == [start <= i < end for i in range(len(sizes.layers))], (rank, record)
+    assert sum(r["held"] for r in records) == sizes.whole  # every weight read once, by one worker
+    encoder = WorkerPromptEncoder(controller, load)  # finds what the workers loaded
+    assert encoder.layout == loaded.layout and controller.call(load).loads == loaded.loads
     positive, negative = encoder.encode(POSITIVE, NEGATIVE)
     _close(positive, here[1][0])
     _close(negative, here[1][1])
