@@ -27,6 +27,7 @@ from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.stage_samplers import LocalSampler, StageSampler
 from ltx2_core.runtime import Controller, WorkerSampler
+from ltx2_core.runtime.text_task import LoadEncoder, WorkerPromptEncoder
 
 
 class Previews(Protocol):
@@ -74,6 +75,11 @@ class Host(Protocol):
         anything is allocated; None when it fits or the free memory is unknown."""
 
     def tiling(self) -> TilingConfig: ...
+
+    def prompt_encoder(self, load: LoadEncoder, check: Callable[[], object] | None = None
+                       ) -> WorkerPromptEncoder | None:
+        """The text encoder of `load` spread over this host's workers (`runtime.text_task`; MemoryPlanError when it
+        fits none of their layouts), or None where the caller loads it itself (here, or a single worker)."""
 
     def release(self) -> None: ...
 
@@ -123,6 +129,9 @@ class LocalHost:
     def tiling(self) -> TilingConfig:
         return TilingConfig() if self.memory is None else self.memory.tiling()
 
+    def prompt_encoder(self, load: LoadEncoder, check: Callable[[], object] | None = None) -> None:
+        return None
+
     def release(self) -> None:
         self.transformer.to("meta")
 
@@ -162,6 +171,12 @@ class WorkerHost:
 
     def tiling(self) -> TilingConfig:
         return TilingConfig()
+
+    def prompt_encoder(self, load: LoadEncoder, check: Callable[[], object] | None = None
+                       ) -> WorkerPromptEncoder | None:
+        if self.workers.layout.world_size == 1:
+            return None
+        return WorkerPromptEncoder(self.workers, load, check=check)
 
     def release(self) -> None:
         self.workers.shutdown()

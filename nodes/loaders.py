@@ -247,19 +247,18 @@ class LTX2TextEncoderLoader:
         dtype = model.check_loaded().weights.dtype
         if (previous := _TEXT_LOADED.pop(unique_id, None)) is not None:  # this node's encoder on workers goes first
             previous.release()
-        workers = model.host.workers
-        if workers is not None and workers.layout.world_size > 1:  # Gemma on the model's workers, spread
-            try:
-                load = LoadEncoder(path, model.text_sources(path), dtype, resident=not offload)
-                encoder = WorkerPromptEncoder(workers, load, check=model.check_loaded)
-            except MemoryPlanError as refused:
-                print(f"[LTX-2] the text encoder fits none of the workers' layouts ({refused}); it is loaded here "
-                      "instead, as device and offload say")
-            else:
-                print(f"[LTX-2] {encoder.describe()}")
-                if unique_id is not None:
-                    _TEXT_LOADED[unique_id] = encoder
-                return (encoder,)
+        try:  # Gemma on the model's workers, spread (None: loaded here)
+            encoder = model.host.prompt_encoder(LoadEncoder(path, model.text_sources(path), dtype,
+                                                            resident=not offload), check=model.check_loaded)
+        except MemoryPlanError as refused:
+            encoder = None
+            print(f"[LTX-2] the text encoder fits none of the workers' layouts ({refused}); it is loaded here "
+                  "instead, as device and offload say")
+        if encoder is not None:
+            print(f"[LTX-2] {encoder.describe()}")
+            if unique_id is not None:
+                _TEXT_LOADED[unique_id] = encoder
+            return (encoder,)
         if offload and target.type != "cpu":
             return (load_streamed_prompt_encoder(path, model.text_sources(path), device=target, dtype=dtype,
                                                  pin=model.memory is None or model.memory.pin),)
