@@ -1,7 +1,8 @@
 """Where the transformer runs: here (`LocalHost`, one process, maybe under a memory plan) or on persistent workers
 (`WorkerHost`, one process per device). Both give what a caller needs, so nothing above them asks which one it
 has: the transformer's config, the device the sampling generator lives on, a sampler for a run (with LoRAs fused
-while it runs, previews, compile), the decode tiles and a memory check that fit the host, and `release()`.
+while it runs, previews, compile), the decode tiles, the video decode spread over the host's devices (`video_decode`:
+workers; None: the caller's decoder alone) and a memory check that fit the host, and `release()`.
 
 `transformer` and `workers` say what a host holds (the other is None); they are for inspection, not for branching.
 """
@@ -26,7 +27,8 @@ from ltx2_core.model.transformer.attention_select import check_attention, device
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.stage_samplers import LocalSampler, StageSampler
-from ltx2_core.runtime import Controller, WorkerSampler
+from ltx2_core.runtime import Controller, WorkerDecode, WorkerSampler
+from ltx2_core.stages import VideoDecode
 
 
 class Previews(Protocol):
@@ -57,6 +59,8 @@ class Host(Protocol):
     memory: MemoryPlan | None  # what stays on the device (None: everything, or not planned here)
     transformer: LTX2Transformer | None
     workers: Controller | None
+    # `stages.decode`'s `video_decode` (the tiles over the workers, the model's own decoder given); None: decode here
+    video_decode: VideoDecode | None
 
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
                 compile: bool = False, cuda_graphs: GraphSetting = "auto",
@@ -83,6 +87,7 @@ class LocalHost:
     attention run by the `attention` backend (`attention_select.MODES`, checked against the device here)."""
 
     workers = None
+    video_decode = None
 
     def __init__(self, transformer: LTX2Transformer, device: torch.device | str, dtype: torch.dtype,
                  memory: MemoryPlan | None = None, attention: str = "auto") -> None:
@@ -137,6 +142,7 @@ class WorkerHost:
     def __init__(self, workers: Controller, attention: str = "auto") -> None:
         self.workers, self.config, self.device = workers, workers.config, torch.device(workers.device_type)
         self.attention = attention
+        self.video_decode = WorkerDecode(workers)  # each worker loads the video decoder at its first decode
 
     @contextlib.contextmanager
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
@@ -153,11 +159,11 @@ class WorkerHost:
 
     def memory_problem(self, job: Job, decoders: Decoders | None = None,
                        upsampler: torch.nn.Module | None = None) -> str | None:
-        """Sampling's activations are not counted (each worker meets its own device's memory when the job runs);
-        the rest is, on the device of the `decoders` (this process's)."""
+        """Sampling's activations and the video decode's tiles are not counted (each worker meets its own device's
+        memory when the job runs); the rest is, on the device of the `decoders` (this process's)."""
         weight = next(decoders.video.parameters()) if decoders is not None else None
         sizes = ModelSizes.of(self.config, weight.dtype if weight is not None else torch.bfloat16, decoders, upsampler,
-                              sampling_here=False)
+                              sampling_here=False, decoding_here=False)
         return request_problem(job, sizes, weight.device if weight is not None else self.device)
 
     def tiling(self) -> TilingConfig:
