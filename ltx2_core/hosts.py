@@ -71,11 +71,12 @@ class Host(Protocol):
         `cuda_graphs`: "auto" captures each step as a CUDA graph where it can (CUDA, every block resident, one
         GPU) and runs it eagerly elsewhere; True refuses where it cannot; False never captures."""
 
-    def memory_problem(self, job: Job, decoders: Decoders | None = None,
-                       upsampler: torch.nn.Module | None = None) -> str | None:
+    def memory_problem(self, job: Job, decoders: Decoders | None = None, upsampler: torch.nn.Module | None = None,
+                       *, video_here: bool = False) -> str | None:
         """Why `job` cannot run now with this host's transformer, `decoders` and `upsampler` (their widths;
         `footprint.request_problem`: every stage against the free memory of the device and the host), before
-        anything is allocated; None when it fits or the free memory is unknown."""
+        anything is allocated; None when it fits or the free memory is unknown. `video_here`: the video is decoded
+        in this process even where the host has a `video_decode` (HDR's float32 decode)."""
 
     def tiling(self) -> TilingConfig: ...
 
@@ -118,9 +119,9 @@ class LocalHost:
                 use_attention(self.attention, self.device, self.dtype, self._head_dims):
             yield HostedSampler(sampler, previews.ready if previews is not None else None)
 
-    def memory_problem(self, job: Job, decoders: Decoders | None = None,
-                       upsampler: torch.nn.Module | None = None) -> str | None:
-        """The passes of one forward capped as the memory plan caps them."""
+    def memory_problem(self, job: Job, decoders: Decoders | None = None, upsampler: torch.nn.Module | None = None,
+                       *, video_here: bool = False) -> str | None:
+        """The passes of one forward capped as the memory plan caps them (the video is always decoded here)."""
         cap = None if self.memory is None else self.memory.passes_per_forward
         sizes = ModelSizes.of(self.config, self.dtype, decoders, upsampler, passes_per_forward=cap)
         return request_problem(job, sizes, self.device)
@@ -157,13 +158,14 @@ class WorkerHost:
                                 attention=self.attention)
         yield HostedSampler(sampler, sampler.take_preview if previews is not None else None)
 
-    def memory_problem(self, job: Job, decoders: Decoders | None = None,
-                       upsampler: torch.nn.Module | None = None) -> str | None:
-        """Sampling's activations and the video decode's tiles are not counted (each worker meets its own device's
-        memory when the job runs); the rest is, on the device of the `decoders` (this process's)."""
+    def memory_problem(self, job: Job, decoders: Decoders | None = None, upsampler: torch.nn.Module | None = None,
+                       *, video_here: bool = False) -> str | None:
+        """Sampling's activations and the video decode's tiles (unless `video_here`) are not counted (each worker
+        meets its own device's memory when the job runs); the rest is, on the device of the `decoders` (this
+        process's)."""
         weight = next(decoders.video.parameters()) if decoders is not None else None
         sizes = ModelSizes.of(self.config, weight.dtype if weight is not None else torch.bfloat16, decoders, upsampler,
-                              sampling_here=False, decoding_here=False)
+                              sampling_here=False, decoding_here=video_here)
         return request_problem(job, sizes, weight.device if weight is not None else self.device)
 
     def tiling(self) -> TilingConfig:

@@ -5,6 +5,8 @@ decoder the workers load is kept across decodes, another decoder is refused, and
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -14,7 +16,7 @@ from ltx2_core.loader import load_video_decoder
 from ltx2_core.model.video_vae.tiling import decode_video, tile_axes, video_tiles
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime.decode_task import WorkerDecode
-from support.workers import run_on
+from support.workers import REQUEST, run_on
 
 # 2 latent frames x 2 rows x 2 columns of tiles: 8 tiles, 4 a worker
 CONV_TILING = TilingConfig(spatial_tile=64, spatial_overlap=32, temporal_tile=16, temporal_overlap=8)
@@ -60,6 +62,24 @@ def test_a_run_on_workers_decodes_there_and_equals_one_process(local, workers, m
     monkeypatch.setattr(controller, "call", lambda task, *args: tasks.append(type(task).__name__) or call(task, *args))
     got = run_on(controller, models)
     assert tasks == ["DecodeTask"]  # the video decoded on the workers
+    torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
+    torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
+
+
+def test_a_long_clip_decoded_on_workers_equals_one_process(workers):
+    """The long-video node's path: every window sampled on the workers, the whole clip decoded across them."""
+    from ltx2_core import Windows, generate_long
+    from ltx2_core.pipeline import Distribution
+    from ltx2_core.runtime import WorkerSampler
+
+    models = demo_models("2.0")
+    request = replace(REQUEST, width=64, height=64, frames=41, windows=Windows(25, 8, ("a train", "a boat")))
+    want = generate_long(request, models)
+    controller = workers(ParallelConfig(sp=2))
+    decode = WorkerDecode(controller)
+    got = generate_long(request, models._replace(transformer=None), sampler=WorkerSampler(controller),
+                        distribution=Distribution(video_decode=decode))
+    assert decode.last is not None and decode.last.video is not None  # decoded there (one tile at this size)
     torch.testing.assert_close(got.frames, want.frames, atol=1e-4, rtol=0)
     torch.testing.assert_close(got.waveform, want.waveform, atol=1e-4, rtol=0)
 

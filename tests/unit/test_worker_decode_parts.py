@@ -31,11 +31,18 @@ def test_decoded_on_workers_the_caller_counts_the_received_video_and_the_sound_n
     assert device[1] == here["the audio decoder's activations"][0] < device[0]
 
 
-def test_only_a_host_with_workers_spreads_the_decode():
+def test_only_a_host_with_workers_spreads_the_decode_and_leaves_its_tiles_out_of_the_check(monkeypatch):
+    from ltx2_core import hosts
+
     assert LocalHost(demo_transformer(), "cpu", torch.float32).video_decode is None
     controller = Controller(ModelFiles(version="2.0"), ParallelConfig(cfg=2), device_type="cpu")  # not started
     host = WorkerHost(controller)
     assert isinstance(host.video_decode, WorkerDecode) and host.video_decode.controller is controller
+    checked = []
+    monkeypatch.setattr(hosts, "request_problem", lambda job, sizes, device: checked.append(sizes.decoding_here))
+    host.memory_problem(Job(9, 64, 64))
+    host.memory_problem(Job(9, 64, 64), video_here=True)  # HDR's float32 decode stays here
+    assert checked == [False, True]
 
 
 def test_a_signature_tells_other_weights_and_dtypes_apart_but_not_a_copy():
