@@ -1,7 +1,9 @@
 """Where the transformer runs: here (`LocalHost`, one process, maybe under a memory plan) or on persistent workers
 (`WorkerHost`, one process per device). Both give what a caller needs, so nothing above them asks which one it
 has: the transformer's config, the device the sampling generator lives on, a sampler for a run (with LoRAs fused
-while it runs, previews, compile), the decode tiles and a memory check that fit the host, and `release()`.
+while it runs, previews, compile), the decode tiles, the video decode spread over the host's devices (`video_decode`:
+workers; None: the caller's decoder alone), the text encoder spread over the workers (`prompt_encoder`; None: the
+caller loads it) and a memory check that fit the host, and `release()`.
 
 `transformer` and `workers` say what a host holds (the other is None); they are for inspection, not for branching.
 """
@@ -26,8 +28,9 @@ from ltx2_core.model.transformer.attention_select import check_attention, device
 from ltx2_core.model.transformer.config import TransformerConfig
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.stage_samplers import LocalSampler, StageSampler
-from ltx2_core.runtime import Controller, WorkerSampler
+from ltx2_core.runtime import Controller, WorkerDecode, WorkerSampler
 from ltx2_core.runtime.text_task import LoadEncoder, WorkerPromptEncoder
+from ltx2_core.stages import VideoDecode
 
 
 class Previews(Protocol):
@@ -58,6 +61,8 @@ class Host(Protocol):
     memory: MemoryPlan | None  # what stays on the device (None: everything, or not planned here)
     transformer: LTX2Transformer | None
     workers: Controller | None
+    # `stages.decode`'s `video_decode` (the tiles over the workers, the model's own decoder given); None: decode here
+    video_decode: VideoDecode | None
 
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
                 compile: bool = False, cuda_graphs: GraphSetting = "auto",
@@ -68,11 +73,12 @@ class Host(Protocol):
         `cuda_graphs`: "auto" captures each step as a CUDA graph where it can (CUDA, every block resident, one
         GPU) and runs it eagerly elsewhere; True refuses where it cannot; False never captures."""
 
-    def memory_problem(self, job: Job, decoders: Decoders | None = None,
-                       upsampler: torch.nn.Module | None = None) -> str | None:
+    def memory_problem(self, job: Job, decoders: Decoders | None = None, upsampler: torch.nn.Module | None = None,
+                       *, video_here: bool = False) -> str | None:
         """Why `job` cannot run now with this host's transformer, `decoders` and `upsampler` (their widths;
         `footprint.request_problem`: every stage against the free memory of the device and the host), before
-        anything is allocated; None when it fits or the free memory is unknown."""
+        anything is allocated; None when it fits or the free memory is unknown. `video_here`: the video is decoded
+        in this process even where the host has a `video_decode` (HDR's float32 decode)."""
 
     def tiling(self) -> TilingConfig: ...
 
@@ -89,6 +95,7 @@ class LocalHost:
     attention run by the `attention` backend (`attention_select.MODES`, checked against the device here)."""
 
     workers = None
+    video_decode = None
 
     def __init__(self, transformer: LTX2Transformer, device: torch.device | str, dtype: torch.dtype,
                  memory: MemoryPlan | None = None, attention: str = "auto") -> None:
@@ -119,9 +126,9 @@ class LocalHost:
                 use_attention(self.attention, self.device, self.dtype, self._head_dims):
             yield HostedSampler(sampler, previews.ready if previews is not None else None)
 
-    def memory_problem(self, job: Job, decoders: Decoders | None = None,
-                       upsampler: torch.nn.Module | None = None) -> str | None:
-        """The passes of one forward capped as the memory plan caps them."""
+    def memory_problem(self, job: Job, decoders: Decoders | None = None, upsampler: torch.nn.Module | None = None,
+                       *, video_here: bool = False) -> str | None:
+        """The passes of one forward capped as the memory plan caps them (the video is always decoded here)."""
         cap = None if self.memory is None else self.memory.passes_per_forward
         sizes = ModelSizes.of(self.config, self.dtype, decoders, upsampler, passes_per_forward=cap)
         return request_problem(job, sizes, self.device)
@@ -146,6 +153,7 @@ class WorkerHost:
     def __init__(self, workers: Controller, attention: str = "auto") -> None:
         self.workers, self.config, self.device = workers, workers.config, torch.device(workers.device_type)
         self.attention = attention
+        self.video_decode = WorkerDecode(workers)  # each worker loads the video decoder at its first decode
 
     @contextlib.contextmanager
     def sampler(self, loras: Sequence[tuple[Lora, float]] = (), *, previews: Previews | None = None,
@@ -160,13 +168,14 @@ class WorkerHost:
                                 attention=self.attention)
         yield HostedSampler(sampler, sampler.take_preview if previews is not None else None)
 
-    def memory_problem(self, job: Job, decoders: Decoders | None = None,
-                       upsampler: torch.nn.Module | None = None) -> str | None:
-        """Sampling's activations are not counted (each worker meets its own device's memory when the job runs);
-        the rest is, on the device of the `decoders` (this process's)."""
+    def memory_problem(self, job: Job, decoders: Decoders | None = None, upsampler: torch.nn.Module | None = None,
+                       *, video_here: bool = False) -> str | None:
+        """Sampling's activations and the video decode's tiles (unless `video_here`) are not counted (each worker
+        meets its own device's memory when the job runs); the rest is, on the device of the `decoders` (this
+        process's)."""
         weight = next(decoders.video.parameters()) if decoders is not None else None
         sizes = ModelSizes.of(self.config, weight.dtype if weight is not None else torch.bfloat16, decoders, upsampler,
-                              sampling_here=False)
+                              sampling_here=False, decoding_here=video_here)
         return request_problem(job, sizes, weight.device if weight is not None else self.device)
 
     def tiling(self) -> TilingConfig:

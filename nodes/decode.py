@@ -8,6 +8,7 @@ from ltx2_core import TilingConfig
 from ltx2_core.memory.footprint import Job
 from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.model.upsampler import LatentUpsampler
+from ltx2_core.pipeline import Distribution
 from ltx2_core.stages import AVLatent, Generation, decode, upsample
 
 from .handles import LATENT, MODEL, UPSAMPLER, ModelHandle
@@ -20,6 +21,12 @@ def comfy_outputs(result: Generation) -> tuple:
     stereo at the vocoder's rate, or the sound the latent holds (mono or stereo) at its own rate."""
     waveform = result.waveform.to("cpu", torch.float32).contiguous()
     return result.frames, {"waveform": waveform[None], "sample_rate": int(result.sample_rate)}, result.fps
+
+
+def decode_spread(model: ModelHandle) -> Distribution:
+    """How a pipeline decodes the model's latents: the video's tiles across the model's workers (each loads the video
+    decoder once), or here (a model without workers: `pipeline.SINGLE_PROCESS`)."""
+    return Distribution(video_decode=model.host.video_decode)
 
 
 class LTX2LatentUpsample:
@@ -50,7 +57,8 @@ class LTX2LatentUpsample:
 
 class LTX2Decode:
     DESCRIPTION = ("Decodes video frames (IMAGE) and stereo sound (AUDIO); a latent sampled to a sound held exactly "
-                   "(LTX-2 Audio Condition) gives that sound unchanged. With the fps, CreateVideo -> SaveVideo.")
+                   "(LTX-2 Audio Condition) gives that sound unchanged. With the fps, CreateVideo -> SaveVideo. A "
+                   "model on several GPUs (LTX-2 Multi-GPU Layout) decodes the video's tiles across its workers.")
     CATEGORY = "LTX-2/latent"
     RETURN_TYPES = ("IMAGE", "AUDIO", "FLOAT")
     RETURN_NAMES = ("images", "audio", "fps")
@@ -63,7 +71,7 @@ class LTX2Decode:
             "latent": (LATENT, {"tooltip": "the sampled latent (ours or a native audio + video one)"}),
             "spatial_tile": ("INT", {"default": 512, "min": 0, "max": 4096, "step": 32,
                                      "tooltip": "tile size in pixels (0: no spatial tiling); smaller tiles use less "
-                                                "memory"}),
+                                                "memory (and spread over more GPUs with a multi-GPU layout)"}),
             "temporal_tile": ("INT", {"default": 64, "min": 0, "max": 1024, "step": 8,
                                       "tooltip": "frames per chunk (0: no temporal tiling; the LTX-2.5 diffusion "
                                                  "decoder tiles in space only)"}),
@@ -82,4 +90,5 @@ class LTX2Decode:
         if problem := model.host.memory_problem(job, decoders):
             raise MemoryPlanError(problem)
         generator = torch.Generator(next(decoders.video.parameters()).device).manual_seed(seed)
-        return comfy_outputs(decode(given, decoders, tiling, generator=generator))
+        return comfy_outputs(decode(given, decoders, tiling, generator=generator,
+                                    video_decode=model.host.video_decode))

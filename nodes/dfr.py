@@ -120,7 +120,7 @@ class LTX2DFR:
                 bridge.interrupts():
             bars = ProgressSampler(sampler, StageBars(unique_id, ready), lambda call, stage: stage.name)
             result = generate_dfr(request, models, sampler=bars, tiling=model.host.tiling(),
-                                  positive=conditioning.positive)
+                                  positive=conditioning.positive, video_decode=model.host.video_decode)
         return comfy_outputs(result)
 
 

@@ -138,7 +138,8 @@ class LTX2Dub:
             latent, generator = sample_request(request, models, positive.positive, None,
                                                StageBars(unique_id, ready), sampler=sampler)
             result = decode(latent, model.decoders, model.host.tiling(),
-                            generator=generator_on(generator, seed, model.decoders))
+                            generator=generator_on(generator, seed, model.decoders),
+                            video_decode=model.host.video_decode)
         return comfy_outputs(result)
 
 

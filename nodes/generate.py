@@ -20,7 +20,7 @@ from ltx2_core.releases import RELEASED_STEPS
 from ltx2_core.request import Given, check_settings, check_stage_models
 
 from . import bridge
-from .decode import comfy_outputs
+from .decode import comfy_outputs, decode_spread
 from .duration import bounds_problem, seconds_inputs
 from .handles import (AUDIO_CONDITION, GUIDES, MODEL, RETAKE, TEXT_ENCODER, UPSAMPLER, Guide, ModelHandle,
                       control_conditions)
@@ -168,7 +168,8 @@ class LTX2Generate:
         with model.host.sampler(every_stage, previews=previews, should_stop=bridge.interrupt_requested) as \
                 (stage_sampler, ready), bridge.interrupts():
             return comfy_outputs(generate(request, models, StageBars(unique_id, ready), sampler=stage_sampler,
-                                          tiling=model.host.tiling(), prompts=prompts))
+                                          tiling=model.host.tiling(), prompts=prompts,
+                                          distribution=decode_spread(model)))
 
 
 class StageBars:

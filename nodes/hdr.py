@@ -85,7 +85,7 @@ class LTX2HDR:
                         None, tuple(model.loras))
         check_hdr_models(models)  # one process (no multi-GPU layout), the upsampler, the video encoder
         job = request_job(request, model.config, model.host.tiling())
-        if problem := model.host.memory_problem(job, model.decoders, upsampler):
+        if problem := model.host.memory_problem(job, model.decoders, upsampler, video_here=True):  # fp32 decode here
             raise MemoryPlanError(problem)
         with model.host.sampler((), should_stop=bridge.interrupt_requested) as (sampler, ready), bridge.interrupts():
             bars = ProgressSampler(sampler, StageBars(unique_id, ready), _call_name)

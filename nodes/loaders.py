@@ -91,7 +91,8 @@ class LTX2CheckpointLoader:
                        "stream the others from RAM (pinned when it fits); resident: all on the device; stream: every "
                        "block streamed (the least device memory)"}),
             "parallel": (PARALLEL, {"tooltip": "from LTX2 Parallel Config: the transformer spread over several "
-                                    "devices, one worker process each (the VAEs stay on `device`)"}),
+                                    "devices, one worker process each (the VAEs stay on `device`; the video's tiles "
+                                    "are decoded across the workers, each loading the video decoder once)"}),
             "fp8_matmul": (list(FP8_MATMUL_CHOICES), {"default": "auto", "tooltip": "how fp8 weights multiply: "
                            "auto (fp8 tensor cores with a fused quantiser on RTX 40/50, H100 and newer, else "
                            "dequantize); tensor / tensor-fused / kitchen scale the activations per tensor, row / "

@@ -16,7 +16,7 @@ from ltx2_core.preview import StagePreviews, rgb_projection
 from ltx2_core.windows import DEFAULT_OVERLAP, DEFAULT_WINDOW
 
 from . import bridge
-from .decode import comfy_outputs
+from .decode import comfy_outputs, decode_spread
 from .generate import (NO_LORA, SETTING_INPUTS, LTX2Generate, StageBars, _check_request, distilled_lora_problem,
                        given_inputs, request_problem)
 from .handles import ModelHandle
@@ -123,7 +123,7 @@ class LTX2GenerateLong:
         with model.host.sampler(every_stage, previews=previews, should_stop=bridge.interrupt_requested) as \
                 (sampler, ready), bridge.interrupts():
             return comfy_outputs(generate_long(request, models, StageBars(unique_id, ready), sampler=sampler,
-                                               tiling=model.host.tiling()))
+                                               tiling=model.host.tiling(), distribution=decode_spread(model)))
 
 
 def window_lines(text: str | None) -> tuple[str, ...]:

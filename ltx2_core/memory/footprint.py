@@ -19,7 +19,8 @@ and the command line all):
   the decoder's base width bytes per pixel frame of the tile; LTX-2.5's diffusion decoder: `sizes.
   diffusion_decode_bytes`), the audio decoder and the vocoder over the whole sound (the larger of AUDIO_DECODER_VALUES
   a second and VOCODER_VALUES a second and channel of the vocoder's width); on
-  the host the decoded video (float32, 12 B per pixel frame) and the waveform;
+  the host the decoded video (float32, 12 B per pixel frame) and the waveform; decoded on workers, no tile here but
+  the video twice while it is copied out of the shared memory it arrives in;
 * frames: the frames (F, H, W, 3), another float32 copy made while the decoded video is alive, and the NaN check's
   pieces (`finite.all_finite`);
 * writing the mp4 (the command line's, or ComfyUI's SaveVideo of a node's frames, which converts one frame at a time
@@ -122,8 +123,9 @@ class Job(NamedTuple):
 class ModelSizes(NamedTuple):
     """What the counts need of the model: the transformer's `config` (None: no transformer, e.g. an empty latent),
     the compute `dtype`, the video decoder's base width (`decoder_channels`; LTX-2.5's `diffusion` decoder instead),
-    the upsampler's and the vocoder's widths, the plan's cap on the passes of one forward, and whether sampling runs
-    here (False: on workers, which meet their own devices' memory)."""
+    the upsampler's and the vocoder's widths, the plan's cap on the passes of one forward, and whether sampling and
+    the video decode's tiles run here (False: on workers, which meet their own devices' memory; the decoded video
+    still comes here)."""
 
     config: TransformerConfig | None = None
     dtype: torch.dtype = torch.bfloat16
@@ -133,6 +135,7 @@ class ModelSizes(NamedTuple):
     passes_per_forward: int | None = None
     sampling_here: bool = True
     vocoder_channels: int = RELEASED_VOCODER_CHANNELS
+    decoding_here: bool = True
 
     @classmethod
     def of(cls, config: TransformerConfig | None, dtype: torch.dtype, decoders: Decoders | None = None,
@@ -283,10 +286,11 @@ def _decoding(job: Job, model: ModelSizes) -> list[Part]:
              Part("the waveform", int(job.seconds * WAVEFORM_BYTES), False, until=KEPT)]
     if not job.video:
         return parts
+    video = Part("the decoded video", FRAME_BYTES * job.frames * job.height * job.width, False, until="frames")
+    if not model.decoding_here:  # decoded on workers: the video arrives in shared memory and is copied out of it
+        return parts + [video, video._replace(name="the received video's shared copy", until=None)]
     # the tiles' blocks stay with the allocator (glibc's arenas, CUDA's cache) while the frames are made
-    return parts + [Part("a decode tile's activations", decode_tile_bytes(job, model), True, until="frames"),
-                    Part("the decoded video", FRAME_BYTES * job.frames * job.height * job.width, False,
-                         until="frames")]
+    return parts + [Part("a decode tile's activations", decode_tile_bytes(job, model), True, until="frames"), video]
 
 
 def _frames(job: Job, model: ModelSizes) -> list[Part]:

@@ -1,6 +1,6 @@
-"""Multi-device generation behind one call: persistent workers (one process per device) sample, while the caller
-encodes the prompts, upsamples between stages and decodes the result, once (`generate_on_workers`, or any pipeline
-given a `WorkerSampler`)."""
+"""Multi-device generation behind one call: persistent workers (one process per device) sample and decode the video
+(its tiles spread over them, `decode_task.WorkerDecode`), while the caller encodes the prompts, upsamples between
+stages and decodes the sound (`generate_on_workers`, or any pipeline given a `WorkerSampler`)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,18 @@ import numpy as np
 import torch
 
 from ltx2_core.loader.lora import Lora
-from ltx2_core.pipeline import StageProgress, generate
+from ltx2_core.pipeline import SINGLE_PROCESS, Distribution, StageProgress, generate
 from ltx2_core.request_models import Models
 from ltx2_core.request import ONE_GPU, Request
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
+from ltx2_core.runtime.decode_task import WorkerDecode
 from ltx2_core.runtime.protocol import StageJob
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import AVLatent, Generation, kept_sound
 from ltx2_core.types import TextEmbeddings
 
-__all__ = ["Controller", "JobInterrupted", "StageJob", "WorkerError", "WorkerSampler", "generate_on_workers"]
+__all__ = ["Controller", "JobInterrupted", "StageJob", "WorkerDecode", "WorkerError", "WorkerSampler",
+           "generate_on_workers"]
 
 
 class WorkerSampler:
@@ -75,10 +77,16 @@ def _file_of(lora: Lora) -> str:
 
 
 def generate_on_workers(controller: Controller, request: Request, models: Models,
-                        progress: StageProgress | None = None, should_stop: Callable[[], bool] | None = None
-                        ) -> Generation:
+                        progress: StageProgress | None = None, should_stop: Callable[[], bool] | None = None, *,
+                        decode_on_workers: bool = True) -> Generation:
     """`request` end to end with the sampling on the controller's workers; `models` (its transformer may be None)
-    encode, upsample and decode here. Not text to audio (`request.audio_only`: ValueError), which runs on one GPU."""
+    encode, upsample and decode the sound here. The video is decoded across the workers (`models.decoders.video`
+    must be the decoder of the workers' files and dtype: ValueError otherwise), or here with `decode_on_workers`
+    False, and always here for HDR (its decode runs in float32). Not text to audio (`request.audio_only`:
+    ValueError), which runs on one GPU."""
     if request.audio_only:
         raise ValueError(ONE_GPU)
-    return generate(request, models, progress, sampler=WorkerSampler(controller, should_stop=should_stop))
+    spread = decode_on_workers and request.mode != "hdr"
+    distribution = Distribution(video_decode=WorkerDecode(controller, should_stop)) if spread else SINGLE_PROCESS
+    return generate(request, models, progress, sampler=WorkerSampler(controller, should_stop=should_stop),
+                    distribution=distribution)

@@ -178,6 +178,7 @@ def _serve_jobs(rank: int, loaded: Loaded, channel: Channel) -> None:
             else:  # a task (`protocol.Task`): a spread decode, a prompt encoding
                 value = job.run(TaskContext(rank, loaded.device, loaded.spec, loaded.kept))
                 channel.put(Finished(job_id, value if rank == 0 else None, rank))
+                del value  # e.g. a decoded video in shared memory: not held until the next job
         except Interrupted:
             if rank == 0:
                 channel.put(Stopped(job_id))

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ltx2_core.parallel import ParallelConfig
+from ltx2_core.stages import AVLatent
 from nodes.handles import Parallel
 from support.node_calls import node
 
@@ -101,6 +102,21 @@ def test_the_generate_node_two_stage_on_workers_equals_here(loaded, on_workers, 
     got = node("LTX2Generate", on_workers, text_on_workers, "a cat on a beach", **common)  # prompts there too
     torch.testing.assert_close(got[0], want[0], atol=1e-4, rtol=0)
     torch.testing.assert_close(got[1]["waveform"], want[1]["waveform"], atol=1e-4, rtol=0)
+
+
+def test_the_decode_node_on_workers_spreads_the_tiles_and_equals_here(loaded, on_workers, monkeypatch):
+    """LTX2Decode of a model on workers: the video's tiles decoded across them (one task), the same frames and sound
+    as the model here decodes (the same checkpoint and dtype on both sides)."""
+    here = loaded[0]
+    latent = AVLatent(torch.randn(1, 128, 5, 4, 4, generator=torch.Generator().manual_seed(1)),
+                      torch.randn(1, 8, 13, 16, generator=torch.Generator().manual_seed(2)), 24.0)
+    tasks, call = [], on_workers.host.workers.call
+    monkeypatch.setattr(on_workers.host.workers, "call", lambda task, *a: tasks.append(task) or call(task, *a))
+    want, got = (node("LTX2Decode", model, latent, 96, 32, seed=3) for model in (here, on_workers))
+    assert [type(task).__name__ for task in tasks] == ["DecodeTask"]
+    assert on_workers.host.video_decode.last.traffic.count == 8  # 2 temporal chunks x 2 x 2 spatial tiles
+    torch.testing.assert_close(got[0], want[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(got[1]["waveform"], want[1]["waveform"], atol=0, rtol=0)  # decoded here on both
 
 
 def test_cuda_only_options_and_a_released_handle_are_refused(files, loaded):
