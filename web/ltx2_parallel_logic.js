@@ -77,10 +77,16 @@ const HOLDER = { gpu: "GPU", cpu: "CPU worker (in RAM)", attached: "worker" };
 // the weights row's label: what each worker is where the workers run
 export const weightsLabel = (mode) => `weights per ${HOLDER[mode] ?? HOLDER.gpu}`;
 
-// the weights row's text: each model's weight bytes per worker, and on CPU workers the RAM they take together
+// the video decoder each of several workers keeps once it has decoded the video's tiles there (the convolutional one
+// in bf16; LTX-2.5's diffusion decoder about 0.2 GB): every worker holds it whole, tp does not divide it
+export const DECODER_BYTES = 0.8e9;
+
+// the weights row's text: each model's weight bytes per worker (with several workers, plus the video decoder they
+// decode with), and on CPU workers the RAM they take together
 export function weightsText(layout, mode, models) {
   const perWorker = Object.entries(models)
-    .map(([name, bytes]) => `${name} ${(weightBytesPerGpu(bytes, layout) / 1e9).toFixed(1)} GB`).join(", ");
+    .map(([name, bytes]) => `${name} ${(weightBytesPerGpu(bytes, layout) / 1e9).toFixed(1)} GB`).join(", ")
+    + (layout.cfg * layout.sp * layout.tp > 1 ? ` + video decoder ${(DECODER_BYTES / 1e9).toFixed(1)} GB` : "");
   if (mode !== "cpu") return perWorker;
   const workers = layout.cfg * layout.sp * layout.tp;
   const most = Math.max(...Object.values(models));

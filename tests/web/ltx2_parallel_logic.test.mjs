@@ -78,9 +78,12 @@ test("on CPU workers the default layout is one worker, and the weights row count
   assert.equal(weightsLabel("cpu"), "weights per CPU worker (in RAM)");
   assert.equal(weightsLabel("attached"), "weights per worker");
   const models = { "LTX-2 19B": 37.75e9 };
-  assert.equal(weightsText({ cfg: 2, sp: 1, tp: 1 }, "gpu", models), "LTX-2 19B 37.8 GB");
+  assert.equal(weightsText({ cfg: 1, sp: 1, tp: 1 }, "gpu", models), "LTX-2 19B 37.8 GB");  // one GPU decodes here
+  // several workers also keep the video decoder they decode the tiles with, whole on each (tp does not divide it)
+  assert.equal(weightsText({ cfg: 2, sp: 1, tp: 1 }, "gpu", models), "LTX-2 19B 37.8 GB + video decoder 0.8 GB");
+  assert.equal(weightsText({ cfg: 1, sp: 1, tp: 2 }, "gpu", models), "LTX-2 19B 18.9 GB + video decoder 0.8 GB");
   assert.equal(weightsText({ cfg: 2, sp: 1, tp: 1 }, "cpu", models),
-    "LTX-2 19B 37.8 GB; 2 worker(s) hold about 76 GB of RAM together");
+    "LTX-2 19B 37.8 GB + video decoder 0.8 GB; 2 worker(s) hold about 76 GB of RAM together");
 });
 
 test("the server states the same bounds (nodes/parallel.py)", async () => {
