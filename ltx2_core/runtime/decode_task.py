@@ -17,6 +17,7 @@ a decode here.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -39,6 +40,9 @@ SUM_TOLERANCE = 1e-9  # of a tensor's absolute sum: float64 sums in another orde
 Decoder = VideoDecoder | DiffusionVideoDecoder
 
 
+_SIGNATURES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # decoder -> (weight versions, Signature)
+
+
 class Signature(NamedTuple):
     """What tells two video decoders' weights apart: the class, the dtype, every floating tensor's name and shape,
     and its sum and absolute sum (float64)."""
@@ -55,6 +59,16 @@ class Signature(NamedTuple):
                             for _, t in tensors]).cpu().tolist() if tensors else []
         return cls(type(decoder).__name__, str(next(decoder.parameters()).dtype).removeprefix("torch."),
                    tuple((n, tuple(t.shape)) for n, t in tensors), tuple(map(tuple, sums)))
+
+    @classmethod
+    def cached(cls, decoder: Decoder) -> Signature:
+        """`of(decoder)`, computed again only when a weight changed in place since (its version counter): the
+        caller's decoder is fingerprinted once, not read whole at every decode."""
+        versions = tuple(t._version for t in (*decoder.parameters(), *decoder.buffers()))
+        known = _SIGNATURES.get(decoder)
+        if known is None or known[0] != versions:
+            known = _SIGNATURES[decoder] = (versions, cls.of(decoder))
+        return known[1]
 
     def matches(self, other: Signature) -> bool:
         return (self.kind, self.dtype, self.shapes) == (other.kind, other.dtype, other.shapes) and all(
@@ -162,7 +176,7 @@ class WorkerDecode:
                              f"{self.controller.device_type}: its state means other noise there; make the generator "
                              f"on {self.controller.device_type}")
         task = DecodeTask(latent.detach().cpu(), tiling, None if generator is None else generator.get_state(),
-                          None if timestep is None else timestep.detach().cpu(), Signature.of(decoder))
+                          None if timestep is None else timestep.detach().cpu(), Signature.cached(decoder))
         self.last = decoded = self.controller.call(task, self.should_stop)
         if decoded.refused is not None:
             raise ValueError(decoded.refused)

@@ -54,3 +54,15 @@ def test_a_signature_tells_other_weights_and_dtypes_apart_but_not_a_copy():
     with torch.no_grad():
         next(decoder.parameters())[0].flatten()[0] += 1e-3  # one weight of millions
     assert not mine.matches(Signature.of(decoder))
+
+
+def test_the_callers_signature_is_computed_once_until_a_weight_changes(monkeypatch):
+    decoder = demo_decoders("2.0").video
+    calls = []
+    original = Signature.of.__func__
+    monkeypatch.setattr(Signature, "of", classmethod(lambda cls, d: calls.append(d) or original(cls, d)))
+    first = Signature.cached(decoder)
+    assert Signature.cached(decoder) is first and len(calls) == 1  # the second decode reads no weight
+    with torch.no_grad():
+        next(decoder.parameters()).add_(1.0)  # changed in place: its version counter moves
+    assert not Signature.cached(decoder).matches(first) and len(calls) == 2
