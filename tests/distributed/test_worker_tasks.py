@@ -10,7 +10,7 @@ import torch
 from ltx2_core.demo import demo_models
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime import WorkerError
-from support.worker_tasks import Fails, SumOfRanks
+from support.worker_tasks import Fails, Sleeps, SumOfRanks
 from support.workers import run_on
 
 
@@ -29,3 +29,13 @@ def test_a_failing_task_names_its_rank_and_the_workers_start_again(workers):
         controller.call(Fails(1))
     models = demo_models("2.0")._replace(transformer=None)
     assert run_on(controller, models).frames.shape[0] == 9  # the next job starts the workers again and samples
+
+
+def test_a_task_longer_than_the_timeout_is_no_hang(workers):
+    """A task that takes longer than `timeout` (loading Gemma: minutes) succeeds: the heartbeats say the ranks live."""
+    controller = workers(ParallelConfig(sp=2))
+    timeout, controller.timeout = controller.timeout, 2
+    try:
+        assert controller.call(Sleeps(5)) == 0
+    finally:
+        controller.timeout = timeout

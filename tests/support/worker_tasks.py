@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, NamedTuple
 from unittest import mock
 
@@ -62,3 +63,13 @@ class CountedLoad(NamedTuple):
         records: list = [None] * dist.get_world_size()
         dist.all_gather_object(records, mine)
         return loaded, records
+
+
+class Sleeps(NamedTuple):
+    """Every rank sleeps `seconds` (a Gemma that loads for minutes, scaled down), then rank 0 returns its rank."""
+
+    seconds: float
+
+    def run(self, context: TaskContext):
+        time.sleep(self.seconds)
+        return context.rank
