@@ -62,9 +62,14 @@ class Signature(NamedTuple):
 
     @classmethod
     def cached(cls, decoder: Decoder) -> Signature:
-        """`of(decoder)`, computed again only when a weight changed in place since (its version counter): the
-        caller's decoder is fingerprinted once, not read whole at every decode."""
-        versions = tuple(t._version for t in (*decoder.parameters(), *decoder.buffers()))
+        """`of(decoder)`, computed again only when a weight was replaced or changed in place since (its storage and
+        version counter): the caller's decoder is fingerprinted once, not read whole at every decode. Inference
+        tensors (a decoder loaded under `torch.inference_mode`, as in ComfyUI's executor) keep no version counter and
+        can still be written in place inside inference mode, so such a decoder is fingerprinted at every call."""
+        tensors = (*decoder.parameters(), *decoder.buffers())
+        if any(t.is_inference() for t in tensors):
+            return cls.of(decoder)
+        versions = tuple((t.data_ptr(), t._version) for t in tensors)
         known = _SIGNATURES.get(decoder)
         if known is None or known[0] != versions:
             known = _SIGNATURES[decoder] = (versions, cls.of(decoder))

@@ -66,3 +66,20 @@ def test_the_callers_signature_is_computed_once_until_a_weight_changes(monkeypat
     with torch.no_grad():
         next(decoder.parameters()).add_(1.0)  # changed in place: its version counter moves
     assert not Signature.cached(decoder).matches(first) and len(calls) == 2
+    name, weight = next(decoder.named_parameters())
+    module, _, leaf = name.rpartition(".")
+    replaced = torch.nn.Parameter(weight.detach() * 2)  # replaced, as ComfyUI's weight patching does: a new storage
+    setattr(decoder.get_submodule(module), leaf, replaced)
+    assert not Signature.cached(decoder).matches(first) and len(calls) == 3
+
+
+def test_a_decoder_loaded_in_inference_mode_is_fingerprinted_at_every_call():
+    """ComfyUI runs nodes under `torch.inference_mode`: the loaded decoder's weights are inference tensors, which keep
+    no version counter (the e2e two-GPU workflows failed on `_version`) and can be written in place there."""
+    with torch.inference_mode():
+        decoder = demo_decoders("2.0").video
+    first = Signature.cached(decoder)
+    assert first.matches(Signature.of(decoder))
+    with torch.inference_mode():
+        next(decoder.parameters()).add_(1.0)
+    assert not Signature.cached(decoder).matches(first)
