@@ -10,8 +10,9 @@
 * Stage 1: half size, the distilled table, plain Euler steps, no guidance. Stage 2: the latent upsampled ×2, then
   refined over sigmas (0.909375, 0.725, 0) in 2×2×2 tiles (`tiled_stage.refine_tiled`: overlaps 8, 6, 6 latent
   cells; tile i's noise from seed + i), the reference re-encoded at full size and cut to each tile.
-* Decoding in fp32, then the LoRA's curve to scene-linear Rec.709 light (`hdr.Transfer.to_linear`), crop, and (high
-  quality) every other frame: `HdrGeneration.linear`, (F, H, W, 3) fp32 ≥ 0.
+* Decoding in fp32 (here, or across persistent workers: `decode_hdr`), then the LoRA's curve to scene-linear
+  Rec.709 light (`hdr.Transfer.to_linear`), crop, and (high quality) every other frame: `HdrGeneration.linear`,
+  (F, H, W, 3) fp32 ≥ 0.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from ltx2_core.loader.lora import Lora, fused_loras
 from ltx2_core.loader.safetensors_file import read_header
 from ltx2_core.media import video_to_frames, write_mp4
 from ltx2_core.model.decoders import Decoders
+from ltx2_core.model.float32 import in_float32
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.sampling.recipe import StageParts, build_stage
 from ltx2_core.sampling.tiles import HDR_STAGE2_TILES, TileLayout
-from ltx2_core.stages import AVLatent, empty_video_latent, encode, upsample
+from ltx2_core.stages import AVLatent, VideoDecode, empty_video_latent, encode, upsample
 from ltx2_core.tiled_stage import refine_tiled
 from ltx2_core.types import TextEmbeddings
 from ltx2_core.video_io import read_video, video_info
@@ -125,23 +127,29 @@ def hdr_linear(frames: torch.Tensor, transfer: Transfer, size: tuple[int, int] |
     return linear[::2] if high_quality else linear
 
 
+def check_float32_decode(video_decode: VideoDecode | None) -> None:
+    """ValueError naming the fix for a `video_decode` that does not decode in float32 (its `float32` attribute)."""
+    if video_decode is not None and not getattr(video_decode, "float32", False):
+        raise ValueError("HDR decodes in float32 and the video_decode given does not: wrap it with "
+                         "ltx2_core.runtime.float32_decode.in_float32, or decode here (no video_decode)")
+
+
 @torch.no_grad()
 def decode_hdr(latent: AVLatent, decoders: Decoders, transfer: Transfer, size: tuple[int, int] | None,
                high_quality: bool, tiling: TilingConfig | None = TilingConfig(),
-               generator: torch.Generator | None = None) -> torch.Tensor:
+               generator: torch.Generator | None = None, video_decode: VideoDecode | None = None) -> torch.Tensor:
     """The video latent decoded in fp32 (the decoder's floating tensors cast for the call and each put back in its
-    own dtype after it), then `hdr_linear`."""
+    own dtype after it, `model.float32.in_float32`), then `hdr_linear`. `video_decode`: a decode that runs in float32
+    elsewhere, given this decoder in its own dtype (`runtime.float32_decode.in_float32`: the tiles across the
+    workers, each casting its own copy of the decoder); None: here."""
     decoder = decoders.video
-    tensors = [t for t in (*decoder.parameters(), *decoder.buffers()) if t.is_floating_point()]
-    dtypes = [t.dtype for t in tensors]
-    try:
-        for t in tensors:
-            t.data = t.data.float()
-        video = decode_video(latent.video.float().to(next(decoder.parameters()).device), decoder, tiling,
-                             generator=generator, output_device="cpu")
-    finally:
-        for t, dtype in zip(tensors, dtypes):
-            t.data = t.data.to(dtype)
+    if video_decode is not None:
+        check_float32_decode(video_decode)
+        video = video_decode(latent.video.float(), decoder, tiling, generator=generator, output_device="cpu")
+    else:
+        with in_float32(decoder):
+            video = decode_video(latent.video.float().to(next(decoder.parameters()).device), decoder, tiling,
+                                 generator=generator, output_device="cpu")
     return hdr_linear(video_to_frames(video)[0], transfer, size, high_quality)
 
 
@@ -187,13 +195,15 @@ def check_hdr_models(models) -> HdrConfig:
 
 @torch.no_grad()
 def generate_hdr(request, models, *, sampler=None, tiling: TilingConfig | None = TilingConfig(),
-                 positive: TextEmbeddings | None = None) -> HdrGeneration:
+                 positive: TextEmbeddings | None = None, video_decode: VideoDecode | None = None) -> HdrGeneration:
     """A `Request` of mode "hdr" end to end (module docstring): the prompt encoded (or `positive`, e.g. the
     reference's text-embeddings file), both stages on `sampler` (a `pipeline.StageSampler`; `pipeline.generate`
-    makes a `LocalSampler`), the fp32 decode to linear light. Every check before any model work."""
+    makes a `LocalSampler`), the fp32 decode to linear light (here, or by `video_decode`: `decode_hdr`). Every
+    check before any model work."""
     request.check()
     config = check_hdr_models(models)
     check_hdr(request.hdr, request.width, request.height, request.frames, config.downscale)
+    check_float32_decode(video_decode)
     if sampler is None:
         raise ValueError("generate_hdr samples on the `sampler` it is given; call pipeline.generate, which makes one")
     if positive is None:
@@ -202,7 +212,8 @@ def generate_hdr(request, models, *, sampler=None, tiling: TilingConfig | None =
                                    request.frames, request.fps, request.seed, config)
     gen_w, gen_h = generation_size(request.width, request.height)
     size = None if (gen_w, gen_h) == (request.width, request.height) else (request.width, request.height)
-    linear = decode_hdr(latent, models.decoders, config.transfer, size, request.hdr.high_quality, tiling, generator)
+    linear = decode_hdr(latent, models.decoders, config.transfer, size, request.hdr.high_quality, tiling, generator,
+                        video_decode)
     return HdrGeneration(linear, request.fps)
 
 
@@ -218,6 +229,7 @@ def hdr_job(request, tiling: TilingConfig | None, stages: tuple[str, ...]):
                guide_tokens=video_tokens(frames, gen_h // 2, gen_w // 2), tiling=tiling)
 
 
-__all__ = ["ALIGN", "HDR", "HDR_STAGE2_SIGMAS", "HdrGeneration", "check_hdr", "check_hdr_models", "decode_hdr",
+__all__ = ["ALIGN", "HDR", "HDR_STAGE2_SIGMAS", "HdrGeneration", "check_float32_decode", "check_hdr",
+           "check_hdr_models", "decode_hdr",
            "encode_reference", "find_hdr_lora", "generate_hdr", "generation_size", "hdr_job", "hdr_linear",
            "sample_hdr"]

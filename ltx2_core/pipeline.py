@@ -161,13 +161,14 @@ def generate(request: Request, models: Models, progress: StageProgress | None = 
     them (the kept parts through a VAE round trip)."""
     if request.audio_only and distribution != SINGLE_PROCESS:  # every rank of a parallel run refuses alike
         raise ValueError(ONE_GPU)
-    if request.mode == "hdr":  # the HDR IC-LoRA: an `HdrGeneration` (linear light), one process
-        from ltx2_core.hdr_pipeline import generate_hdr
+    if request.mode == "hdr":  # the HDR IC-LoRA: an `HdrGeneration` (linear light), one process (its float32
+        from ltx2_core.hdr_pipeline import generate_hdr  # decode maybe on persistent workers: `decode_hdr`)
 
-        if distribution != SINGLE_PROCESS:
+        if distribution._replace(video_decode=None) != SINGLE_PROCESS:
             raise ValueError("HDR runs in one process; load the model without parallelism for mode hdr")
         return generate_hdr(request, models, tiling=tiling, sampler=sampler or LocalSampler(
-            models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward))
+            models.transformer, cuda_graphs=cuda_graphs, passes_per_forward=passes_per_forward),
+                            video_decode=distribution.video_decode)
     if request.mode == "dfr":  # DFR's chain (`ltx2_core.dfr_pipeline`): one process
         from ltx2_core.dfr_pipeline import generate_dfr
 

@@ -15,6 +15,7 @@ from ltx2_core.media import write_mp4
 from ltx2_core.memory.plan import MemoryPlanError
 from ltx2_core.model.upsampler import LatentUpsampler
 from ltx2_core.pipeline import request_job
+from ltx2_core.runtime.float32_decode import float32_decode
 from ltx2_core.video_io import VideoFrames
 
 from . import bridge
@@ -83,14 +84,14 @@ class LTX2HDR:
         model = model.check_loaded()
         models = Models(model.host.transformer, None, model.decoders, upsampler, None, model.video_encoder,
                         None, tuple(model.loras))
-        check_hdr_models(models)  # one process (no multi-GPU layout), the upsampler, the video encoder
+        check_hdr_models(models)  # the upsampler, the video encoder
         job = request_job(request, model.config, model.host.tiling())
-        if problem := model.host.memory_problem(job, model.decoders, upsampler, video_here=True):  # fp32 decode here
+        if problem := model.host.memory_problem(job, model.decoders, upsampler):  # fp32 decode here or on workers
             raise MemoryPlanError(problem)
         with model.host.sampler((), should_stop=bridge.interrupt_requested) as (sampler, ready), bridge.interrupts():
             bars = ProgressSampler(sampler, StageBars(unique_id, ready), _call_name)
-            result = generate_hdr(request, models, sampler=bars,
-                                  tiling=model.host.tiling(), positive=conditioning.positive)
+            result = generate_hdr(request, models, sampler=bars, tiling=model.host.tiling(),
+                                  positive=conditioning.positive, video_decode=float32_decode(model.host.video_decode))
         return srgb_preview(result.linear), result, result.fps
 
 

@@ -17,6 +17,7 @@ from ltx2_core.request_models import Models
 from ltx2_core.request import ONE_GPU, Request
 from ltx2_core.runtime.controller import Controller, JobInterrupted, WorkerError
 from ltx2_core.runtime.decode_task import WorkerDecode
+from ltx2_core.runtime.float32_decode import float32_decode
 from ltx2_core.runtime.protocol import StageJob
 from ltx2_core.sampling.stage import Stage
 from ltx2_core.stages import AVLatent, Generation, kept_sound
@@ -81,12 +82,13 @@ def generate_on_workers(controller: Controller, request: Request, models: Models
                         decode_on_workers: bool = True) -> Generation:
     """`request` end to end with the sampling on the controller's workers; `models` (its transformer may be None)
     encode, upsample and decode the sound here. The video is decoded across the workers (`models.decoders.video`
-    must be the decoder of the workers' files and dtype: ValueError otherwise), or here with `decode_on_workers`
-    False, and always here for HDR (its decode runs in float32). Not text to audio (`request.audio_only`:
-    ValueError), which runs on one GPU."""
+    must be the decoder of the workers' files and dtype: ValueError otherwise; HDR's in float32 there,
+    `float32_decode`), or here with `decode_on_workers` False. Not text to audio (`request.audio_only`: ValueError),
+    which runs on one GPU."""
     if request.audio_only:
         raise ValueError(ONE_GPU)
-    spread = decode_on_workers and request.mode != "hdr"
-    distribution = Distribution(video_decode=WorkerDecode(controller, should_stop)) if spread else SINGLE_PROCESS
+    decode = WorkerDecode(controller, should_stop)
+    decode = float32_decode(decode) if request.mode == "hdr" else decode
+    distribution = Distribution(video_decode=decode) if decode_on_workers else SINGLE_PROCESS
     return generate(request, models, progress, sampler=WorkerSampler(controller, should_stop=should_stop),
                     distribution=distribution)

@@ -17,6 +17,7 @@ a decode here.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Callable
 from typing import NamedTuple
@@ -26,6 +27,7 @@ import torch.distributed as dist
 
 from ltx2_core.loader import load_video_decoder
 from ltx2_core.loader.sources import Component
+from ltx2_core.model.float32 import in_float32
 from ltx2_core.model.video_vae.decoder import VideoDecoder
 from ltx2_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 from ltx2_core.model.video_vae.tiling import TilingConfig
@@ -98,13 +100,16 @@ class Decoded(NamedTuple):
 
 class DecodeTask(NamedTuple):
     """`decode_video(latent, decoder, tiling, generator=..., timestep=...)` on every worker (module docstring).
-    `generator_state`: the caller's generator's (None: no generator); `signature`: the caller's decoder's."""
+    `generator_state`: the caller's generator's (None: no generator); `signature`: the caller's decoder's, in its
+    own dtype; `float32`: the decode runs in float32 (HDR's: each worker's kept decoder cast for the call and put
+    back in its dtype after it, `model.float32.in_float32`; the latent in float32)."""
 
     latent: torch.Tensor
     tiling: TilingConfig | None
     generator_state: torch.Tensor | None
     timestep: torch.Tensor | None
     signature: Signature
+    float32: bool = False
 
     def run(self, context: TaskContext) -> Decoded | None:
         decoder, mine, uses = kept_decoder(context)
@@ -112,12 +117,12 @@ class DecodeTask(NamedTuple):
                                                                      context.spec.dtype)
         if _refused_on_root(refused is not None, context.device):
             return Decoded(None, None, None, uses, refused) if context.rank == 0 else None
-        weight = next(decoder.parameters())
         generator = None
         if self.generator_state is not None:
             generator = torch.Generator(context.device)
             generator.set_state(self.generator_state)
-        with torch.no_grad():
+        with torch.no_grad(), in_float32(decoder) if self.float32 else contextlib.nullcontext():
+            weight = next(decoder.parameters())
             video, traffic = decode_across(self.latent.to(weight.device, weight.dtype), decoder, self.tiling,
                                            generator=generator, output_device="cpu", timestep=None
                                            if self.timestep is None else self.timestep.to(weight.device))

@@ -72,12 +72,17 @@ def test_refusals_name_the_fix(loaded, hdr_model, files, tmp_path, monkeypatch):
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-def test_the_hdr_node_on_two_sequence_parallel_workers_gives_what_it_gives_here(loaded, hdr_model, files):
+def test_the_hdr_node_on_two_sequence_parallel_workers_gives_what_it_gives_here(loaded, hdr_model, files,
+                                                                               monkeypatch):
     """The transformer on two CPU worker processes (gloo, Ulysses sp 2): the video-only stages and tiles travel
-    without audio, the HDR IC-LoRA is read from its file by the workers for every tile."""
+    without audio, the HDR IC-LoRA is read from its file by the workers for every tile, and the video is decoded
+    there in float32 (one DecodeTask asking for it)."""
     (layout,) = node("LTX2ParallelConfig", '{"cfg": 1, "sp": 2, "tp": 1}', 4)
     (spread,) = node("LTX2CheckpointLoader", files["checkpoint"], "auto", "cpu", parallel=layout,
                      unique_id="hdr-workers")
+    controller, decodes = spread.host.workers, []
+    call = controller.call
+    monkeypatch.setattr(controller, "call", lambda task, *a: decodes.append(task.float32) or call(task, *a))
     try:
         (spread_hdr,) = node("LTX2LoraLoader", spread, hdr_model.loras[0][0].path, 1.0)
         results = []
@@ -87,4 +92,5 @@ def test_the_hdr_node_on_two_sequence_parallel_workers_gives_what_it_gives_here(
         assert spread.host.transformer is None
     finally:
         spread.release()
+    assert decodes == [True]  # the only task: the video's float32 decode across the workers
     torch.testing.assert_close(results[1][1].linear, results[0][1].linear, atol=1e-3, rtol=1e-3)

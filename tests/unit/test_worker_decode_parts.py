@@ -41,7 +41,7 @@ def test_only_a_host_with_workers_spreads_the_decode_and_leaves_its_tiles_out_of
     checked = []
     monkeypatch.setattr(hosts, "request_problem", lambda job, sizes, device: checked.append(sizes.decoding_here))
     host.memory_problem(Job(9, 64, 64))
-    host.memory_problem(Job(9, 64, 64), video_here=True)  # HDR's float32 decode stays here
+    host.memory_problem(Job(9, 64, 64), video_here=True)  # a decode in this process
     assert checked == [False, True]
 
 
