@@ -58,6 +58,7 @@ from ltx2_core.memory.plan import MemoryPlan
 from ltx2_core.model.transformer.attention_select import set_attention
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.parallel import launch
+from ltx2_core.parallel.auto_length import predict_across
 from ltx2_core.parallel.text_load import load_text
 from ltx2_core.duration import predict_seconds, with_length
 from ltx2_core.pipeline import Distribution, Generation, generate
@@ -73,15 +74,21 @@ from safetensors import safe_open
 def predict_clip_length(args: argparse.Namespace, request: Request, files: ModelFiles) -> Request:
     """--frames auto: the prompt encoded and the length predicted by the duration head before anything else loads,
     so that the memory plan and the memory checks are made for the clip chosen (the run encodes the prompt again
-    with its models); printed with the head's raw seconds. The request as it is otherwise."""
+    with its models); printed with the head's raw seconds. Under torchrun the ranks join their group here and the
+    encoder is spread over them as the run's is (`parallel.auto_length`). The request as it is otherwise."""
     if request.auto_frames is None:
         return request
     dtype = DTYPES[args.dtype] if args.dtype else None
     device = launch.local_device(args.device) if launch.ranks() > 1 else args.device
-    encoder, head = files.load_text(device, dtype)
-    positive, _ = encode_request(request, encoder, files.transformer_config())
-    seconds = predict_seconds(head, positive, request.audio_only)
-    del encoder, head, positive
+    if launch.ranks() > 1:
+        launch.init_group(device)
+        seconds = predict_across(request, files, device, dtype,
+                                 budget=int(args.memory_budget * GB) if args.memory_budget else None)
+    else:
+        encoder, head = files.load_text(device, dtype)
+        positive, _ = encode_request(request, encoder, files.transformer_config())
+        seconds = predict_seconds(head, positive, request.audio_only)
+        del encoder, head, positive
     if torch.device(device).type == "cuda":
         torch.cuda.empty_cache()  # Gemma's memory back before the plan counts the free memory
     resolved = with_length(request, seconds)
@@ -128,12 +135,12 @@ def run(args: argparse.Namespace) -> None:
                        fp8_matmul=args.fp8_matmul, duration_head=args.duration_head,
                        temporal_upsampler=args.temporal_upsampler).resolved(files_mode(request))
     request = check_early(args, request, files)
-    request = predict_clip_length(args, request, files)
-    plan = memory_plan(args, request, files)
     parallel = layout(args).world_size > 1 or launch.ranks() > 1
-    if not parallel:
-        check_memory(args, request, files.model_sizes(DTYPES[args.dtype] if args.dtype else None), plan)
-    try:
+    try:  # under torchrun the group may be joined from --frames auto's prediction on
+        request = predict_clip_length(args, request, files)
+        plan = memory_plan(args, request, files)
+        if not parallel:
+            check_memory(args, request, files.model_sizes(DTYPES[args.dtype] if args.dtype else None), plan)
         result = _generate(args, request, files, parallel, plan)
     finally:
         if parallel:

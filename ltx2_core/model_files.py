@@ -341,6 +341,10 @@ class ModelFiles(ModelFileChecks):
             encoder = load_prompt_encoder(files.text_encoder, sources, device=device, dtype=dtype)
         return encoder, _duration_head(sources, device)
 
+    def load_duration_head(self, device: torch.device | str = "cpu") -> DurationHead | None:
+        """LTX-2.5's duration head alone (None where the files carry none), as `load_text` loads it."""
+        return _duration_head(self.resolved().sources(), device)
+
     def load_encoder(self, device: torch.device | str = "cpu", dtype: torch.dtype | None = None,
                      part: TextPart | None = None) -> PromptEncoder:
         """The prompt encoder alone, whole or (`part`: a text pipeline's rank) only that part read from disk."""

@@ -103,11 +103,16 @@ def tensor_parallel_for(mesh: DeviceMesh, layout: ParallelConfig):
 
 def join(layout: ParallelConfig, device: torch.device) -> DeviceMesh:
     """Initialises the default group from torchrun's environment and returns the layout's mesh."""
+    init_group(device)
+    return device_mesh(layout, device.type)
+
+
+def init_group(device: torch.device) -> None:
+    """The default group from torchrun's environment (NCCL on GPUs, gloo on the CPU), once."""
     if not dist.is_initialized():
         if device.type == "cuda":
             torch.cuda.set_device(device)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return device_mesh(layout, device.type)
 
 
 def finish(model: LTX2Transformer, mesh: DeviceMesh, layout: ParallelConfig) -> Distribution:

@@ -7,7 +7,10 @@ models are loaded and before Gemma is; then each rank reads only what the layout
 * "prompts" (and "one"): the whole encoder on every rank, as each encodes a prompt of its own;
 * a run whose prompts rank 0 alone encodes and broadcasts (prompt enhancement samples text with the whole model;
   DFR's one prompt): the whole encoder on rank 0 only, none elsewhere;
-* HDR (every rank runs it whole, encoding its own prompt): the whole encoder on every rank.
+* HDR (every rank runs it whole, encoding its own prompt): the whole encoder on every rank (the command line refuses
+  --hdr under torchrun before anything loads: `cli_checks.check_hdr_early`).
+
+`parallel.auto_length` loads the encoder the same way for `--frames auto`'s early encoding.
 
 The demo model (no files) is built whole in code: its layout is planned from the loaded encoder, as before.
 """
@@ -54,7 +57,7 @@ def plan_from_files(skeleton: PromptEncoder, device: torch.device | str, group: 
     return plan_text(skeleton_bytes(skeleton), rooms, 2, allowed_cuts(skeleton.gemma))
 
 
-def _encodes_alone(request: Request) -> bool:
+def encodes_alone(request: Request) -> bool:
     """Whether rank 0 alone encodes (and broadcasts) the prompts: enhancement, or DFR's one prompt."""
     return request.enhance_prompt or request.mode == "dfr"
 
@@ -69,9 +72,19 @@ def load_text(request: Request, files: ModelFiles, models: Models, distribution:
         return _spread_loaded(request, models, distribution, group, budget)
     if request.mode == "hdr":
         return models._replace(prompt_encoder=files.load_encoder(device, dtype)), distribution, ""
-    if _encodes_alone(request):
+    if encodes_alone(request):
         encoder = files.load_encoder(device, dtype) if dist.get_rank() == 0 else None
         return models._replace(prompt_encoder=encoder), distribution, ALONE
+    spread = load_spread(files, device, dtype, group, budget)
+    return (models._replace(prompt_encoder=spread), distribution._replace(prompts=lambda encode_here: encode_here()),
+            spread.layout.describe())
+
+
+def load_spread(files: ModelFiles, device: torch.device | str, dtype: torch.dtype | None = None,
+                group: dist.ProcessGroup | None = None, budget: int | None = None) -> SpreadEncoder:
+    """The encoder of `files` spread over `group` by the layout planned from its headers and each rank's room (or
+    `budget`), this rank reading only its part (a pipeline rank prints what it read); MemoryPlanError on every rank
+    where no layout fits. Collective."""
     resolved = files.resolved()
     skeleton = text_skeleton(resolved.text_encoder, resolved.sources(), dtype=dtype)
     layout = plan_from_files(skeleton, device, group, budget)
@@ -80,9 +93,7 @@ def load_text(request: Request, files: ModelFiles, models: Models, distribution:
     encoder = files.load_encoder(device, dtype, part)
     if part is not None:
         print(_read_line(rank, part, text_bytes(encoder).whole, skeleton_bytes(skeleton)), flush=True)
-    spread = SpreadEncoder(encoder, layout, group)
-    return (models._replace(prompt_encoder=spread), distribution._replace(prompts=lambda encode_here: encode_here()),
-            layout.describe())
+    return SpreadEncoder(encoder, layout, group)
 
 
 def _read_line(rank: int, part: TextPart, read: int, sizes: TextBytes) -> str:
@@ -96,7 +107,7 @@ def _read_line(rank: int, part: TextPart, read: int, sizes: TextBytes) -> str:
 def _spread_loaded(request: Request, models: Models, distribution: Distribution, group: dist.ProcessGroup | None,
                    budget: int | None) -> tuple[Models, Distribution, str]:
     """An encoder loaded whole on every rank (the demo's) spread by the layout planned from it (`spread_prompts`)."""
-    if _encodes_alone(request) or request.mode == "hdr":
+    if encodes_alone(request) or request.mode == "hdr":
         return models, distribution, ""
     models, distribution = spread_prompts(models, distribution, group, budget)
     return models, distribution, models.prompt_encoder.layout.describe()

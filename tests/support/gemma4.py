@@ -106,10 +106,11 @@ def padded_tokenizer_json() -> bytes:
 
 def write_gemma4_file(path: Path, *, config: dict | None = None, metadata: dict[str, str] | None = None,
                       tokenizer_config: dict | None = None, tokenizer: bytes | None = None,
-                      drop: tuple[str, ...] = (), dtype: torch.dtype = torch.float32) -> Path:
+                      drop: tuple[str, ...] = (), dtype: torch.dtype = torch.float32,
+                      state: dict[str, torch.Tensor] | None = None) -> Path:
     """Writes the tiny 2.5 text encoder file; `drop` leaves out tensors by name (bad-file tests), `metadata` replaces
-    the header's (None: the released entries)."""
-    tensors = {"model." + k: v.to(dtype).contiguous() for k, v in gemma4_state().items()}
+    the header's (None: the released entries); `state`: the text model's weights (None: `gemma4_state()`)."""
+    tensors = {"model." + k: v.to(dtype).contiguous() for k, v in (state or gemma4_state()).items()}
     tensors |= {"vision_model.patch_embedding.weight": torch.zeros(4, 3, 2, 2),
                 "multi_modal_projector.embedding_projection.weight": torch.zeros(TINY_GEMMA4_TEXT["hidden_size"], 4)}
     tensors |= projection_tensors()
