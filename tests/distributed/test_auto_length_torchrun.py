@@ -20,6 +20,7 @@ from ltx2_core.duration import predict_seconds, with_length
 from ltx2_core.request_encoding import encode_request
 from ltx2_core.memory.text_file_bytes import text_file_bytes
 from support.gemma4 import gemma4_config, write_gemma4_file
+from support.ranks import run_ranks
 from support.release25 import write_release25
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,3 +68,16 @@ def test_the_early_encoding_is_spread_and_predicts_one_process_length(release, t
         assert [r[0] for r in reads] == [rank, rank], out[-2000:]
         for _, start, end, read, planned, whole in reads:
             assert int(read) == int(planned) < int(whole) == sizes.whole
+
+
+def test_every_rank_gets_rank_0s_seconds_and_rank_0_alone_loads_where_no_layout_fits(release, tmp_path):
+    """`predict_across` on 2 gloo ranks: with a budget a pipeline fits, each rank loads its part (no whole encoder,
+    no `load_text`); with one nothing fits (the same verdict on both), rank 0 alone loads the whole encoder as one
+    process does and rank 1 loads nothing; both ranks get the same seconds, one process's (≤ 1e-5 s)."""
+    results = run_ranks("auto_length_rank.py", 2, tmp_path, str(release["dev"].parent.parent),
+                        str(release["conv_vae"]))
+    assert [r["pipeline"]["loads"] for r in results] == [["part"], ["part"]]
+    assert [r["none fits"]["loads"] for r in results] == [["text"], []]
+    for case in ("pipeline", "none fits"):
+        assert results[0][case]["seconds"] == results[1][case]["seconds"]  # rank 0's, broadcast: the same float
+        assert abs(results[0][case]["seconds"] - results[0]["one process"]) <= 1e-5, results[0]
