@@ -131,7 +131,7 @@ def check_float32_decode(video_decode: VideoDecode | None) -> None:
     """ValueError naming the fix for a `video_decode` that does not decode in float32 (its `float32` attribute)."""
     if video_decode is not None and not getattr(video_decode, "float32", False):
         raise ValueError("HDR decodes in float32 and the video_decode given does not: wrap it with "
-                         "ltx2_core.runtime.float32_decode.in_float32, or decode here (no video_decode)")
+                         "ltx2_core.runtime.float32_decode.float32_decode, or decode here (no video_decode)")
 
 
 @torch.no_grad()
