@@ -20,8 +20,8 @@ from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
 from ltx2_core.runtime.controller import WorkerError
 
 # the last line of a traceback that ran out of memory: torch's (CUDA, MPS, XPU) and the CPU allocator's
-MEMORY_ERRORS = re.compile(r"OutOfMemoryError|out of memory|can't allocate memory", re.IGNORECASE)
-ASKED = re.compile(r"Tried to allocate ([\d.]+ \w+)", re.IGNORECASE)
+MEMORY_ERRORS = re.compile(r"OutOfMemoryError|out of memory|not enough memory|can't allocate memory", re.IGNORECASE)
+ASKED = re.compile(r"tried to allocate ([\d.]+ \w+)", re.IGNORECASE)
 FREE = re.compile(r"of which ([\d.]+ \w+) is free", re.IGNORECASE)
 
 
