@@ -62,7 +62,12 @@ REPLACE_TIMEOUT = 120.0  # seconds a torchrun rank that died between jobs has to
 
 
 class WorkerError(LTX2Error, RuntimeError):
-    """A worker died, hung or failed; the message names the rank and its last error."""
+    """A worker died, hung or failed; the message names the rank and its last error. `errors`: {rank: the last line
+    of its traceback} when ranks reported errors and none died (empty otherwise)."""
+
+    def __init__(self, message: str, errors: dict[int, str] | None = None) -> None:
+        super().__init__(message)
+        self.errors = dict(errors or {})
 
 
 class JobInterrupted(Interrupted):
@@ -236,7 +241,7 @@ class Controller:
                 continue
             if isinstance(message, Error):
                 errors.setdefault(message.rank, message.trace.strip().splitlines()[-1])
-        self._fail(f"worker {_by_error(errors)}")
+        self._fail(f"worker {_by_error(errors)}", errors)
 
     def _check_alive(self, timeout: float) -> None:
         if dead := self.workers.dead():
@@ -245,9 +250,9 @@ class Controller:
         if time.monotonic() - self.seen[rank] > timeout:
             self._fail(f"worker rank {rank} sent nothing for {timeout:g} s: it hangs")
 
-    def _fail(self, message: str) -> None:
+    def _fail(self, message: str, errors: dict[int, str] | None = None) -> None:
         self.shutdown(timeout=2.0)  # broken workers may never take the request to stop: killed soon after
-        raise WorkerError(message + "; the workers were stopped and start again with the next job")
+        raise WorkerError(message + "; the workers were stopped and start again with the next job", errors)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stops every worker (asked first, then killed when spawned here; attached ones wait for the next

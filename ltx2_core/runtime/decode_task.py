@@ -33,7 +33,8 @@ from ltx2_core.model.video_vae.diffusion_decoder import DiffusionVideoDecoder
 from ltx2_core.model.video_vae.tiling import TilingConfig
 from ltx2_core.model_files import ModelFiles
 from ltx2_core.parallel.tiled_decode import DecodeTraffic, decode_across
-from ltx2_core.runtime.controller import Controller
+from ltx2_core.runtime.controller import Controller, WorkerError
+from ltx2_core.runtime.decode_fallback import decode_here, decoding_on_workers_failed
 from ltx2_core.runtime.protocol import TaskContext
 
 KEPT = "ltx2_core.runtime.decode_task"  # the workers' `kept` entry: [decoder, its Signature, decodes it ran]
@@ -169,12 +170,15 @@ def _refused_on_root(refused: bool, device: torch.device) -> bool:
 
 class WorkerDecode:
     """A `stages.VideoDecode` whose tiles are spread over `controller`'s workers (module docstring). `last`: rank
-    0's `Decoded` of the latest call; `report` (e.g. print) is told in one line how the decode was spread."""
+    0's `Decoded` of the latest call (None when it was decoded here); `report` (e.g. print; None: a fallback's line
+    is printed) is told in one line how the decode was spread. A worker out of memory: decoded here instead, as a
+    decode here (`decode_fallback`: one line says why; `fell_back` names the ranks); other failures are raised."""
 
     def __init__(self, controller: Controller, should_stop: Callable[[], bool] | None = None,
                  report: Callable[[str], None] | None = None) -> None:
         self.controller, self.should_stop, self.report = controller, should_stop, report
         self.last: Decoded | None = None
+        self.fell_back: str | None = None  # the latest call's ranks that ran out of memory (decoded here instead)
 
     def __call__(self, latent: torch.Tensor, decoder: Decoder, tiling: TilingConfig | None = TilingConfig(), *,
                  generator: torch.Generator | None = None, timestep: torch.Tensor | None = None,
@@ -187,7 +191,13 @@ class WorkerDecode:
                              f"on {self.controller.device_type}")
         task = DecodeTask(latent.detach().cpu(), tiling, None if generator is None else generator.get_state(),
                           None if timestep is None else timestep.detach().cpu(), Signature.cached(decoder))
-        self.last = decoded = self.controller.call(task, self.should_stop)
+        try:
+            decoded = self.controller.call(task, self.should_stop)
+        except WorkerError as error:  # out of memory on a worker: decoded here (`decode_fallback`); else raised
+            self.last, self.fell_back = None, decoding_on_workers_failed(error, self.report, latent.device)
+            return decode_here(latent, decoder, tiling, generator=generator, generator_state=task.generator_state,
+                               timestep=timestep, output_device=output_device or latent.device, why=self.fell_back)
+        self.last, self.fell_back = decoded, None
         if decoded.refused is not None:
             raise ValueError(decoded.refused)
         if generator is not None:
