@@ -140,7 +140,7 @@ def decode_hdr(latent: AVLatent, decoders: Decoders, transfer: Transfer, size: t
                generator: torch.Generator | None = None, video_decode: VideoDecode | None = None) -> torch.Tensor:
     """The video latent decoded in fp32 (the decoder's floating tensors cast for the call and each put back in its
     own dtype after it, `model.float32.in_float32`), then `hdr_linear`. `video_decode`: a decode that runs in float32
-    elsewhere, given this decoder in its own dtype (`runtime.float32_decode.in_float32`: the tiles across the
+    elsewhere, given this decoder in its own dtype (`runtime.float32_decode.float32_decode`: the tiles across the
     workers, each casting its own copy of the decoder); None: here."""
     decoder = decoders.video
     if video_decode is not None:

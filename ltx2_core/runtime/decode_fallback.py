@@ -55,8 +55,8 @@ def decode_here(latent: torch.Tensor, decoder: torch.nn.Module, tiling: TilingCo
         generator.set_state(generator_state)
     try:
         with torch.no_grad():
-            return decode_video(latent, decoder, tiling, generator=generator, timestep=timestep,
-                                output_device=output_device)
+            return decode_video(latent.to(next(decoder.parameters()).device), decoder, tiling, generator=generator,
+                                timestep=timestep, output_device=output_device)
     except torch.OutOfMemoryError as error:
         raise MemoryPlanError(_no_room_here(why, latent.device, decoder, error)) from error
     except RuntimeError as error:

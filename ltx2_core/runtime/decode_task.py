@@ -172,11 +172,14 @@ class WorkerDecode:
     """A `stages.VideoDecode` whose tiles are spread over `controller`'s workers (module docstring). `last`: rank
     0's `Decoded` of the latest call (None when it was decoded here); `report` (e.g. print; None: a fallback's line
     is printed) is told in one line how the decode was spread. A worker out of memory: decoded here instead, as a
-    decode here (`decode_fallback`: one line says why; `fell_back` names the ranks); other failures are raised."""
+    decode here (`decode_fallback`: one line says why; `fell_back` names the ranks); other failures are raised.
+    `float32`: HDR's decode (`runtime.float32_decode`): every worker, and a fallback here, casts its decoder to
+    float32 for the call (`DecodeTask.float32`), the caller's decoder compared in its own dtype."""
 
     def __init__(self, controller: Controller, should_stop: Callable[[], bool] | None = None,
-                 report: Callable[[str], None] | None = None) -> None:
+                 report: Callable[[str], None] | None = None, *, float32: bool = False) -> None:
         self.controller, self.should_stop, self.report = controller, should_stop, report
+        self.float32 = float32
         self.last: Decoded | None = None
         self.fell_back: str | None = None  # the latest call's ranks that ran out of memory (decoded here instead)
 
@@ -190,13 +193,16 @@ class WorkerDecode:
                              f"{self.controller.device_type}: its state means other noise there; make the generator "
                              f"on {self.controller.device_type}")
         task = DecodeTask(latent.detach().cpu(), tiling, None if generator is None else generator.get_state(),
-                          None if timestep is None else timestep.detach().cpu(), Signature.cached(decoder))
+                          None if timestep is None else timestep.detach().cpu(), Signature.cached(decoder),
+                          self.float32)
         try:
             decoded = self.controller.call(task, self.should_stop)
         except WorkerError as error:  # out of memory on a worker: decoded here (`decode_fallback`); else raised
             self.last, self.fell_back = None, decoding_on_workers_failed(error, self.report, latent.device)
-            return decode_here(latent, decoder, tiling, generator=generator, generator_state=task.generator_state,
-                               timestep=timestep, output_device=output_device or latent.device, why=self.fell_back)
+            with in_float32(decoder) if self.float32 else contextlib.nullcontext():
+                return decode_here(latent, decoder, tiling, generator=generator, generator_state=task.generator_state,
+                                   timestep=timestep, output_device=output_device or latent.device,
+                                   why=self.fell_back)
         self.last, self.fell_back = decoded, None
         if decoded.refused is not None:
             raise ValueError(decoded.refused)

@@ -74,3 +74,22 @@ def test_a_decode_here_out_of_memory_too_names_the_fix(monkeypatch):
                        r"this process on cpu too \(CUDA out of memory. Tried to allocate 3.00 GiB.*\): decode with "
                        r"smaller tiles \(the decode's spatial or temporal tile\), or generate fewer frames"):
         decode(torch.zeros(1, 128, 2, 2, 2), demo_models("2.0").decoders.video, TILING)
+
+
+def test_hdrs_float32_decode_falls_back_in_float32_and_leaves_the_decoder_in_its_dtype():
+    """HDR's decode (`float32_decode`): the fallback here decodes in float32 as `decode_hdr` does here, not in the
+    decoder's bf16, and puts the decoder back in bf16."""
+    from ltx2_core.model.float32 import in_float32
+    from ltx2_core.runtime.float32_decode import float32_decode
+
+    decoder = demo_models("2.0").decoders.video.to(torch.bfloat16)
+    latent = torch.randn(1, 128, 3, 3, 3, generator=torch.Generator().manual_seed(2))
+    with in_float32(decoder):
+        want = decode_video(latent, decoder, TILING)
+    controller = FailingController(WorkerError("...", {1: CUDA}))
+    decode = float32_decode(WorkerDecode(controller, report=lambda line: None))
+    got = decode(latent, decoder, TILING)
+    assert got.dtype == torch.float32 and controller.calls == 1
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert {t.dtype for t in decoder.parameters()} == {torch.bfloat16}
+    assert (got - decode_video(latent.bfloat16(), decoder, TILING).float()).abs().max() > 1e-3  # bf16 differs
