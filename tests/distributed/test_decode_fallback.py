@@ -11,7 +11,6 @@ import os
 import pytest
 import torch
 
-from ltx2_core import ModelFiles
 from ltx2_core.demo import demo_models
 from ltx2_core.loader import load_video_decoder
 from ltx2_core.model.video_vae.tiling import TilingConfig, decode_video
@@ -19,7 +18,7 @@ from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime import WorkerError, decode_task
 from ltx2_core.runtime.decode_task import WorkerDecode
 from support.decode_faults import BrokenOnRankOne, OutOfMemoryOnRankOne
-from support.workers import gone
+from support.workers import diffusion_decoder_files, gone
 
 # as tests/distributed/test_worker_decode.py: 8 tiles of the convolutional decoder, 4 a worker; spatial tiles only
 CONV_TILING = TilingConfig(spatial_tile=64, spatial_overlap=32, temporal_tile=16, temporal_overlap=8)
@@ -59,12 +58,7 @@ def test_the_diffusion_decoder_decoded_here_after_a_worker_out_of_memory_continu
         tmp_path, workers, monkeypatch):
     """LTX-2.5's diffusion decoder draws its starting noise: the decode here starts from the state the workers were
     given, so the video and the generator after it are a decode here's."""
-    from support.gemma4 import write_transformer25_file
-    from support.video_vae25 import TINY_DIFFUSION_VAE, write_diffusion_vae
-
-    files = ModelFiles(checkpoint=str(write_transformer25_file(tmp_path / "transformer.safetensors")),
-                       vae=str(write_diffusion_vae(tmp_path / "vae.safetensors",
-                                                   {**TINY_DIFFUSION_VAE, "latent_channels": 128})))
+    files = diffusion_decoder_files(tmp_path)
     decoder = load_video_decoder(files.vae)
     latent = _latent(128, (1, 2, 3)).to(next(decoder.parameters()).dtype)
     here, there = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)

@@ -10,13 +10,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from ltx2_core import ModelFiles, TilingConfig
+from ltx2_core import TilingConfig
 from ltx2_core.demo import demo_models
 from ltx2_core.loader import load_video_decoder
 from ltx2_core.model.video_vae.tiling import decode_video, tile_axes, video_tiles
 from ltx2_core.parallel import ParallelConfig
 from ltx2_core.runtime.decode_task import WorkerDecode
-from support.workers import REQUEST, run_on
+from support.workers import REQUEST, diffusion_decoder_files, run_on
 
 # 2 latent frames x 2 rows x 2 columns of tiles: 8 tiles, 4 a worker
 CONV_TILING = TilingConfig(spatial_tile=64, spatial_overlap=32, temporal_tile=16, temporal_overlap=8)
@@ -85,12 +85,7 @@ def test_a_long_clip_decoded_on_workers_equals_one_process(workers):
 
 
 def test_the_diffusion_decoder_on_workers_equals_one_device_and_continues_the_generator(tmp_path, workers):
-    from support.gemma4 import write_transformer25_file
-    from support.video_vae25 import TINY_DIFFUSION_VAE, write_diffusion_vae
-
-    files = ModelFiles(checkpoint=str(write_transformer25_file(tmp_path / "transformer.safetensors")),
-                       vae=str(write_diffusion_vae(tmp_path / "vae.safetensors",
-                                                   {**TINY_DIFFUSION_VAE, "latent_channels": 128})))
+    files = diffusion_decoder_files(tmp_path)
     decoder = load_video_decoder(files.vae)
     latent = _latent(128, (1, 2, 3)).to(next(decoder.parameters()).dtype)
     here, there = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)

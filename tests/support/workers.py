@@ -52,3 +52,14 @@ class SharedWorkers:
         self.controller.shutdown()
         self.key = self.controller = None
         assert all(gone(pid) for pid in pids), pids  # a shutdown leaves no process behind
+
+
+def diffusion_decoder_files(folder: Path) -> ModelFiles:
+    """An LTX-2.5 transformer and a diffusion video decoder (128 latent channels) written to `folder`, for the
+    workers' decode tests."""
+    from support.gemma4 import write_transformer25_file
+    from support.video_vae25 import TINY_DIFFUSION_VAE, write_diffusion_vae
+
+    return ModelFiles(checkpoint=str(write_transformer25_file(folder / "transformer.safetensors")),
+                      vae=str(write_diffusion_vae(folder / "vae.safetensors",
+                                                  {**TINY_DIFFUSION_VAE, "latent_channels": 128})))
