@@ -202,3 +202,49 @@ def test_comfyuis_unload_of_all_models_releases_every_loaded_handle_and_its_work
     assert loaders.LTX2CheckpointLoader.IS_CHANGED(ckpt_name=files["checkpoint"]) != before
     with pytest.raises(ValueError, match="ComfyUI unloaded all models"):
         model.check_loaded()
+
+
+def _decode_tasks(on_workers, monkeypatch) -> list:
+    """The names of the tasks the workers are given from now on (each still run)."""
+    tasks, call = [], on_workers.host.workers.call
+    monkeypatch.setattr(on_workers.host.workers, "call", lambda task, *a: tasks.append(type(task).__name__)
+                        or call(task, *a))
+    return tasks
+
+
+def test_the_dub_node_on_workers_decodes_there_and_equals_here(loaded, on_workers, files, tmp_path, monkeypatch):
+    """LTX-2 Dub of a model on workers: both stages sampled there, the video's tiles decoded there (one task), the
+    same frames and sound as the model here gives."""
+    import math
+
+    from support.model_files import write_lora
+
+    here, _, conditioning, _ = loaded
+    ic = str(write_lora(tmp_path / "dub-it.safetensors", seed=3, version="2.0",
+                        metadata={"reference_downscale_factor": "1"}))
+    clip = torch.rand(11, 64, 96, 3, generator=torch.Generator().manual_seed(0))
+    t = torch.arange(8000) / 16000
+    sound = {"waveform": (0.3 * torch.sin(2 * math.pi * 330 * t)).repeat(2, 1)[None], "sample_rate": 16000}
+    args = (conditioning, clip, sound, 24.0, ic, 128, 64, 5, 1.0)
+    want = node("LTX2Dub", here, node("LTX2UpsamplerLoader", files["upsampler"], here)[0], *args)
+    tasks = _decode_tasks(on_workers, monkeypatch)
+    got = node("LTX2Dub", on_workers, node("LTX2UpsamplerLoader", files["upsampler"], on_workers)[0], *args)
+    assert tasks.count("DecodeTask") == 1 and on_workers.host.video_decode.last.refused is None
+    assert got[0].shape == want[0].shape == (9, 64, 128, 3)
+    torch.testing.assert_close(got[0], want[0], atol=1e-4, rtol=0)
+    torch.testing.assert_close(got[1]["waveform"], want[1]["waveform"], atol=1e-4, rtol=0)
+
+
+def test_the_long_video_node_on_workers_decodes_there_and_equals_here(loaded, on_workers, monkeypatch):
+    """LTX-2 Generate Long of a model on workers: every window sampled there, the video decoded there, the same
+    clip and sound as the model here gives."""
+    here, encoder, _, _ = loaded
+    args = dict(negative_prompt="blurry", mode="one-stage", width=64, height=64, fps=24.0, seed=2, steps=2,
+                duration=2.0, window=25, overlap=8, window_prompts="a train arrives\n\na train leaves")
+    want = node("LTX2GenerateLong", here, encoder, "a train passes", **args)
+    tasks = _decode_tasks(on_workers, monkeypatch)
+    got = node("LTX2GenerateLong", on_workers, encoder, "a train passes", **args)
+    assert tasks.count("DecodeTask") >= 1 and on_workers.host.video_decode.last is not None
+    assert got[0].shape == want[0].shape == (49, 64, 64, 3)
+    torch.testing.assert_close(got[0], want[0], atol=1e-4, rtol=0)
+    torch.testing.assert_close(got[1]["waveform"], want[1]["waveform"], atol=1e-4, rtol=0)
