@@ -46,9 +46,11 @@ def test_the_workers_decode_equals_one_device_and_keeps_its_decoder(workers):
 
 def test_another_decoder_is_refused_and_the_workers_stay(workers):
     controller = workers(ParallelConfig(sp=2))
-    pids, other = controller.pids, demo_models("2.3").decoders.video  # another release's decoder
+    other = demo_models("2.3").decoders.video  # another release's decoder
     with pytest.raises(ValueError, match="is not the one the workers decode with .* decode with the model's own"):
         WorkerDecode(controller)(_latent(128, (2, 2, 2)), other, CONV_TILING)
+    pids = controller.pids  # read once they run: a fresh (or, after a failed job, stopped) controller starts lazily
+    assert len(pids) == 2
     wider = demo_models("2.0").decoders.video.to(torch.float64)  # the same weights in another dtype
     with pytest.raises(ValueError, match="float64"):
         WorkerDecode(controller)(_latent(128, (2, 2, 2)).double(), wider, CONV_TILING)

@@ -43,7 +43,11 @@ def test_ui_example_loads_and_queues_its_api_twin(frontend_results, path):
             assert f"filename={node['inputs']['audio']}&type=input" in inputs.pop("audioUI"), node_id
         if node["class_type"].startswith("SaveAudio"):  # its player of the saved sound, empty until the run
             assert inputs.pop("audioUI") == "", node_id
-        assert inputs == node["inputs"], node_id
+        expected = dict(node["inputs"])
+        if node["class_type"] == "LoadVideo":  # its preview widget's value, which the server ignores: the frontend
+            # sends it empty once the preview widget exists, which a slow machine may not have made yet
+            assert inputs.pop("video-preview", "") == expected.pop("video-preview", "") == "", node_id
+        assert inputs == expected, node_id
     # a dragged-in example finds its pictures and sounds: no request fails, every image box shows its picture
     assert [e for e in result["errors"] if e.startswith("HTTP 4") and "/view" in e] == []
     assert all(width == 384 for width in result["images"].values()), result["images"]
